@@ -1,0 +1,134 @@
+"""Kafka configuration: names and 2.8 defaults (KafkaConfig / LogConfig), and the version profiles.
+
+Only configs the emulator models are accepted; an unknown name is a scenario error, since a typo
+would otherwise silently run with the default. Values keep Kafka's types: ints for *.ms and sizes,
+booleans for *.enable, strings for versions and lists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LONG_MAX = 9223372036854775807
+
+# Broker configs (server.properties) with their Kafka 2.8 defaults (protocol.md section 12).
+BROKER_DEFAULTS: dict[str, Any] = {
+    "replica.lag.time.max.ms": 30000,
+    "replica.lag.max.messages": 4000,  # only read by the 0.8 profile (removed in 0.9.0)
+    "replica.fetch.wait.max.ms": 500,
+    "replica.fetch.min.bytes": 1,
+    "replica.fetch.max.bytes": 1048576,
+    "replica.fetch.response.max.bytes": 10485760,
+    "replica.fetch.backoff.ms": 1000,
+    "num.replica.fetchers": 1,
+    "replica.high.watermark.checkpoint.interval.ms": 5000,
+    "min.insync.replicas": 1,
+    "unclean.leader.election.enable": False,
+    "default.replication.factor": 1,
+    "num.partitions": 1,
+    "auto.leader.rebalance.enable": True,
+    "leader.imbalance.per.broker.percentage": 10,
+    "leader.imbalance.check.interval.seconds": 300,
+    "controlled.shutdown.enable": True,
+    "controlled.shutdown.max.retries": 3,
+    "controlled.shutdown.retry.backoff.ms": 5000,
+    "controller.socket.timeout.ms": 30000,
+    "zookeeper.session.timeout.ms": 18000,
+    "delete.topic.enable": True,
+    "leader.replication.throttled.rate": LONG_MAX,
+    "follower.replication.throttled.rate": LONG_MAX,
+    "replica.alter.log.dirs.io.max.bytes.per.second": LONG_MAX,
+    "replication.quota.window.num": 11,
+    "replication.quota.window.size.seconds": 1,
+    "num.replica.alter.log.dirs.threads": None,  # None = the number of log dirs
+    "log.flush.interval.messages": LONG_MAX,
+    "log.flush.interval.ms": None,  # None = log.flush.scheduler.interval.ms
+    "log.flush.scheduler.interval.ms": LONG_MAX,
+    "inter.broker.protocol.version": "2.8",
+    "request.timeout.ms": 30000,  # the producer's; kept here so a scenario can set it cluster-wide
+}
+
+# Topic-level configs (LogConfig) a scenario may override per topic; value None = inherit broker's.
+TOPIC_CONFIGS: dict[str, str] = {
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "retention.ms": "",
+    "segment.bytes": "",
+}
+TOPIC_DEFAULTS: dict[str, Any] = {
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
+    "retention.ms": 604800000,
+    "segment.bytes": 1073741824,
+}
+
+# The emulator's own settings (scenario `cluster.emulator`).
+EMULATOR_DEFAULTS: dict[str, Any] = {
+    "round.ms": 100,  # emulated milliseconds per round; one network hop per round
+    "history.commit.rounds": 25,  # history tables are committed every N rounds and at the end
+    "log.compact.rounds": 200,  # compact the log table every N rounds (small files slow reads)
+    "partitions.per.core": 1,  # Spark partitions per core that the brokers are grouped into
+}
+
+# inter.broker.protocol.version -> profile (protocol.md section 0). Kafka accepts "2.8", "2.8-IV1"...
+PROFILES = ("0.8", "0.10", "0.11", "2.0", "2.1", "2.7", "2.8")
+_ALIASES = {
+    "0.8": "0.8", "0.8.2": "0.8", "0.9": "0.8", "0.9.0": "0.8",
+    "0.10": "0.10", "0.10.0": "0.10", "0.10.1": "0.10", "0.10.2": "0.10",
+    "0.11": "0.11", "0.11.0": "0.11", "1.0": "0.11", "1.1": "0.11",
+    "2.0": "2.0",
+    "2.1": "2.1", "2.2": "2.1", "2.3": "2.1", "2.4": "2.1", "2.5": "2.1", "2.6": "2.1",
+    "2.7": "2.7",
+    "2.8": "2.8",
+}
+
+
+def profile_of(ibp: str) -> str | None:
+    """Map an inter.broker.protocol.version string ("2.8", "2.7-IV2", "0.10.2") to a profile."""
+    base = str(ibp).split("-")[0]
+    if base in _ALIASES:
+        return _ALIASES[base]
+    parts = base.split(".")
+    return _ALIASES.get(".".join(parts[:2]))
+
+
+def version_defaults(profile: str) -> dict[str, Any]:
+    """Defaults that changed across versions (protocol.md section 0)."""
+    old = {"0.8": 0, "0.10": 1, "0.11": 2, "2.0": 3, "2.1": 4, "2.7": 5, "2.8": 6}[profile]
+    out: dict[str, Any] = {}
+    if old <= 1:  # true until 0.11.0
+        out["unclean.leader.election.enable"] = True
+    if old <= 1:  # false before 1.0
+        out["delete.topic.enable"] = False
+    if old <= 3:  # 10000 / 6000 before 2.5 (the 2.1 profile spans 2.1-2.6 and keeps 2.8's values)
+        out["replica.lag.time.max.ms"] = 10000
+        out["zookeeper.session.timeout.ms"] = 6000
+    return out
+
+
+def broker_config(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The effective broker config: 2.8 defaults, then the profile's historic defaults, then overrides."""
+    overrides = dict(overrides or {})
+    prof = profile_of(overrides.get("inter.broker.protocol.version", "2.8")) or "2.8"
+    cfg = dict(BROKER_DEFAULTS)
+    cfg.update(version_defaults(prof))
+    cfg.update(overrides)
+    cfg["inter.broker.protocol.version"] = str(cfg["inter.broker.protocol.version"])
+    return cfg
+
+
+def topic_config(broker_cfg: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """A topic's effective config: its overrides, else the broker-level value, else LogConfig's default."""
+    out: dict[str, Any] = {}
+    for name, broker_name in TOPIC_CONFIGS.items():
+        if overrides and name in overrides:
+            out[name] = overrides[name]
+        elif broker_name:
+            out[name] = broker_cfg.get(broker_name)
+        else:
+            out[name] = TOPIC_DEFAULTS.get(name)
+    return out
