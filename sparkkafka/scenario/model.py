@@ -1,0 +1,63 @@
+"""The validated, normalised form of a scenario file (contract section 1).
+
+Built only by `sparkkafka.scenario.loader`; every field here has already been checked, so the rest
+of the emulator never re-validates user input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic as the topic tool would create it: `assignment` None = Kafka's placement algorithm."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    assignment: dict[int, tuple[int, ...]] | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One timeline entry; `index` is its position in the file, exactly one of at_ms/round is set."""
+
+    index: int
+    at_ms: int | None
+    round: int | None
+    type: str
+    args: dict[str, Any]
+
+    def time_ms(self, round_ms: int) -> int:
+        """The emulated time the event is due at."""
+        return self.at_ms if self.at_ms is not None else self.round * round_ms
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A cluster, its topics and a timeline (kept in file order: runners sort by (time, index))."""
+
+    name: str
+    seed: int
+    brokers: tuple[int, ...]
+    racks: dict[int, str] | None
+    log_dirs: tuple[str, ...]
+    config: dict[str, Any]
+    emulator: dict[str, Any]
+    topics: tuple[TopicSpec, ...]
+    timeline: tuple[Event, ...]
+    until_ms: int | None
+    until_round: int | None
+
+    @property
+    def round_ms(self) -> int:
+        """Emulated milliseconds per round."""
+        return self.emulator["round.ms"]
+
+    @property
+    def end_ms(self) -> int:
+        """The emulated time the run stops at."""
+        return self.until_ms if self.until_ms is not None else self.until_round * self.round_ms
