@@ -20,6 +20,7 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "replica.fetch.max.bytes": 1048576,
     "replica.fetch.response.max.bytes": 10485760,
     "replica.fetch.backoff.ms": 1000,
+    "replica.socket.timeout.ms": 30000,
     "num.replica.fetchers": 1,
     "replica.high.watermark.checkpoint.interval.ms": 5000,
     "min.insync.replicas": 1,
@@ -71,7 +72,9 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     "round.ms": 100,  # emulated milliseconds per round; one network hop per round
     "history.commit.rounds": 25,  # history tables are committed every N rounds and at the end
     "log.compact.rounds": 200,  # compact the log table every N rounds (small files slow reads)
-    "partitions.per.core": 1,  # Spark partitions per core that the brokers are grouped into
+    "spark.partitions": 0,  # Spark partitions the brokers are grouped into (0: spark.sql.shuffle.partitions)
+    "tail.records": 1000,  # records per led partition kept in memory for followers' fetches
+    "read.max.records": 10000,  # records one catch-up read takes from storage per partition
 }
 
 # inter.broker.protocol.version -> profile (protocol.md section 0). Kafka accepts "2.8", "2.8-IV1"...
