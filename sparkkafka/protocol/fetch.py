@@ -1,0 +1,255 @@
+"""Replica fetching: the follower's fetcher (AbstractFetcherThread / ReplicaFetcherThread) and the
+leader's side (ReplicaManager.fetchMessages, Partition.readRecords / updateFollowerFetchState,
+DelayedFetch). protocol.md sections 3.1, 3.2, 3.3, 4.1.
+
+A follower keeps one fetch request outstanding per leader it fetches from; the request carries
+every partition it follows from that leader. The leader answers at once when it has at least
+replica.fetch.min.bytes to return or an error, and otherwise parks the request in its fetch
+purgatory until replica.fetch.wait.max.ms passes or data arrives; a parked request re-reads at
+completion, so it reports the HW of that moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from . import errors
+from .frames import FETCH, FETCH_RESPONSE, RECORD, REMOTE, REPLICA, concat, conform, empty
+from .high_watermark import follower_hw, maybe_increment_leader_hw
+
+FOREVER = np.iinfo("int64").max
+REQUEST = ["src", "broker", "sent_ms"]  # one fetch request = these + many partitions
+RESPONSE = ["_dst", "broker", "sent_ms"]  # the same request, seen from the records read for it
+EPOCH_FENCING = ("2.1", "2.7", "2.8")  # KIP-320: current_leader_epoch on Fetch
+FETCH_LAST_EPOCH = ("2.8",)  # KAFKA-10554: last_fetched_epoch on Fetch v12
+
+
+def record_bytes(records: pd.DataFrame) -> np.ndarray:
+    """Bytes a record costs against fetch limits (value plus key; at least one byte)."""
+    key = records["key"].fillna("").astype(str).str.len().to_numpy()
+    return np.maximum(records["value_bytes"].to_numpy().astype("int64") + key, 1)
+
+
+def fetch_requests(
+    replicas: pd.DataFrame, now: int, unreachable: Mapping[int, frozenset[int]], cfg: Mapping
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each follower sends a fetch to each leader it has no request outstanding with.
+
+    A request to a leader the follower cannot reach fails at once (the connection is refused or
+    reset) and the partitions back off replica.fetch.backoff.ms; a request that got no answer for
+    replica.socket.timeout.ms past the leader's wait time is given up and sent again.
+    """
+    r = replicas.copy()
+    follower = (r["leader"] >= 0) & (r["leader"] != r["broker"])
+    cut = np.array([lead in unreachable.get(b, ()) for b, lead in zip(r["broker"], r["leader"], strict=True)], dtype=bool)
+    in_flight = r["fetch_in_flight"].to_numpy(dtype=bool)
+    timeout = cfg["replica.socket.timeout.ms"] + cfg["replica.fetch.wait.max.ms"]
+    dropped = follower & in_flight & (cut | (now - r["fetch_sent_ms"].to_numpy() >= timeout))
+    r.loc[dropped, "fetch_in_flight"] = False
+    r.loc[dropped & cut, "backoff_until_ms"] = now + cfg["replica.fetch.backoff.ms"]
+    busy = r.groupby(["broker", "leader"])["fetch_in_flight"].transform("any").to_numpy(dtype=bool)
+    send = follower & ~busy & ~cut & (r["backoff_until_ms"].to_numpy() <= now)
+    if not send.any():
+        return r, empty(FETCH)
+    s = r[send]
+    prof = cfg["profile"]
+    req = pd.DataFrame({
+        "broker": s["leader"], "src": s["broker"], "topic": s["topic"], "partition": s["partition"],
+        "fetch_offset": s["leo"],
+        "current_leader_epoch": s["leader_epoch"] if prof in EPOCH_FENCING else -1,
+        "last_fetched_epoch": s["last_fetched_epoch"] if prof in FETCH_LAST_EPOCH else -1,
+        "log_start_offset": s["log_start_offset"], "sent_ms": now, "deadline_ms": -1,
+    })
+    r.loc[send, "fetch_in_flight"] = True
+    r.loc[send, "fetch_sent_ms"] = now
+    return r, conform(req, FETCH)
+
+
+def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
+    """Per-partition errors of a follower fetch, in Partition.fetchRecords' order."""
+    cle = m["current_leader_epoch"].to_numpy()
+    le = m["leader_epoch"].fillna(-1).to_numpy()
+    leader = hosted & (m["leader"].fillna(-1).to_numpy() == m["broker"].to_numpy())
+    off = m["fetch_offset"].to_numpy()
+    out_of_range = (off < m["_lls"].fillna(0).to_numpy()) | (off > m["leo"].fillna(0).to_numpy())
+    return np.select(
+        [~hosted, (cle >= 0) & (cle < le), (cle >= 0) & (cle > le), ~leader, out_of_range],
+        [errors.UNKNOWN_TOPIC_OR_PARTITION, "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH",
+         errors.NOT_LEADER_OR_FOLLOWER, errors.OFFSET_OUT_OF_RANGE],
+        default="",
+    )
+
+
+def _update_followers(remotes: pd.DataFrame, ok: pd.DataFrame, now: int) -> pd.DataFrame:
+    """Replica.updateFetchState: remote LEO := fetch offset, and the lastCaughtUpTime rule (4.1)."""
+    upd = ok[["broker", "topic", "partition", "src", "fetch_offset", "req_log_start", "leo"]].rename(
+        columns={"src": "replica", "fetch_offset": "_f", "leo": "_lnow", "req_log_start": "_ls"})
+    m = remotes.merge(upd, on=["broker", "topic", "partition", "replica"], how="left")
+    hit = m["_f"].notna().to_numpy()
+    if not hit.any():
+        return remotes
+    f = m["_f"].fillna(-1).to_numpy().astype("int64")
+    lnow = m["_lnow"].fillna(-1).to_numpy().astype("int64")
+    caught = m["last_caught_up_ms"].to_numpy()
+    caught = np.where(hit & (f >= lnow), np.maximum(caught, now),
+                      np.where(hit & (f >= m["last_fetch_leader_leo"].to_numpy()),
+                               np.maximum(caught, m["last_fetch_ms"].to_numpy()), caught))
+    m["last_caught_up_ms"] = caught
+    m["leo"] = np.where(hit, f, m["leo"])
+    m["log_start_offset"] = np.where(hit, m["_ls"].fillna(-1).to_numpy().astype("int64"), m["log_start_offset"])
+    m["last_fetch_leader_leo"] = np.where(hit, lnow, m["last_fetch_leader_leo"])
+    m["last_fetch_ms"] = np.where(hit, now, m["last_fetch_ms"])
+    return conform(m, REMOTE)
+
+
+def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
+    """Records each (request, partition) row gets: from fetch_offset up to LEO, at most
+    replica.fetch.max.bytes per partition and replica.fetch.response.max.bytes per response, but
+    always at least one record for the first partition with data (KIP-74)."""
+    want = m.loc[m["_err"] == "", REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
+    if want.empty or log.empty:
+        return empty(RECORD).assign(sent_ms=pd.Series(dtype="int64"), _dst=pd.Series(dtype="int32"))
+    lg = log.drop(columns=["src"]).merge(want.rename(columns={"src": "_dst"}), on=["broker", "topic", "partition"])
+    lg = lg[(lg["offset"] >= lg["fetch_offset"]) & (lg["offset"] < lg["leo"])]
+    lg = lg.sort_values(["_dst", "broker", "sent_ms", "topic", "partition", "offset"], kind="stable")
+    lg["_size"] = record_bytes(lg)
+    part = ["_dst", "broker", "sent_ms", "topic", "partition"]
+    lg = lg[lg.groupby(part)["_size"].cumsum() - lg["_size"] < cfg["replica.fetch.max.bytes"]]
+    per = lg.groupby(part, as_index=False)["_size"].sum()
+    per["_before"] = per.groupby(RESPONSE)["_size"].cumsum() - per["_size"]
+    per = per[per["_before"] < cfg["replica.fetch.response.max.bytes"]]
+    return lg.merge(per[part], on=part).drop(columns=["_size"])
+
+
+def serve_fetch(
+    replicas: pd.DataFrame, remotes: pd.DataFrame, log: pd.DataFrame, requests: pd.DataFrame,
+    parked: pd.DataFrame, now: int, cfg: Mapping,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Serve new follower fetches and re-check parked ones on the leaders.
+
+    `log` holds the records the leaders can read (their tail and whatever the engine read from
+    storage for lagging followers). Returns (replicas with new HWs, remotes, responses,
+    response records, still-parked requests).
+    """
+    reqs = concat([requests.assign(_new=True), parked.assign(_new=False)], {**FETCH, "_new": "bool"})
+    if reqs.empty:
+        return replicas, remotes, empty(FETCH_RESPONSE), empty(RECORD), empty(FETCH)
+    side = ["broker", "topic", "partition", "leader", "leader_epoch", "leo", "hw", "log_start_offset"]
+    m = reqs.rename(columns={"log_start_offset": "req_log_start"}).merge(
+        replicas[side].rename(columns={"log_start_offset": "_lls"}), on=["broker", "topic", "partition"],
+        how="left", indicator=True)
+    hosted = (m["_merge"] == "both").to_numpy()
+    m["_err"] = _validate(m, hosted)
+    m["_hw_snapshot"] = m["hw"]
+    new_ok = m[m["_new"] & (m["_err"] == "")]
+    remotes = _update_followers(remotes, new_ok, now)
+    replicas = maybe_increment_leader_hw(replicas, remotes, cfg["profile"], cfg["replica.lag.time.max.ms"], now)
+    m = m.drop(columns=["hw"]).merge(replicas[["broker", "topic", "partition", "hw"]], how="left",
+                                     on=["broker", "topic", "partition"])
+    recs = _read(m, log, cfg)
+    got = recs.groupby(RESPONSE).size().rename("_n").reset_index() \
+        .rename(columns={"_dst": "src"})
+    m = m.merge(got, on=REQUEST, how="left")
+    m["_e"] = m["_err"] != ""
+    has_err = m.groupby(REQUEST)["_e"].transform("any").to_numpy(dtype=bool)
+    has_data = m["_n"].fillna(0).to_numpy() > 0  # one request: any partition with data answers all
+    is_new = m["_new"].to_numpy(dtype=bool)
+    expired = ~is_new & (m["deadline_ms"].to_numpy() <= now)
+    respond = has_err | has_data | expired | (cfg["replica.fetch.wait.max.ms"] <= 0)
+    done, wait = m[respond], m[~respond]
+    # New requests answered at once report the HW read before this fetch moved it; parked ones
+    # re-read at completion and report the current HW (protocol.md 3.2, 3.3).
+    hw = np.where(done["_new"].to_numpy(dtype=bool), done["_hw_snapshot"], done["hw"])
+    resp = pd.DataFrame({
+        "broker": done["src"], "src": done["broker"], "topic": done["topic"], "partition": done["partition"],
+        "fetch_offset": done["fetch_offset"], "hw": np.nan_to_num(hw.astype(float), nan=-1),
+        "log_start_offset": done["_lls"].fillna(-1), "leo": done["leo"].fillna(-1),
+        "leader_epoch": done["leader_epoch"].fillna(-1), "error": done["_err"].where(done["_err"] != "", None),
+    })
+    keys = done[REQUEST].rename(columns={"src": "_dst"}).drop_duplicates()
+    out_recs = recs.merge(keys, on=RESPONSE)
+    out_recs = out_recs.assign(src=out_recs["broker"], broker=out_recs["_dst"])
+    newly_parked = wait[wait["_new"]].assign(deadline_ms=now + cfg["replica.fetch.wait.max.ms"])
+    still = concat([newly_parked.rename(columns={"req_log_start": "log_start_offset"}),
+                    wait[~wait["_new"]].rename(columns={"req_log_start": "log_start_offset"})], FETCH)
+    return replicas, remotes, conform(resp, FETCH_RESPONSE), conform(out_recs, RECORD), still
+
+
+def apply_fetch_responses(
+    replicas: pd.DataFrame, responses: pd.DataFrame, records: pd.DataFrame, now: int, cfg: Mapping
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The follower processes fetch responses (AbstractFetcherThread.processFetchRequest).
+
+    A response from a broker that is no longer this partition's leader, or whose fetch offset is
+    not the log end any more, is dropped. Otherwise records are appended as sent (offsets and
+    epochs kept), then HW := clamp(response HW, logStart, LEO) and logStart := max(own, leader's).
+    Errors back the partition off replica.fetch.backoff.ms; FENCED_LEADER_EPOCH stops fetching it
+    until the next LeaderAndIsr. Returns (replicas, appended records).
+    """
+    if responses.empty:
+        return replicas, empty(RECORD)
+    side = ["broker", "topic", "partition", "leader", "leo", "fetch_in_flight"]
+    m = responses.rename(columns={"hw": "_rhw", "log_start_offset": "_rls", "leo": "_rleo",
+                                  "leader_epoch": "_rle"}).merge(replicas[side], on=["broker", "topic", "partition"])
+    m = m[(m["leader"] == m["src"]) & m["fetch_in_flight"]]
+    ok = m[m["error"].isna() & (m["fetch_offset"] == m["leo"])]
+    err = m[m["error"].notna()]
+    appended = empty(RECORD)
+    if len(ok) and len(records):
+        rk = ok[["broker", "topic", "partition", "src", "fetch_offset"]]
+        appended = records.merge(rk, on=["broker", "topic", "partition", "src"])
+        appended = conform(appended[appended["offset"] >= appended["fetch_offset"]]
+                           .sort_values(["broker", "topic", "partition", "offset"]), RECORD)
+    r = replicas.set_index(["broker", "topic", "partition"])
+    answered = m.set_index(["broker", "topic", "partition"]).index
+    r.loc[answered, "fetch_in_flight"] = False
+    if len(err):
+        fenced = err["error"] == "FENCED_LEADER_EPOCH"
+        ei = err.set_index(["broker", "topic", "partition"]).index
+        r.loc[ei, "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"])
+    if len(ok):
+        oi = ok.set_index(["broker", "topic", "partition"])
+        if len(appended):
+            last = appended.groupby(["broker", "topic", "partition"]).agg(
+                _leo=("offset", "max"), _epoch=("leader_epoch", "last"))
+            li = last.index
+            r.loc[li, "leo"] = last["_leo"].to_numpy() + 1
+            r.loc[li, "last_fetched_epoch"] = last["_epoch"].to_numpy()
+        ls = np.maximum(r.loc[oi.index, "log_start_offset"].to_numpy(), oi["_rls"].to_numpy())
+        r.loc[oi.index, "log_start_offset"] = ls
+        r.loc[oi.index, "hw"] = follower_hw(oi["_rhw"].to_numpy(), r.loc[oi.index, "leo"].to_numpy(), ls)
+    return conform(r.reset_index(), REPLICA), appended
+
+
+def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame, cap: int) -> pd.DataFrame:
+    """Keep, per led partition, the records some follower may still fetch: from the lowest known
+    follower LEO (at most `cap` records back from the LEO). Older records are read from storage."""
+    if tail.empty:
+        return tail
+    lead = replicas[replicas["leader"] == replicas["broker"]][["broker", "topic", "partition", "leo", "log_start_offset"]]
+    low = remotes[remotes["leo"] >= 0].groupby(["broker", "topic", "partition"])["leo"].min().rename("_low").reset_index()
+    k = lead.merge(low, on=["broker", "topic", "partition"], how="left")
+    floor = np.maximum(k["leo"].to_numpy() - cap, k["log_start_offset"].to_numpy())
+    k["_floor"] = np.maximum(floor, np.nan_to_num(k["_low"].to_numpy(dtype=float), nan=0).astype("int64"))
+    t = tail.merge(k[["broker", "topic", "partition", "_floor"]], on=["broker", "topic", "partition"])
+    return conform(t[t["offset"] >= t["_floor"]], RECORD)
+
+
+def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFrame, max_records: int) -> pd.DataFrame:
+    """Offset ranges [from_offset, to_offset) fetch requests need that the tail does not hold."""
+    cols = ["broker", "topic", "partition", "from_offset", "to_offset"]
+    if requests.empty:
+        return pd.DataFrame(columns=cols)
+    start = tail.groupby(["broker", "topic", "partition"])["offset"].min().rename("_ts").reset_index()
+    q = requests[["broker", "topic", "partition", "fetch_offset"]].merge(
+        replicas[["broker", "topic", "partition", "leo"]], on=["broker", "topic", "partition"]).merge(
+        start, on=["broker", "topic", "partition"], how="left")
+    ts = np.where(q["_ts"].isna(), q["leo"], q["_ts"].fillna(0)).astype("int64")
+    need = q["fetch_offset"].to_numpy() < ts
+    q = q[need].assign(from_offset=lambda d: d["fetch_offset"], to_offset=ts[need])
+    q["to_offset"] = np.minimum(q["to_offset"], q["from_offset"] + max_records)
+    return q.groupby(["broker", "topic", "partition"], as_index=False).agg(
+        from_offset=("from_offset", "min"), to_offset=("to_offset", "max"))[cols]

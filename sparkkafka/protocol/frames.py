@@ -1,0 +1,110 @@
+"""The pandas frames the protocol functions consume and produce, one kind of row each.
+
+Every frame has a `broker` column: the broker that owns the row (state) or receives it (a
+message), so one call can process all the brokers a Spark task hosts at once. Integer columns
+never hold nulls: -1 stands for "unknown"/"none", as Kafka itself uses it (leader -1, LEO -1).
+Lists of broker ids (ISR, replicas) travel as comma-joined strings, the cheapest Arrow form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+I32, I64, STR, BOOL = "int32", "int64", "object", "bool"
+
+# A hosted replica (Kafka's Partition + Log on one broker).
+REPLICA = {
+    "broker": I32, "topic": STR, "partition": I32, "log_dir": STR,
+    "leader": I32, "leader_epoch": I32, "controller_epoch": I32,
+    "isr": STR, "replicas": STR,
+    "leo": I64, "hw": I64, "log_start_offset": I64,
+    "last_fetched_epoch": I32,  # epoch of the last record in the log (-1 = empty)
+    "epoch_start_offset": I64,  # leaderEpochStartOffset while leader, else -1
+    "fetch_in_flight": BOOL, "fetch_sent_ms": I64, "backoff_until_ms": I64,
+}
+# The leader's view of one follower (Kafka's Replica: remote LEO, lastCaughtUpTimeMs ...).
+REMOTE = {
+    "broker": I32, "topic": STR, "partition": I32, "replica": I32,
+    "leo": I64, "log_start_offset": I64,
+    "last_caught_up_ms": I64, "last_fetch_leader_leo": I64, "last_fetch_ms": I64,
+    "in_isr": BOOL,
+}
+# One record: in a leader's tail buffer, in a fetch response, or just appended to a log.
+RECORD = {
+    "broker": I32, "src": I32, "topic": STR, "partition": I32, "offset": I64,
+    "leader_epoch": I32, "record_id": I64, "value_bytes": I32, "key": STR, "timestamp": I64,
+}
+# A follower's fetch request for one partition (all partitions one follower fetches from one
+# leader travel together as one request: same src, broker and sent_ms).
+FETCH = {
+    "broker": I32, "src": I32, "topic": STR, "partition": I32, "fetch_offset": I64,
+    "current_leader_epoch": I32, "last_fetched_epoch": I32, "log_start_offset": I64,
+    "sent_ms": I64, "deadline_ms": I64,
+}
+# The per-partition header of a fetch response (its records travel as RECORD rows).
+FETCH_RESPONSE = {
+    "broker": I32, "src": I32, "topic": STR, "partition": I32, "fetch_offset": I64,
+    "hw": I64, "log_start_offset": I64, "leo": I64, "leader_epoch": I32, "error": STR,
+}
+# A produce request's batch for one partition: `count` records with ids record_id.. +count-1.
+PRODUCE = {
+    "broker": I32, "topic": STR, "partition": I32, "record_id": I64, "count": I32,
+    "acks": I32, "value_bytes": I32, "key": STR, "sent_ms": I64, "deadline_ms": I64,
+}
+# An acks=all batch appended and waiting in the leader's produce purgatory (DelayedProduce).
+PENDING = {**PRODUCE, "base_offset": I64, "required_offset": I64}
+# The producer-visible outcome of one batch.
+RESULT = {
+    "broker": I32, "topic": STR, "partition": I32, "record_id": I64, "count": I32, "acks": I32,
+    "base_offset": I64, "error": STR, "time_ms": I64, "acked": BOOL,
+}
+# A LeaderAndIsr request's entry for one partition, addressed to one broker.
+LEADER_AND_ISR = {
+    "broker": I32, "topic": STR, "partition": I32, "leader": I32, "leader_epoch": I32,
+    "controller_epoch": I32, "isr": STR, "replicas": STR, "is_new": BOOL, "log_dir": STR,
+}
+# Broker-wide state.
+BROKER = {"broker": I32, "controller_epoch": I32, "hw_checkpoint_ms": I64}
+
+KEY = ["broker", "topic", "partition"]
+
+
+def empty(spec: dict[str, str]) -> pd.DataFrame:
+    """An empty frame with the spec's columns and dtypes."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in spec.items()})
+
+
+def conform(df: pd.DataFrame, spec: dict[str, str]) -> pd.DataFrame:
+    """Select and cast `df` to the spec (missing columns are an error, extra ones dropped)."""
+    out = df.loc[:, list(spec)].copy()
+    for c, t in spec.items():
+        if t != STR and out[c].dtype != t:
+            out[c] = out[c].astype(t)
+    return out.reset_index(drop=True)
+
+
+def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame:
+    """Concatenate frames of one spec, keeping dtypes even when all are empty."""
+    parts = [f for f in frames if len(f)]
+    if not parts:
+        return empty(spec)
+    return conform(pd.concat(parts, ignore_index=True), spec)
+
+
+def ids(csv: str | None) -> list[int]:
+    """Parse a comma-joined broker id list."""
+    return [int(x) for x in csv.split(",")] if csv else []
+
+
+def csv(ids_: Iterable[int]) -> str:
+    """Join broker ids with commas (Kafka's describe order is kept)."""
+    return ",".join(str(int(i)) for i in ids_)
+
+
+def isr_size(isr: pd.Series) -> np.ndarray:
+    """Number of ids in each comma-joined list (0 for empty)."""
+    s = isr.fillna("").astype(str)
+    return np.where(s.str.len() > 0, s.str.count(",") + 1, 0)

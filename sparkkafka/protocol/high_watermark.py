@@ -1,0 +1,60 @@
+"""High-watermark rules: Partition.maybeIncrementLeaderHW (protocol.md 3.4) and the follower's
+HW = min(leader HW in the response, own LEO) (3.1, 3.3). Vectorised over many replicas.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def counts_for_hw(remotes: pd.DataFrame, profile: str, lag_ms: int, now: int) -> np.ndarray:
+    """Which remote replicas hold the leader's HW back.
+
+    0.8: ISR members only. From 0.10.2 (KAFKA-4485, our 0.10 profile on) also a follower outside
+    the ISR that caught up within replica.lag.time.max.ms, so a leader-only ISR cannot run away
+    from a follower about to rejoin.
+    """
+    in_isr = remotes["in_isr"].to_numpy(dtype=bool)
+    if profile == "0.8":
+        return in_isr
+    recent = (now - remotes["last_caught_up_ms"].to_numpy()) <= lag_ms
+    # Kafka resets lastCaughtUpTimeMs to 0 (the epoch) for "never"; emulated time starts at 0, so
+    # the emulator uses -1 for never.
+    return in_isr | (recent & (remotes["last_caught_up_ms"].to_numpy() >= 0))
+
+
+def maybe_increment_leader_hw(
+    replicas: pd.DataFrame, remotes: pd.DataFrame, profile: str, lag_ms: int, now: int
+) -> pd.DataFrame:
+    """Raise each leader's HW to the minimum LEO over itself and the remotes that count.
+
+    An unknown remote LEO (-1, right after becoming leader) keeps the HW where it is until that
+    follower fetches. The leader's HW never decreases and never exceeds its LEO.
+    """
+    leaders = (replicas["leader"] == replicas["broker"]).to_numpy()
+    if not leaders.any():
+        return replicas
+    cand = replicas["leo"].to_numpy().copy()
+    if len(remotes):
+        r = remotes[counts_for_hw(remotes, profile, lag_ms, now)]
+        if len(r):
+            low = r.groupby(["broker", "topic", "partition"])["leo"].min().rename("_low").reset_index()
+            m = replicas[["broker", "topic", "partition"]].merge(low, how="left", on=["broker", "topic", "partition"])
+            lowv = m["_low"].to_numpy()
+            has = ~np.isnan(lowv)
+            cand = np.where(has, np.minimum(cand, np.nan_to_num(lowv, nan=0).astype("int64")), cand)
+    hw = replicas["hw"].to_numpy()
+    new = np.where(leaders & (cand > hw), cand, hw)
+    out = replicas.copy()
+    out["hw"] = new.astype("int64")
+    return out
+
+
+def follower_hw(leader_hw: np.ndarray, leo: np.ndarray, log_start: np.ndarray) -> np.ndarray:
+    """Follower HW after appending a fetch response: the leader's HW clamped into [logStart, LEO].
+
+    It may go down (Kafka only logs a warning), which is how a follower learns of truncation.
+    """
+    return np.maximum(np.minimum(leader_hw, leo), log_start)
+

@@ -1,0 +1,139 @@
+"""A broker handling LeaderAndIsr: ReplicaManager.becomeLeaderOrFollower, Partition.makeLeader and
+makeFollower (protocol.md 1.2, 7.4). Vectorised over every broker and partition of a task.
+
+Returns state-change lines in the words of Kafka's state-change log so the tables can show them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .frames import BROKER, REMOTE, REPLICA, concat, conform, ids
+from .log_manager import assign_log_dirs
+
+STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
+
+
+def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: list[str]) -> pd.DataFrame:
+    """Create the logs of partitions a broker is told about for the first time, each in the log
+    dir LogManager would pick: the requested dir if any, else the one holding fewest logs."""
+    known = replicas.set_index(["broker", "topic", "partition"]).index
+    new = entries[~entries.set_index(["broker", "topic", "partition"]).index.isin(known)]
+    if new.empty:
+        return replicas
+    new = new.sort_values(["broker", "topic", "partition"])
+    dirs: list[str] = []
+    for b, grp in new.groupby("broker", sort=True):
+        held = replicas.loc[replicas["broker"] == b, "log_dir"].value_counts().to_dict()
+        prefer = [d if isinstance(d, str) and d in log_dirs else None for d in grp["log_dir"]]
+        dirs += assign_log_dirs(held, log_dirs, len(grp), prefer)
+    created = pd.DataFrame({
+        "broker": new["broker"].to_numpy(), "topic": new["topic"].to_numpy(),
+        "partition": new["partition"].to_numpy(), "log_dir": dirs,
+        "leader": -1, "leader_epoch": -1, "controller_epoch": -1, "isr": "", "replicas": "",
+        "leo": 0, "hw": 0, "log_start_offset": 0, "last_fetched_epoch": -1, "epoch_start_offset": -1,
+        "fetch_in_flight": False, "fetch_sent_ms": -1, "backoff_until_ms": -1,
+    })
+    return concat([replicas, created], REPLICA)
+
+
+def become_leader_or_follower(
+    replicas: pd.DataFrame, remotes: pd.DataFrame, brokers: pd.DataFrame, requests: pd.DataFrame,
+    log_dirs: list[str], now: int,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Apply LeaderAndIsr entries. Returns (replicas, remotes, brokers, state-change lines).
+
+    A request whose controller epoch is below the highest the broker has seen is refused whole
+    (STALE_CONTROLLER_EPOCH); an entry whose leader epoch is not newer than the local one is
+    ignored (also STALE_CONTROLLER_EPOCH in ZK mode). makeLeader records the leader epoch start
+    offset (= LEO) and resets its view of the followers: remote LEOs become unknown (-1) unless it
+    already led, lastCaughtUpTime becomes now for ISR members and "never" for the rest; a leader
+    alone in its ISR commits up to its LEO at once. makeFollower stops leading and fetches from the
+    new leader (truncation rules come with the leader-epoch work).
+    """
+    lines = []
+    if requests.empty:
+        return replicas, remotes, brokers, pd.DataFrame(columns=["broker", "controller_epoch", "topic", "partition", "message"])
+    req = requests.sort_values(["broker", "topic", "partition"], kind="stable")
+    known = brokers.set_index("broker")["controller_epoch"]
+    seen = req["broker"].map(known).fillna(-1).astype("int64").to_numpy()
+    stale_ctrl = req["controller_epoch"].to_numpy() < seen
+    for _, e in req[stale_ctrl].iterrows():
+        lines.append((e.broker, e.controller_epoch, e.topic, e.partition,
+                      f"Ignoring LeaderAndIsr request from controller with correlation id 0 epoch "
+                      f"{e.controller_epoch} since its controller epoch {e.controller_epoch} is old. "
+                      f"Latest known controller epoch is {known.get(e.broker, -1)}"))
+    req = req[~stale_ctrl]
+    top = req.groupby("broker")["controller_epoch"].max()
+    brokers = brokers.set_index("broker")
+    brokers.loc[top.index, "controller_epoch"] = np.maximum(
+        brokers.loc[top.index, "controller_epoch"].to_numpy(), top.to_numpy())
+    brokers = conform(brokers.reset_index(), BROKER)
+
+    replicas = _create_missing(replicas, req, log_dirs)
+    m = req.merge(replicas[["broker", "topic", "partition", "leader", "leader_epoch"]].rename(
+        columns={"leader": "_old_leader", "leader_epoch": "_old_epoch"}), on=["broker", "topic", "partition"])
+    newer = m["leader_epoch"].to_numpy() > m["_old_epoch"].to_numpy()
+    for _, e in m[~newer].iterrows():
+        lines.append((e.broker, e.controller_epoch, e.topic, e.partition,
+                      f"Ignoring LeaderAndIsr request from controller {e.controller_epoch} for partition "
+                      f"{e.topic}-{e.partition} since its associated leader epoch {e.leader_epoch} is not "
+                      f"higher than the current leader epoch {e._old_epoch} ({STALE_CONTROLLER_EPOCH})"))
+    m = m[newer]
+    if m.empty:
+        return replicas, remotes, brokers, _lines(lines)
+
+    r = replicas.set_index(["broker", "topic", "partition"])
+    idx = m.set_index(["broker", "topic", "partition"]).index
+    for c in ("leader", "leader_epoch", "controller_epoch", "isr", "replicas"):
+        r.loc[idx, c] = m[c].to_numpy()
+    lead = (m["leader"] == m["broker"]).to_numpy()
+    was_leader = (m["_old_leader"] == m["broker"]).to_numpy()
+    li, fi = idx[lead], idx[~lead]
+    r.loc[li, "epoch_start_offset"] = r.loc[li, "leo"].to_numpy()
+    r.loc[li, "fetch_in_flight"] = False
+    r.loc[fi, "epoch_start_offset"] = -1
+    r.loc[fi, "fetch_in_flight"] = False
+    r.loc[fi, "backoff_until_ms"] = -1
+    alone = lead & (m["isr"].astype(str) == m["broker"].astype(str)).to_numpy()
+    r.loc[idx[alone], "hw"] = r.loc[idx[alone], "leo"].to_numpy()
+    replicas = conform(r.reset_index(), REPLICA)
+
+    # Remote replica state: rebuilt for new leaders, kept (LEOs) for leaders whose epoch rose.
+    rem_key = remotes.set_index(["broker", "topic", "partition"]).index
+    kept = remotes[rem_key.isin(idx[lead & was_leader])][
+        ["broker", "topic", "partition", "replica", "leo", "log_start_offset"]]
+    remotes = remotes[~rem_key.isin(idx)]
+    fresh = []
+    for e in m[lead].itertuples():
+        isr = set(ids(e.isr))
+        for f in ids(e.replicas):
+            if f != e.broker:
+                fresh.append((e.broker, e.topic, e.partition, f, f in isr))
+    if fresh:
+        fr = pd.DataFrame(fresh, columns=["broker", "topic", "partition", "replica", "in_isr"])
+        fr = fr.merge(kept, on=["broker", "topic", "partition", "replica"], how="left")
+        fr["leo"] = fr["leo"].fillna(-1)
+        fr["log_start_offset"] = fr["log_start_offset"].fillna(-1)
+        fr["last_caught_up_ms"] = np.where(fr["in_isr"], now, -1)
+        fr["last_fetch_leader_leo"] = -1
+        fr["last_fetch_ms"] = -1
+        remotes = concat([remotes, fr], REMOTE)
+    for e, is_lead in zip(m.itertuples(), lead, strict=True):
+        role = "leader" if is_lead else "follower"
+        lines.append((e.broker, e.controller_epoch, e.topic, e.partition,
+                      f"Completed LeaderAndIsr request correlation id 0 from controller epoch "
+                      f"{e.controller_epoch} for the become-{role} transition for partition "
+                      f"{e.topic}-{e.partition} with leader epoch {e.leader_epoch}"))
+    return replicas, remotes, brokers, _lines(lines)
+
+
+def _lines(lines: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(lines, columns=["broker", "controller_epoch", "topic", "partition", "message"])
+
+
+def new_broker_rows(brokers: list[int]) -> pd.DataFrame:
+    """Broker-wide state of freshly started brokers."""
+    return conform(pd.DataFrame({"broker": brokers, "controller_epoch": -1, "hw_checkpoint_ms": -1}), BROKER)
+

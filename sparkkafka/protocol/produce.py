@@ -1,0 +1,128 @@
+"""The produce path on the leader: ReplicaManager.appendRecords, Partition.appendRecordsToLeader and
+the produce purgatory (DelayedProduce / checkEnoughReplicasReachOffset). protocol.md section 2.
+
+All functions are vectorised over every broker and partition a task hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from . import errors
+from .frames import PENDING, RECORD, REPLICA, RESULT, concat, conform, empty, isr_size
+from .high_watermark import maybe_increment_leader_hw
+
+VALID_ACKS = (-1, 0, 1)
+
+
+def _results(batches: pd.DataFrame, now: int, error, base_offset, acked) -> pd.DataFrame:
+    out = batches.assign(error=error, base_offset=base_offset, acked=acked, time_ms=now)
+    return conform(out, RESULT)
+
+
+def append_to_leader(
+    replicas: pd.DataFrame, remotes: pd.DataFrame, batches: pd.DataFrame, min_isr: pd.Series, now: int,
+    cfg: Mapping,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Append produce batches on the brokers that lead their partitions.
+
+    `min_isr` maps topic -> min.insync.replicas. Batches are appended in record_id order (the
+    order the producers sent them). Returns (replicas with new LEOs, appended records, results
+    answered now, acks=all batches now pending). Checks, in Kafka's order: acks value
+    (INVALID_REQUIRED_ACKS), hosting and leadership (UNKNOWN_TOPIC_OR_PARTITION,
+    NOT_LEADER_OR_FOLLOWER), then for acks=all the pre-append min-ISR check on the committed ISR
+    (NOT_ENOUGH_REPLICAS). acks=0 is never answered; acks=1 is answered after the local append.
+    After appending, the leader tries to advance its HW, which alone commits the records when
+    no follower holds it back.
+    """
+    if batches.empty:
+        return replicas, empty(RECORD), empty(RESULT), empty(PENDING)
+    b = batches.sort_values(["broker", "topic", "partition", "record_id"], kind="stable")
+    rep = replicas[["broker", "topic", "partition", "leader", "isr", "leader_epoch", "leo"]]
+    m = b.merge(rep, on=["broker", "topic", "partition"], how="left", indicator=True)
+    hosted = (m["_merge"] == "both").to_numpy()
+    is_leader = hosted & (m["leader"].to_numpy() == m["broker"].to_numpy())
+    need = m["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
+    bad_acks = ~m["acks"].isin(VALID_ACKS).to_numpy()
+    too_few = (m["acks"].to_numpy() == -1) & (isr_size(m["isr"]) < need)
+    err = np.select(
+        [bad_acks, ~hosted, ~is_leader, too_few],
+        [errors.INVALID_REQUIRED_ACKS, errors.UNKNOWN_TOPIC_OR_PARTITION,
+         errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS],
+        default="",
+    )
+    ok = err == ""
+    acks0 = (m["acks"] == 0).to_numpy()
+    failed = _results(m.loc[~ok & ~acks0], now, err[~ok & ~acks0], -1, False)
+    # acks=0: the producer hears nothing, success or error; the row records that it was sent.
+    unanswered = _results(m.loc[acks0], now, None, -1, False)
+
+    a = m.loc[ok].copy()
+    if a.empty:
+        return replicas, empty(RECORD), concat([failed, unanswered], RESULT), empty(PENDING)
+    # Offsets: batches of one partition are appended one after another from the current LEO.
+    cum = a.groupby(["broker", "topic", "partition"], sort=False)["count"].cumsum()
+    a["base_offset"] = a["leo"] + cum - a["count"]
+    new_leo = (
+        (a["base_offset"] + a["count"]).groupby([a["broker"], a["topic"], a["partition"]]).max()
+        .rename("new_leo").reset_index()
+    )
+    replicas = replicas.merge(new_leo, on=["broker", "topic", "partition"], how="left")
+    has = replicas["new_leo"].notna()
+    replicas.loc[has, "leo"] = replicas.loc[has, "new_leo"].astype("int64")
+    replicas.loc[has, "last_fetched_epoch"] = replicas.loc[has, "leader_epoch"]
+    replicas = maybe_increment_leader_hw(conform(replicas, REPLICA), remotes, cfg["profile"],
+                                         cfg["replica.lag.time.max.ms"], now)
+
+    records = expand_batches(a.assign(leader_epoch=a["leader_epoch"], src=a["broker"], timestamp=a["sent_ms"]))
+    ack1 = a[a["acks"] == 1]
+    answered = _results(ack1, now, None, ack1["base_offset"], True)
+    pend = a[a["acks"] == -1].assign(required_offset=lambda d: d["base_offset"] + d["count"])
+    return replicas, records, concat([failed, unanswered, answered], RESULT), conform(pend, PENDING)
+
+
+def expand_batches(batches: pd.DataFrame) -> pd.DataFrame:
+    """One RECORD row per record of each batch (offsets base_offset.., ids record_id..)."""
+    n = batches["count"].to_numpy().astype("int64")
+    if n.sum() == 0:
+        return empty(RECORD)
+    rep = batches.loc[batches.index.repeat(n)].reset_index(drop=True)
+    within = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+    rep["offset"] = rep["base_offset"].to_numpy() + within
+    rep["record_id"] = rep["record_id"].to_numpy() + within
+    return conform(rep, RECORD)
+
+
+def complete_delayed_produce(
+    replicas: pd.DataFrame, pending: pd.DataFrame, min_isr: pd.Series, now: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Check the produce purgatory (DelayedProduce.tryComplete / onExpiration).
+
+    A pending acks=all batch completes with NOT_LEADER_OR_FOLLOWER once its broker no longer
+    leads the partition; with success once HW >= its last offset + 1, or with
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND if at that moment the ISR is smaller than min.insync.replicas
+    (the data stays: no error path rolls back an append); with REQUEST_TIMED_OUT at its deadline.
+    Returns (still pending, results).
+    """
+    if pending.empty:
+        return pending, empty(RESULT)
+    rep = replicas[["broker", "topic", "partition", "leader", "hw", "isr"]]
+    m = pending.merge(rep, on=["broker", "topic", "partition"], how="left")
+    lost = ~(m["leader"].fillna(-1).to_numpy() == m["broker"].to_numpy())
+    reached = ~lost & (m["hw"].fillna(-1).to_numpy() >= m["required_offset"].to_numpy())
+    need = m["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
+    small = isr_size(m["isr"]) < need
+    expired = ~lost & ~reached & (m["deadline_ms"].to_numpy() <= now)
+    err = np.select(
+        [lost, reached & small, reached, expired],
+        [errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "", errors.REQUEST_TIMED_OUT],
+        default="-",
+    )
+    done = err != "-"
+    d = m.loc[done]
+    e = err[done]
+    res = _results(d, now, np.where(e == "", None, e), np.where(e == "", d["base_offset"], -1), e == "")
+    return conform(m.loc[~done], PENDING), res

@@ -1,0 +1,214 @@
+"""The protocol core on plain pandas frames: no Spark, no Delta (shared/design.md's sans-IO rule)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from sparkkafka.protocol import errors, fetch, produce
+from sparkkafka.protocol import frames as F
+from sparkkafka.protocol.config import broker_config
+from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
+
+CFG = {**broker_config({}), "profile": "2.8"}
+MIN_ISR = pd.Series({"t": 1})
+
+
+def lai(broker, leader, isr, replicas, epoch=0, ctrl=1, topic="t", partition=0):
+    return F.conform(pd.DataFrame([{
+        "broker": broker, "topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch,
+        "controller_epoch": ctrl, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": True, "log_dir": None,
+    }]), F.LEADER_AND_ISR)
+
+
+def batch(broker, n, acks, record_id=0, now=0, topic="t", partition=0):
+    return F.conform(pd.DataFrame([{
+        "broker": broker, "topic": topic, "partition": partition, "record_id": record_id, "count": n,
+        "acks": acks, "value_bytes": 10, "key": None, "sent_ms": now, "deadline_ms": now + 30000,
+    }]), F.PRODUCE)
+
+
+class Pair:
+    """Leader 1 and follower 2 of partition t-0, RF 2, driven one protocol step at a time."""
+
+    def __init__(self, isr=(1, 2), min_isr=1):
+        self.min_isr = pd.Series({"t": min_isr})
+        reqs = F.concat([lai(1, 1, isr, [1, 2]), lai(2, 1, isr, [1, 2])], F.LEADER_AND_ISR)
+        self.rep, self.rem, self.brk, _ = become_leader_or_follower(
+            F.empty(F.REPLICA), F.empty(F.REMOTE), new_broker_rows([1, 2]), reqs, ["d0"], 0)
+        self.tail = F.empty(F.RECORD)
+        self.parked = F.empty(F.FETCH)
+        self.pending = F.empty(F.PENDING)
+        self.inflight_req = F.empty(F.FETCH)
+        self.resp = (F.empty(F.FETCH_RESPONSE), F.empty(F.RECORD))
+        self.results = []
+
+    def state(self):
+        lead = self.rep[self.rep.broker == 1].iloc[0]
+        fol = self.rep[self.rep.broker == 2].iloc[0]
+        remote = self.rem[self.rem.replica == 2].iloc[0]
+        return (int(lead.leo), max(int(remote.leo), 0), int(lead.hw), int(fol.leo), int(fol.hw))
+
+    def produce(self, n=1, acks=1, now=0, record_id=0):
+        self.rep, recs, res, pend = produce.append_to_leader(self.rep, self.rem, batch(1, n, acks, record_id, now), self.min_isr,
+                                                                  now, CFG)
+        self.tail = F.concat([self.tail, recs], F.RECORD)
+        self.pending = F.concat([self.pending, pend], F.PENDING)
+        self.results.append(res)
+        return res
+
+    def follower_fetch(self, now):
+        self.rep, self.inflight_req = fetch.fetch_requests(self.rep, now, {}, CFG)
+
+    def leader_serve(self, now):
+        self.rep, self.rem, resp, recs, self.parked = fetch.serve_fetch(
+            self.rep, self.rem, self.tail, self.inflight_req, self.parked, now, CFG)
+        self.inflight_req = F.empty(F.FETCH)
+        self.resp = (resp, recs)
+        self.pending, done = produce.complete_delayed_produce(self.rep, self.pending, self.min_isr, now)
+        self.results.append(done)
+        return resp
+
+    def follower_apply(self, now):
+        self.rep, appended = fetch.apply_fetch_responses(self.rep, *self.resp, now, CFG)
+        self.resp = (F.empty(F.FETCH_RESPONSE), F.empty(F.RECORD))
+        return appended
+
+
+def test_seed_hw_table_step_by_step():
+    """seed-notes section 1 / protocol.md 3.3: the follower learns the HW one fetch late."""
+    p = Pair()
+    p.follower_fetch(0)
+    p.leader_serve(0)  # the follower's first fetch (offset 0) parks: nothing to read yet
+    assert len(p.parked) == 1
+    seen = []
+    p.produce(1, acks=1, now=100)
+    seen.append(p.state())                       # producer writes
+    p.leader_serve(100)                          # new data completes the parked fetch at once
+    seen.append(p.state())                       # leader responds (record 0, HW 0)
+    p.follower_apply(200)
+    seen.append(p.state())                       # follower appends; HW = min(0, 1) = 0
+    p.follower_fetch(200)
+    p.leader_serve(300)                          # fetch at 1: remote LEO 1, leader HW 1, parked
+    seen.append(p.state())
+    assert len(p.parked) == 1
+    p.leader_serve(300 + CFG["replica.fetch.wait.max.ms"])  # the delayed fetch expires with HW 1
+    p.follower_apply(900)
+    seen.append(p.state())
+    assert seen == [(1, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 0, 1, 0), (1, 1, 1, 1, 0), (1, 1, 1, 1, 1)]
+
+
+def test_response_carries_hw_read_before_the_fetch_moved_it():
+    p = Pair()
+    p.produce(2, now=0)
+    p.follower_fetch(0)
+    resp = p.leader_serve(0)
+    assert resp.hw.tolist() == [0] and len(p.resp[1]) == 2
+    p.follower_apply(0)
+    p.produce(1, now=100, record_id=2)
+    p.follower_fetch(100)
+    resp = p.leader_serve(100)  # fetch at 2 moves the HW to 2 but reports the HW it read (0)
+    assert resp.hw.tolist() == [0]
+    assert p.state()[2] == 2
+
+
+@pytest.mark.parametrize("acks", [1, 0])
+def test_acks_1_and_0_answer_at_append(acks):
+    p = Pair()
+    res = p.produce(3, acks=acks)
+    assert len(res) == 1
+    assert bool(res.acked.iloc[0]) is (acks == 1)
+    assert res.error.isna().all()
+    assert p.state()[0] == 3 and p.state()[2] == 0  # appended, not yet replicated
+
+
+def test_acks_all_completes_only_when_hw_passes_it():
+    p = Pair()
+    assert p.produce(2, acks=-1).empty and len(p.pending) == 1
+    p.follower_fetch(0)
+    p.leader_serve(0)
+    assert p.results[-1].empty  # HW still 0
+    p.follower_apply(100)
+    p.follower_fetch(100)
+    p.leader_serve(200)  # the follower's LEO 2 reaches the leader: HW 2
+    done = p.results[-1]
+    assert done.acked.tolist() == [True] and done.base_offset.tolist() == [0] and done.error.isna().all()
+
+
+def test_acks_all_times_out_without_the_follower():
+    p = Pair()
+    p.produce(1, acks=-1, now=0)
+    p.leader_serve(29999)
+    assert p.results[-1].empty
+    p.leader_serve(30000)
+    assert p.results[-1].error.tolist() == [errors.REQUEST_TIMED_OUT]
+    assert p.state()[0] == 1  # no error path rolls the append back
+
+
+def test_invalid_acks_appends_nothing():
+    p = Pair()
+    res = p.produce(1, acks=2)
+    assert res.error.tolist() == [errors.INVALID_REQUIRED_ACKS] and p.state()[0] == 0
+
+
+def test_not_enough_replicas_before_append():
+    p = Pair(isr=(1,), min_isr=2)
+    res = p.produce(1, acks=-1)
+    assert res.error.tolist() == [errors.NOT_ENOUGH_REPLICAS] and p.state()[0] == 0
+    assert p.produce(1, acks=1).acked.tolist() == [True]  # acks=1 ignores min ISR
+
+
+def test_produce_to_follower_is_refused():
+    p = Pair()
+    rep, recs, res, _ = produce.append_to_leader(p.rep, p.rem, batch(2, 1, 1), MIN_ISR, 0, CFG)
+    assert res.error.tolist() == [errors.NOT_LEADER_OR_FOLLOWER] and recs.empty
+
+
+def test_fetch_max_bytes_limits_a_partition_but_returns_one_record():
+    p = Pair()
+    p.produce(50)  # 10 bytes each
+    p.follower_fetch(0)
+    cfg = {**CFG, "replica.fetch.max.bytes": 95}
+    p.rep, p.rem, resp, recs, _ = fetch.serve_fetch(p.rep, p.rem, p.tail, p.inflight_req, p.parked, 0, cfg)
+    assert len(recs) == 10
+    p.resp = (resp, recs)
+    p.follower_apply(0)
+    assert p.state()[3] == 10
+    cfg = {**CFG, "replica.fetch.max.bytes": 1}
+    p.follower_fetch(0)
+    _, _, _, recs, _ = fetch.serve_fetch(p.rep, p.rem, p.tail, p.inflight_req, F.empty(F.FETCH), 0, cfg)
+    assert recs.offset.tolist() == [10]  # KIP-74: at least one record even above the limit
+
+
+def test_stale_leader_and_isr_is_ignored():
+    p = Pair()
+    rep, rem, brk, lines = become_leader_or_follower(p.rep, p.rem, p.brk, lai(2, 2, [2], [1, 2], epoch=0), ["d0"], 0)
+    assert rep[rep.broker == 2].leader.iloc[0] == 1
+    assert "not higher than the current leader epoch" in lines.message.iloc[0]
+    rep, rem, brk, lines = become_leader_or_follower(p.rep, p.rem, p.brk, lai(2, 2, [2], [1, 2], epoch=1, ctrl=0), ["d0"], 0)
+    assert "controller epoch 0 is old" in lines.message.iloc[0]
+
+
+def test_new_replicas_go_to_the_dir_with_fewest_logs():
+    reqs = F.concat([lai(1, 1, [1], [1], partition=p) for p in range(5)], F.LEADER_AND_ISR)
+    rep, *_ = become_leader_or_follower(F.empty(F.REPLICA), F.empty(F.REMOTE), new_broker_rows([1]), reqs,
+                                        ["d0", "d1"], 0)
+    assert rep.sort_values("partition").log_dir.tolist() == ["d0", "d1", "d0", "d1", "d0"]
+
+
+def test_leader_alone_in_isr_commits_at_once():
+    p = Pair(isr=(1,))
+    p.produce(3)
+    assert p.state()[2] == 3
+
+
+def test_follower_disconnect_backs_off():
+    p = Pair()
+    p.rep, req = fetch.fetch_requests(p.rep, 0, {2: frozenset({1})}, CFG)
+    assert req.empty
+    assert p.rep[p.rep.broker == 2].backoff_until_ms.iloc[0] == -1  # nothing was in flight
+    p.rep, req = fetch.fetch_requests(p.rep, 0, {}, CFG)
+    assert len(req) == 1
+    p.rep, req = fetch.fetch_requests(p.rep, 100, {2: frozenset({1})}, CFG)  # leader dies under it
+    f = p.rep[p.rep.broker == 2].iloc[0]
+    assert not f.fetch_in_flight and f.backoff_until_ms == 100 + CFG["replica.fetch.backoff.ms"]
