@@ -1,0 +1,242 @@
+"""One round on the executors: every broker a Spark task hosts handles what arrived for it.
+
+This is the thin I/O shell around the protocol core. Per task it unpacks the wire rows, runs the
+protocol steps in a fixed order, writes the round's new log records and history rows as Parquet
+files (committed later by the driver), and packs the brokers' new state, the messages they send
+and the file actions back into wire rows. Brokers that are paused (a stop-the-world stall) keep
+all their rows untouched: they process nothing and send nothing.
+
+Order inside a round, per broker: (re)start from disk; LeaderAndIsr; fetch responses as a
+follower; produce batches as a leader; fetch requests as a leader (new, then parked ones);
+the produce purgatory; new fetch requests as a follower; HW checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..protocol import fetch, produce
+from ..protocol import frames as F
+from ..protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
+from ..storage import broker_disk
+from ..storage.tables import SCHEMAS, write_file
+from . import rows as W
+
+
+@dataclass(frozen=True)
+class RoundParams:
+    """Everything a task needs for one round; pickled with the function, nothing else is shared."""
+
+    run_id: str
+    round_no: int
+    now: int
+    tables_dir: str
+    brokers_dir: str
+    log_version: int
+    log_dirs: tuple[str, ...]
+    cfg: dict
+    min_isr: dict
+    paused: frozenset = frozenset()
+    unreachable: dict = field(default_factory=dict)
+    write_history: bool = True
+
+
+def _recover(p: RoundParams, starting: list[int]) -> pd.DataFrame:
+    """Logs of restarting brokers as Kafka's LogManager loads them: LEO and log start from the
+    log itself, HW from the checkpoint clamped into [logStart, LEO], no role until LeaderAndIsr."""
+    parts = []
+    for b in starting:
+        disk = broker_disk.read_disk(p.brokers_dir, b, list(p.log_dirs))
+        log = broker_disk.read_log(p.tables_dir, p.log_version, b,
+                                   ["broker", "log_dir", "topic", "partition", "offset", "leader_epoch"]).to_pandas()
+        log = log.sort_values(["topic", "partition", "offset"])
+        g = log.groupby(["broker", "log_dir", "topic", "partition"], as_index=False).agg(
+            leo=("offset", "max"), log_start_offset=("offset", "min"), last_fetched_epoch=("leader_epoch", "last"))
+        g["leo"] += 1
+        d = disk.merge(g, on=["broker", "log_dir", "topic", "partition"], how="outer")
+        d["leo"] = d["leo"].fillna(0)
+        d["log_start_offset"] = d["log_start_offset"].fillna(0)
+        d["last_fetched_epoch"] = d["last_fetched_epoch"].fillna(-1)
+        d["hw"] = np.clip(d["hw"].fillna(0), d["log_start_offset"], d["leo"])
+        parts.append(d)
+    d = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if d.empty:
+        return F.empty(F.REPLICA)
+    d = d.assign(leader=-1, leader_epoch=-1, controller_epoch=-1, isr="", replicas="", epoch_start_offset=-1,
+                 fetch_in_flight=False, fetch_sent_ms=-1, backoff_until_ms=-1)
+    return F.conform(d, F.REPLICA)
+
+
+def _write_log(p: RoundParams, appended: pd.DataFrame, replicas: pd.DataFrame) -> list[dict]:
+    """Append the round's new records to the log table, one file per (broker, log_dir)."""
+    if appended.empty:
+        return []
+    a = appended.merge(replicas[["broker", "topic", "partition", "log_dir"]], on=["broker", "topic", "partition"])
+    adds = []
+    for (b, d), g in a.groupby(["broker", "log_dir"], sort=True):
+        g = g.sort_values(["topic", "partition", "offset"])
+        t = pa.table({
+            "broker": pa.array(g["broker"], pa.int32()), "log_dir": pa.array(g["log_dir"], pa.string()),
+            "topic": pa.array(g["topic"], pa.string()), "partition": pa.array(g["partition"], pa.int32()),
+            "offset": pa.array(g["offset"], pa.int64()), "leader_epoch": pa.array(g["leader_epoch"], pa.int32()),
+            "record_id": pa.array(g["record_id"], pa.int64()), "key": pa.array(g["key"], pa.string()),
+            "value": pa.nulls(len(g), pa.binary()), "value_bytes": pa.array(g["value_bytes"], pa.int32()),
+            "timestamp": pa.array(g["timestamp"], pa.int64()), "is_future": pa.array(np.zeros(len(g), bool)),
+        })
+        adds.append(write_file(p.tables_dir, "log", t, f"{p.round_no:08d}-b{b}", {"broker": int(b), "log_dir": d}))
+    return adds
+
+
+def _history(p: RoundParams, tag: str, replicas: pd.DataFrame, remotes: pd.DataFrame,
+             results: pd.DataFrame, lines: pd.DataFrame) -> list[dict]:
+    """This round's rows of replica_state, follower_state, produce_results and state_change_log."""
+    adds = []
+    if len(replicas):
+        r = replicas.sort_values(["topic", "partition", "broker"])
+        role = np.where(r["leader"] == r["broker"], "leader", np.where(r["leader"] >= 0, "follower", "none"))
+        t = pa.Table.from_pandas(r.assign(round=p.round_no, time_ms=p.now, role=role)[
+            SCHEMAS["replica_state"].names], preserve_index=False)
+        adds.append(write_file(p.tables_dir, "replica_state", t.cast(SCHEMAS["replica_state"]), tag))
+    if len(remotes):
+        r = remotes.sort_values(["topic", "partition", "replica"])
+        t = pa.Table.from_pandas(r.assign(round=p.round_no, time_ms=p.now).rename(columns={"leo": "remote_leo"})[
+            SCHEMAS["follower_state"].names], preserve_index=False)
+        adds.append(write_file(p.tables_dir, "follower_state", t.cast(SCHEMAS["follower_state"]), tag))
+    if len(results):
+        t = expand_results(results)
+        adds.append(write_file(p.tables_dir, "produce_results", t, tag))
+    if len(lines):
+        t = pa.Table.from_pandas(lines.assign(time_ms=p.now)[SCHEMAS["state_change_log"].names], preserve_index=False)
+        adds.append(write_file(p.tables_dir, "state_change_log", t.cast(SCHEMAS["state_change_log"]), tag))
+    return adds
+
+
+def expand_results(results: pd.DataFrame) -> pa.Table:
+    """One produce_results row per record of each answered batch."""
+    n = results["count"].to_numpy().astype("int64")
+    rep = results.loc[results.index.repeat(n)].reset_index(drop=True)
+    within = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+    base = rep["base_offset"].to_numpy()
+    off = pd.array(np.where(base >= 0, base + within, 0), dtype="Int64")
+    off[base < 0] = pd.NA
+    df = pd.DataFrame({
+        "time_ms": rep["time_ms"], "topic": rep["topic"], "partition": rep["partition"],
+        "record_id": rep["record_id"].to_numpy() + within, "acks": rep["acks"], "offset": off,
+        "error": rep["error"], "acked": rep["acked"].astype(bool),
+    })
+    return pa.Table.from_pandas(df, preserve_index=False).cast(SCHEMAS["produce_results"])
+
+
+def _checkpoint_hw(p: RoundParams, replicas: pd.DataFrame, brokers: pd.DataFrame) -> pd.DataFrame:
+    """Write replication-offset-checkpoint for brokers whose interval has passed."""
+    interval = p.cfg["replica.high.watermark.checkpoint.interval.ms"]
+    due = brokers["hw_checkpoint_ms"].to_numpy() + interval <= p.now
+    due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
+    for b in brokers.loc[due, "broker"]:
+        mine = replicas[replicas["broker"] == b]
+        for d in p.log_dirs:
+            sel = mine[mine["log_dir"] == d]
+            broker_disk.write_hw_checkpoint(p.brokers_dir, b, d, zip(sel["topic"], sel["partition"], sel["hw"], strict=True))
+    out = brokers.copy()
+    out.loc[due, "hw_checkpoint_ms"] = p.now
+    return out
+
+
+def _record_new_logs(p: RoundParams, before: pd.DataFrame, after: pd.DataFrame) -> None:
+    """Rewrite a dir's `partitions` listing when logs were created in it."""
+    key = ["broker", "log_dir", "topic", "partition"]
+    old = set(map(tuple, before[key].to_numpy().tolist()))
+    changed = {(b, d) for b, d, t, q in map(tuple, after[key].to_numpy().tolist()) if (b, d, t, q) not in old}
+    for b, d in sorted(changed):
+        sel = after[(after["broker"] == b) & (after["log_dir"] == d)]
+        broker_disk.write_partitions(p.brokers_dir, b, d, zip(sel["topic"], sel["partition"], strict=True))
+
+
+def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
+    """Run one round for every broker present in `wire`; return the output wire rows."""
+    paused = wire["broker"].isin(list(p.paused)).to_numpy() if p.paused else np.zeros(len(wire), bool)
+    held = wire[paused]
+    wire = wire[~paused]
+    cfg = p.cfg
+    replicas = W.unpack(W.REPLICA, wire)
+    remotes = W.unpack(W.REMOTE, wire)
+    tail = W.unpack(W.TAIL, wire)
+    brokers = W.unpack(W.BROKER, wire)
+
+    starting = sorted(set(W.unpack(W.START, wire)["broker"].tolist()))
+    if starting:
+        replicas = F.concat([replicas, _recover(p, starting)], F.REPLICA)
+        brokers = F.concat([brokers, new_broker_rows(starting)], F.BROKER)
+    before = replicas
+    replicas, remotes, brokers, lines = become_leader_or_follower(
+        replicas, remotes, brokers, W.unpack(W.LEADER_AND_ISR, wire), list(p.log_dirs), p.now)
+    _record_new_logs(p, before, replicas)
+
+    replicas, appended_f = fetch.apply_fetch_responses(
+        replicas, W.unpack(W.FETCH_RESPONSE, wire), W.unpack(W.FETCH_RECORD, wire), p.now, cfg)
+    min_isr = pd.Series(p.min_isr, dtype="int64")
+    replicas, appended_l, results, pending_new = produce.append_to_leader(
+        replicas, remotes, W.unpack(W.PRODUCE, wire), min_isr, p.now, cfg)
+    tail = F.concat([tail, appended_l], F.RECORD)
+
+    requests = W.unpack(W.FETCH, wire)
+    parked = W.unpack(W.PARKED_FETCH, wire)
+    log = tail
+    misses = fetch.tail_misses(F.concat([requests, parked], F.FETCH), tail, replicas,
+                               cfg["emulator.read.max.records"])
+    if len(misses):
+        log = F.concat([tail, _read_misses(p, misses)], F.RECORD)
+    replicas, remotes, responses, resp_records, parked = fetch.serve_fetch(
+        replicas, remotes, log, requests, parked, p.now, cfg)
+
+    pending, done = produce.complete_delayed_produce(
+        replicas, F.concat([W.unpack(W.PENDING_PRODUCE, wire), pending_new], F.PENDING), min_isr, p.now)
+    results = F.concat([results, done], F.RESULT)
+    replicas, new_requests = fetch.fetch_requests(replicas, p.now, p.unreachable, cfg)
+    tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"])
+    brokers = _checkpoint_hw(p, replicas, brokers)
+
+    adds = _write_log(p, F.concat([appended_f, appended_l], F.RECORD), replicas)
+    if p.write_history and len(wire):
+        tag = f"{p.round_no:08d}-t{int(wire['broker'].min())}"
+        adds += _history(p, tag, replicas, remotes, results, lines)
+    summary = [{"broker": -1, "payload": json.dumps({"results": int(results["count"].sum()) if len(results) else 0})}]
+    out = W.pack_all([
+        (W.REPLICA, replicas), (W.REMOTE, remotes), (W.TAIL, tail), (W.BROKER, brokers),
+        (W.PARKED_FETCH, parked), (W.PENDING_PRODUCE, pending),
+        (W.FETCH, new_requests), (W.FETCH_RESPONSE, responses), (W.FETCH_RECORD, resp_records),
+        (W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in adds]})),
+        (W.RESULT_SUMMARY, pd.DataFrame(summary)),
+    ])
+    return pd.concat([out, held], ignore_index=True) if len(held) else out
+
+
+def _read_misses(p: RoundParams, misses: pd.DataFrame) -> pd.DataFrame:
+    """Records lagging followers need that the leader's tail no longer holds, read from its log."""
+    parts = []
+    for b, g in misses.groupby("broker"):
+        t = broker_disk.read_log(p.tables_dir, p.log_version, int(b),
+                                 ["broker", "topic", "partition", "offset", "leader_epoch", "record_id",
+                                  "value_bytes", "key", "timestamp"], g.drop(columns=["broker"]))
+        parts.append(t.to_pandas().assign(src=int(b)))
+    return F.concat(parts, F.RECORD)
+
+
+class BrokerRound:
+    """The picklable function given to mapInPandas."""
+
+    def __init__(self, params: RoundParams) -> None:
+        self.params = params
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        frames = [b for b in batches if len(b)]
+        if not frames:
+            return
+        wire = pd.concat(frames, ignore_index=True)
+        yield process(self.params, wire)

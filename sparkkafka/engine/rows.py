@@ -1,0 +1,98 @@
+"""The one row schema every round reads and writes, and the packing of protocol frames into it.
+
+A round is one `mapInPandas` over a DataFrame of rows of many kinds (replica state, messages in
+flight, file actions ...). Spark needs one schema, so each protocol frame (protocol/frames.py) is
+packed into shared columns: the columns most kinds have keep their names, and the rest go, in
+order, into typed slots (l0.. for int64, i0.. for int32, f0 for bool, s0 for strings). The
+mapping is derived from the frame specs, so a new frame column needs no edit here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..protocol import frames as F
+
+COMMON = {
+    "broker": F.I32, "src": F.I32, "topic": F.STR, "partition": F.I32, "replica": F.I32, "log_dir": F.STR,
+    "leader": F.I32, "leader_epoch": F.I32, "controller_epoch": F.I32, "isr": F.STR, "replicas": F.STR,
+}
+SLOTS = {F.I64: ["l0", "l1", "l2", "l3", "l4", "l5"], F.I32: ["i0", "i1", "i2"], F.BOOL: ["f0"], F.STR: ["s0", "payload"]}
+
+# Kinds of rows. State kinds are a broker's memory and vanish when it crashes; message kinds are
+# in flight to `broker`; output-only kinds go to the driver.
+REPLICA, REMOTE, TAIL, BROKER, PARKED_FETCH, PENDING_PRODUCE = 1, 2, 3, 4, 5, 6
+FETCH, FETCH_RESPONSE, FETCH_RECORD, PRODUCE, LEADER_AND_ISR, START = 10, 11, 12, 13, 14, 15
+ADD, RESULT_SUMMARY = 20, 21
+
+KIND_SPECS: dict[int, dict[str, str]] = {
+    REPLICA: F.REPLICA, REMOTE: F.REMOTE, TAIL: F.RECORD, BROKER: F.BROKER, PARKED_FETCH: F.FETCH,
+    PENDING_PRODUCE: F.PENDING, FETCH: F.FETCH, FETCH_RESPONSE: F.FETCH_RESPONSE, FETCH_RECORD: F.RECORD,
+    PRODUCE: F.PRODUCE, LEADER_AND_ISR: F.LEADER_AND_ISR, START: {"broker": F.I32},
+    ADD: {"broker": F.I32, "payload": F.STR}, RESULT_SUMMARY: {"broker": F.I32, "payload": F.STR},
+}
+STATE_KINDS = (REPLICA, REMOTE, TAIL, BROKER, PARKED_FETCH, PENDING_PRODUCE)
+MESSAGE_KINDS = (FETCH, FETCH_RESPONSE, FETCH_RECORD, PRODUCE, LEADER_AND_ISR, START)
+CARRY_KINDS = STATE_KINDS + MESSAGE_KINDS
+DRIVER_KINDS = (ADD, RESULT_SUMMARY)
+
+WIRE: dict[str, str] = {"kind": "int8", **COMMON}
+for _dtype, _names in SLOTS.items():
+    for _n in _names:
+        WIRE[_n] = _dtype
+
+_ARROW = {"int8": pa.int8(), F.I32: pa.int32(), F.I64: pa.int64(), F.BOOL: pa.bool_(), F.STR: pa.string()}
+ARROW_SCHEMA = pa.schema([(c, _ARROW[t]) for c, t in WIRE.items()])
+SPARK_DDL = ", ".join(
+    f"`{c}` {dict(int8='tinyint', int32='int', int64='bigint', bool='boolean', object='string')[t]}"
+    for c, t in WIRE.items())
+DEFAULTS = {F.I32: -1, F.I64: -1, F.BOOL: False, "int8": 0}
+
+
+def _mapping(spec: dict[str, str]) -> dict[str, str]:
+    """frame column -> wire column for one kind."""
+    free = {t: list(v) for t, v in SLOTS.items()}
+    out = {}
+    for col, t in spec.items():
+        if col in COMMON and COMMON[col] == t:
+            out[col] = col
+        elif col == "payload":
+            out[col] = free[F.STR].pop(free[F.STR].index("payload"))
+        else:
+            out[col] = free[t].pop(0)
+    return out
+
+
+MAPPINGS = {k: _mapping(s) for k, s in KIND_SPECS.items()}
+
+
+def pack(kind: int, frame: pd.DataFrame) -> pd.DataFrame:
+    """Protocol frame -> wire rows of `kind` (unused columns get their defaults)."""
+    n = len(frame)
+    mp = MAPPINGS[kind]
+    data = {}
+    for col, t in WIRE.items():
+        data[col] = np.full(n, DEFAULTS[t], dtype=t) if t != F.STR else np.full(n, None, dtype=object)
+    data["kind"] = np.full(n, kind, dtype="int8")
+    for src, dst in mp.items():
+        v = frame[src].to_numpy()
+        data[dst] = v.astype(WIRE[dst]) if WIRE[dst] != F.STR else v.astype(object)
+    return pd.DataFrame(data, columns=list(WIRE))
+
+
+def unpack(kind: int, wire: pd.DataFrame) -> pd.DataFrame:
+    """Wire rows of `kind` -> protocol frame."""
+    mp = MAPPINGS[kind]
+    rows = wire[wire["kind"].to_numpy() == kind]
+    out = pd.DataFrame({src: rows[dst].to_numpy() for src, dst in mp.items()})
+    return F.conform(out, KIND_SPECS[kind]) if len(out) else F.empty(KIND_SPECS[kind])
+
+
+def pack_all(parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
+    """Pack and concatenate several frames into one wire frame."""
+    packed = [pack(k, f) for k, f in parts if len(f)]
+    if not packed:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in WIRE.items()})
+    return pd.concat(packed, ignore_index=True)

@@ -1,0 +1,177 @@
+"""The run's Delta tables (contract section 3), written through delta-rs.
+
+Executors write Parquet files straight into a table's folder (`write_file`) and hand back the
+Delta add action; the driver commits a round's actions in one transaction per table
+(`TableWriter.commit`) tagged with the run's app id and the round, so a re-run round is refused
+rather than duplicated and files of a failed attempt never become live.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction, CommitProperties, Transaction
+
+LIST = pa.list_(pa.int32())
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "log": pa.schema([
+        ("broker", pa.int32()), ("log_dir", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+        ("offset", pa.int64()), ("leader_epoch", pa.int32()), ("record_id", pa.int64()),
+        ("key", pa.string()), ("value", pa.binary()), ("value_bytes", pa.int32()), ("timestamp", pa.int64()),
+        ("is_future", pa.bool_()),
+    ]),
+    "replica_state": pa.schema([
+        ("round", pa.int64()), ("time_ms", pa.int64()), ("broker", pa.int32()), ("topic", pa.string()),
+        ("partition", pa.int32()), ("log_dir", pa.string()), ("role", pa.string()), ("leader", pa.int32()),
+        ("leo", pa.int64()), ("hw", pa.int64()), ("log_start_offset", pa.int64()), ("leader_epoch", pa.int32()),
+    ]),
+    "follower_state": pa.schema([
+        ("round", pa.int64()), ("time_ms", pa.int64()), ("broker", pa.int32()), ("topic", pa.string()),
+        ("partition", pa.int32()), ("replica", pa.int32()), ("remote_leo", pa.int64()),
+        ("last_caught_up_ms", pa.int64()), ("in_isr", pa.bool_()),
+    ]),
+    "partition_state": pa.schema([
+        ("time_ms", pa.int64()), ("topic", pa.string()), ("partition", pa.int32()), ("leader", pa.int32()),
+        ("isr", LIST), ("replicas", LIST), ("leader_epoch", pa.int32()), ("controller_epoch", pa.int32()),
+        ("version", pa.int32()),
+    ]),
+    "state_change_log": pa.schema([
+        ("time_ms", pa.int64()), ("broker", pa.int32()), ("controller_epoch", pa.int32()),
+        ("topic", pa.string()), ("partition", pa.int32()), ("message", pa.string()),
+    ]),
+    "produce_results": pa.schema([
+        ("time_ms", pa.int64()), ("topic", pa.string()), ("partition", pa.int32()), ("record_id", pa.int64()),
+        ("acks", pa.int32()), ("offset", pa.int64()), ("error", pa.string()), ("acked", pa.bool_()),
+    ]),
+    "metrics": pa.schema([
+        ("round", pa.int64()), ("time_ms", pa.int64()), ("under_replicated", pa.int32()), ("offline", pa.int32()),
+        ("under_min_isr", pa.int32()), ("isr_shrinks", pa.int32()), ("isr_expands", pa.int32()),
+        ("unclean_elections", pa.int32()), ("active_controller", pa.int32()), ("controller_epoch", pa.int32()),
+    ]),
+}
+PARTITION_BY: dict[str, list[str]] = {"log": ["broker", "log_dir"]}
+APP_ID = "sparkkafka"
+TABLE_CONFIG = {"delta.checkpointInterval": "10"}
+
+
+def table_path(tables_dir: str, name: str) -> str:
+    return os.path.join(tables_dir, name)
+
+
+def _stats(table: pa.Table) -> str:
+    """Delta file statistics (numRecords, min/max and null counts of primitive columns)."""
+    mins, maxs, nulls = {}, {}, {}
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        t = col.type
+        nulls[name] = col.null_count
+        if (pa.types.is_integer(t) or pa.types.is_string(t)) and len(col) > col.null_count:
+            mm = pc.min_max(col)
+            mins[name], maxs[name] = mm["min"].as_py(), mm["max"].as_py()
+    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
+def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
+               partition_values: Mapping[str, object] | None = None) -> dict:
+    """Write one Parquet data file of table `name` and return its add action as a plain dict.
+
+    The file name carries `tag` (round and writer), so a retried task rewrites the same file
+    instead of leaving a second copy. Partition columns are kept out of the file, as Delta does.
+    """
+    part = partition_values or {}
+    rel_dir = "/".join(f"{k}={v}" for k, v in part.items())
+    fname = f"part-{tag}.parquet"
+    rel = f"{rel_dir}/{fname}" if rel_dir else fname
+    full = os.path.join(table_path(tables_dir, name), rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    data = table.drop_columns([c for c in part if c in table.column_names])
+    tmp = f"{full}.{uuid.uuid4().hex}.tmp"
+    pq.write_table(data, tmp, compression="snappy")
+    os.replace(tmp, full)
+    return {"table": name, "path": rel, "size": os.path.getsize(full),
+            "partition_values": {k: str(v) for k, v in part.items()},
+            "modification_time": int(time.time() * 1000), "stats": _stats(data)}
+
+
+def create_tables(tables_dir: str) -> None:
+    """Create every table of a run, empty, with its fixed schema."""
+    for name, schema in SCHEMAS.items():
+        DeltaTable.create(table_path(tables_dir, name), schema, mode="error",
+                          partition_by=PARTITION_BY.get(name), configuration=TABLE_CONFIG)
+
+
+@dataclass
+class TableWriter:
+    """Driver-side committer for one run: one DeltaTable handle per table, reused across rounds."""
+
+    tables_dir: str
+    run_id: str
+
+    def __post_init__(self) -> None:
+        self._tables: dict[str, DeltaTable] = {}
+
+    def table(self, name: str) -> DeltaTable:
+        dt = self._tables.get(name)
+        if dt is None:
+            dt = self._tables[name] = DeltaTable(table_path(self.tables_dir, name))
+        else:
+            dt.update_incremental()
+        return dt
+
+    def committed_round(self, name: str) -> int:
+        """The highest round committed to `name` by this run (-1 if none)."""
+        v = self.table(name).transaction_version(self.app_id)
+        return -1 if v is None else int(v)
+
+    @property
+    def app_id(self) -> str:
+        return f"{APP_ID}-{self.run_id}"
+
+    def commit(self, name: str, adds: Iterable[dict], round_no: int, removes: Iterable = ()) -> bool:
+        """Commit the files of one round (or a batch of rounds ending at round_no) in one transaction.
+
+        Refuses (returns False) when this run already committed round_no or a later one, which is
+        what makes a re-run round idempotent.
+        """
+        adds = list(adds)
+        removes = list(removes)
+        dt = self.table(name)
+        done = dt.transaction_version(self.app_id)
+        if done is not None and done >= round_no:
+            return False
+        if not adds and not removes:
+            return True
+        actions = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], True, a["stats"])
+                   for a in adds] + removes
+        dt.create_write_transaction(
+            actions, mode="append", schema=SCHEMAS[name], partition_by=PARTITION_BY.get(name),
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(self.app_id, round_no)],
+                custom_metadata={"sparkkafka.round": str(round_no)}),
+        )
+        return True
+
+    def append(self, name: str, table: pa.Table, round_no: int, tag: str) -> None:
+        """Write and commit a driver-side batch of rows (small tables: metrics, partition_state)."""
+        if table.num_rows:
+            self.commit(name, [write_file(self.tables_dir, name, table.cast(SCHEMAS[name]), tag)], round_no)
+
+
+def read_table(tables_dir: str, name: str, version: int | None = None) -> pa.Table:
+    """Read a whole table's current snapshot as Arrow (partition columns included)."""
+    dt = DeltaTable(table_path(tables_dir, name), version=version)
+    return dt.to_pyarrow_table()
+
+
+def snapshot_files(tables_dir: str, name: str) -> list[str]:
+    """The data files of the table's current snapshot (for spark.read.parquet)."""
+    return DeltaTable(table_path(tables_dir, name)).file_uris()
