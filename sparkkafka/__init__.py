@@ -1,0 +1,25 @@
+"""sparkkafka: a Spark-native, distributed emulator of Apache Kafka's replication layer."""
+
+from __future__ import annotations
+
+from .errors import NotYetSupportedError, ScenarioError, SparkKafkaError
+from .scenario import Scenario, load_scenario, parse_scenario
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # Spark-dependent names are imported on first use, so scenario validation stays light.
+    if name == "Cluster":
+        from .cluster import Cluster
+
+        return Cluster
+    if name in ("get_spark", "stop_spark"):
+        from .engine import session
+
+        return getattr(session, name)
+    raise AttributeError(name)
+
+
+__all__ = ["Cluster", "NotYetSupportedError", "Scenario", "ScenarioError", "SparkKafkaError", "get_spark",
+           "load_scenario", "parse_scenario", "stop_spark"]

@@ -1,0 +1,486 @@
+"""The Cluster facade: build an emulated cluster from a scenario, run its rounds, and read it back.
+
+The driver loop per round: apply the events due, let the controller act, route last round's
+messages (dropping those to crashed or cut-off brokers), run one `mapInPandas` over all brokers
+grouped into a few Spark partitions, commit the round's log files in one Delta transaction, and
+keep the brokers' state for the next round as a local checkpoint. Nothing the executors need
+lives only here: state travels in the DataFrame, logs in Delta, checkpoints on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as Fn
+
+from .controller.controller import Controller
+from .engine import rows as W
+from .engine.broker_round import BrokerRound, RoundParams, expand_results
+from .errors import ScenarioError
+from .protocol import errors as kerr
+from .protocol.config import broker_config, profile_of
+from .protocol.frames import PRODUCE, RESULT, concat, conform, csv, empty
+from .scenario import Scenario, load_scenario
+from .scenario.workload import Workload
+from .storage import tables as T
+from .storage.tables import TableWriter
+
+CLIENT = -1  # src of messages from producers
+
+
+class Cluster:
+    """An emulated Kafka cluster whose state lives in a run directory (`out`)."""
+
+    def __init__(self, spark: SparkSession, out: str, scenario: Scenario | None = None) -> None:
+        self.spark = spark
+        self.out = os.path.abspath(out)
+        self.tables_dir = os.path.join(self.out, "tables")
+        self.brokers_dir = os.path.join(self.out, "brokers")
+        self.scenario = scenario
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_scenario(cls, scenario: str | os.PathLike | Scenario, spark: SparkSession | None = None,
+                      out: str | None = None, overwrite: bool = False, master: str | None = None) -> Cluster:
+        """Validate the scenario, then create its run directory and tables (nothing is written
+        when the scenario is invalid or `out` already holds a run and overwrite is False)."""
+        sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        out = out or os.path.join("runs", sc.name)
+        if os.path.exists(os.path.join(out, "run.json")) and not overwrite:
+            raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
+        if spark is None:
+            from .engine.session import get_spark
+
+            spark = get_spark(master)
+        if os.path.exists(out) and overwrite:
+            shutil.rmtree(out)
+        os.makedirs(out, exist_ok=True)
+        c = cls(spark, out, sc)
+        T.create_tables(c.tables_dir)
+        c._start()
+        return c
+
+    @classmethod
+    def for_path(cls, spark: SparkSession | None, path: str) -> Cluster:
+        """Reopen a run directory to inspect its tables."""
+        if not os.path.exists(os.path.join(path, "run.json")):
+            raise ScenarioError("path", path, "is not a sparkkafka run directory (no run.json)")
+        if spark is None:
+            from .engine.session import get_spark
+
+            spark = get_spark()
+        c = cls(spark, path)
+        with open(os.path.join(path, "run.json")) as f:
+            c.meta = json.load(f)
+        return c
+
+    def _start(self) -> None:
+        sc = self.scenario
+        self.run_id = uuid.uuid4().hex[:12]
+        self.round_ms = sc.round_ms
+        self.broker_cfg = broker_config(sc.config)
+        self.profile = profile_of(self.broker_cfg["inter.broker.protocol.version"])
+        self.controller = Controller(list(sc.brokers), sc.racks, self.broker_cfg, sc.seed)
+        self.workload = Workload(self.round_ms, int(self.broker_cfg["request.timeout.ms"]))
+        self.writer = TableWriter(self.tables_dir, self.run_id)
+        self.round = 0
+        self.crashed: set[int] = set()
+        self.paused_until: dict[int, int] = {}
+        self.isolations: list[tuple[frozenset, frozenset, int | None]] = []
+        self.events = sorted(sc.timeline, key=lambda e: (e.time_ms(self.round_ms), e.index))
+        self.next_event = 0
+        self.state: DataFrame | None = None
+        self._outbox: list[tuple[int, pd.DataFrame]] = [(W.START, pd.DataFrame({"broker": list(sc.brokers)}))]
+        self._history_adds: dict[str, list[dict]] = defaultdict(list)
+        self._driver_rows: dict[str, list[dict]] = defaultdict(list)
+        self._produced = 0
+        n = int(sc.emulator.get("spark.partitions") or 0)
+        if n <= 0:
+            n = int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
+        self.spark_partitions = max(1, min(n, len(sc.brokers)))
+        for spec in sc.topics:
+            self._create_topic(spec)
+        self._save_meta()
+
+    def _save_meta(self, **extra: Any) -> None:
+        meta = {"run_id": self.run_id, "scenario": self.scenario.name, "seed": self.scenario.seed,
+                "round": self.round, "time_ms": self.round * self.round_ms, "round_ms": self.round_ms,
+                "brokers": list(self.scenario.brokers), "log_dirs": list(self.scenario.log_dirs),
+                "live_brokers": sorted(self.controller.live),
+                "topics": {t: {"partitions": sum(1 for k in self.controller.partitions if k[0] == t),
+                               "overrides": self.controller.overrides[t],
+                               "min.insync.replicas": int(c["min.insync.replicas"])}
+                           for t, c in self.controller.topics.items()}, **extra}
+        self.meta = meta
+        tmp = os.path.join(self.out, "run.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(meta, f, indent=2, sort_keys=True)
+        os.replace(tmp, os.path.join(self.out, "run.json"))
+
+    # ------------------------------------------------------------------ events
+    def _create_topic(self, spec) -> None:
+        states, lai = self.controller.create_topic(spec)
+        now = self.round * self.round_ms
+        self._driver_rows["partition_state"] += [{"time_ms": now, **s} for s in states]
+        self._send(W.LEADER_AND_ISR, lai)
+
+    def _send(self, kind: int, frame: pd.DataFrame) -> None:
+        if len(frame):
+            self._outbox.append((kind, frame))
+
+    def apply(self, event: dict) -> None:
+        """Inject one event now, written as a timeline entry without its time (e.g. {"crash": 2})."""
+        from .scenario.loader import parse_scenario
+
+        probe = {"cluster": {"brokers": list(self.scenario.brokers), "log_dirs": list(self.scenario.log_dirs),
+                             "config": self.scenario.config},
+                 "topics": [{"name": s.name, "partitions": s.partitions, "replication_factor": s.replication_factor,
+                             **({"assignment": {k: list(v) for k, v in s.assignment.items()}} if s.assignment else {})}
+                            for s in self.scenario.topics],
+                 "timeline": [{"at": 0, **event}]}
+        if self.scenario.racks:
+            probe["cluster"]["racks"] = self.scenario.racks
+        ev = parse_scenario(probe, name=self.scenario.name).timeline[0]
+        self._apply(ev.type, ev.args, self.round * self.round_ms)
+
+    def _apply(self, kind: str, a: dict, now: int) -> None:
+        if kind == "produce":
+            n = sum(1 for k in self.controller.partitions if k[0] == a["topic"])
+            self.workload.add(a, now, n)
+        elif kind == "crash":
+            b = a["broker"]
+            if b not in self.crashed:
+                self.crashed.add(b)
+                self.paused_until.pop(b, None)
+                self.controller.broker_failed(b)
+        elif kind == "restart":
+            b = a["broker"]
+            if b in self.crashed:
+                self.crashed.discard(b)
+                self._send(W.START, pd.DataFrame({"broker": [b]}))
+                self._send(W.LEADER_AND_ISR, self.controller.broker_started(b))
+        elif kind == "pause":
+            self.paused_until[a["broker"]] = now + int(a["duration_ms"])
+        elif kind == "isolate":
+            side = a["from"]
+            other = frozenset([self.controller.controller_id]) if side == "controller" else frozenset(side)
+            end = now + a["duration_ms"] if a.get("duration_ms") else None
+            self.isolations.append((frozenset(a["brokers"]), other, end))
+        elif kind == "heal":
+            self.isolations.clear()
+        elif kind == "create_topic":
+            self._create_topic(a["topic"])
+        elif kind == "set_config":
+            self._set_config(a)
+        else:  # the loader refuses what this version cannot do, before anything runs
+            raise ScenarioError(kind, a, f"{kind} is not yet supported by this version of sparkkafka")
+
+    def _set_config(self, a: dict) -> None:
+        if a["entity"] == "topics":
+            ov = self.controller.overrides.setdefault(a["name"], {})
+            for k, v in a["config"].items():
+                if v is None:
+                    ov.pop(k, None)
+                else:
+                    ov[k] = v
+            from .protocol.config import topic_config
+
+            self.controller.topics[a["name"]] = topic_config(self.broker_cfg, ov)
+        else:
+            for k, v in a["config"].items():
+                self.broker_cfg[k] = broker_config({}).get(k) if v is None else v
+
+    def _apply_due(self, now: int) -> None:
+        while self.next_event < len(self.events) and self.events[self.next_event].time_ms(self.round_ms) <= now:
+            e = self.events[self.next_event]
+            self._apply(e.type, e.args, now)
+            self.next_event += 1
+        self.paused_until = {b: t for b, t in self.paused_until.items() if t > now}
+        self.isolations = [i for i in self.isolations if i[2] is None or i[2] > now]
+
+    # ------------------------------------------------------------------ the round
+    def _unreachable(self) -> dict[int, frozenset]:
+        out = {}
+        for b in self.scenario.brokers:
+            cut = set(self.crashed)
+            for a, o, _ in self.isolations:
+                if b in a:
+                    cut |= o
+                if b in o:
+                    cut |= a
+            cut.discard(b)
+            if cut:
+                out[b] = frozenset(cut)
+        return out
+
+    def _route(self, prev: DataFrame) -> DataFrame:
+        """Last round's output as this round's input: state and messages in flight, less what a
+        crash destroys (the broker's memory and everything sent to it) and what a network
+        partition cuts (messages between the two sides)."""
+        cond = Fn.col("kind").isin(list(W.CARRY_KINDS))
+        if self.crashed:
+            cond &= ~Fn.col("broker").isin(sorted(self.crashed))
+        msg = Fn.col("kind").isin(list(W.MESSAGE_KINDS))
+        for a, o, _ in self.isolations:
+            a_, o_ = sorted(a), sorted(o)
+            cut = (Fn.col("src").isin(a_) & Fn.col("broker").isin(o_)) | (Fn.col("src").isin(o_) & Fn.col("broker").isin(a_))
+            cond &= ~(msg & cut)
+        return prev.where(cond)
+
+    def _produce_batches(self, now: int) -> None:
+        b = self.workload.batches(now)
+        if b.empty:
+            return
+        self._produced += int(b["count"].sum())
+        leaders = pd.Series({k: v.leader for k, v in self.controller.partitions.items()})
+        b["broker"] = [leaders.get((t, p), -1) for t, p in zip(b["topic"], b["partition"], strict=True)]
+        down = (b["broker"] < 0) | b["broker"].isin(sorted(self.crashed))
+        if down.any():
+            failed = b[down]
+            err = ["LEADER_NOT_AVAILABLE" if x < 0 else kerr.NETWORK_EXCEPTION for x in failed["broker"]]
+            res = failed.assign(error=[None if a == 0 else e for a, e in zip(failed["acks"], err, strict=True)],
+                                base_offset=-1, acked=False, time_ms=now)
+            self._driver_rows["produce_results_batches"].append(conform(res, RESULT))
+        self._send(W.PRODUCE, conform(b[~down], PRODUCE))
+
+    def _params(self, now: int) -> RoundParams:
+        cfg = dict(self.broker_cfg)
+        cfg["profile"] = self.profile
+        for k, v in self.scenario.emulator.items():
+            cfg[f"emulator.{k}"] = v
+        log_version = self.writer.table("log").version()
+        return RoundParams(
+            run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
+            brokers_dir=self.brokers_dir, log_version=log_version, log_dirs=tuple(self.scenario.log_dirs),
+            cfg=cfg, min_isr=self.controller.min_isr(),
+            paused=frozenset(b for b in self.paused_until if b not in self.crashed),
+            unreachable=self._unreachable(),
+        )
+
+    def _input(self) -> DataFrame:
+        parts = []
+        if self.state is not None:
+            parts.append(self._route(self.state))
+        if self._outbox:
+            wire = W.pack_all(self._outbox)
+            for c in ("src",):
+                wire.loc[wire["kind"] == W.LEADER_AND_ISR, c] = self.controller.controller_id
+                wire.loc[wire["kind"] == W.PRODUCE, c] = CLIENT
+            parts.append(self.spark.createDataFrame(wire, schema=W.SPARK_DDL))
+            self._outbox = []
+        if not parts:
+            return self.spark.createDataFrame(W.pack_all([]), schema=W.SPARK_DDL)
+        df = parts[0]
+        for p in parts[1:]:
+            df = df.unionByName(p)
+        return df
+
+    def step(self, rounds: int = 1) -> Cluster:
+        """Run `rounds` rounds, then commit everything buffered."""
+        for _ in range(rounds):
+            self._round()
+        self.flush()
+        return self
+
+    def _round(self) -> None:
+        now = self.round * self.round_ms
+        self._apply_due(now)
+        self._produce_batches(now)
+        params = self._params(now)
+        inp = self._input()
+        out = (inp.repartitionById(self.spark_partitions, "broker")
+               .mapInPandas(BrokerRound(params), W.SPARK_DDL)
+               .localCheckpoint(eager=True))
+        side = out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).select("kind", "payload").toPandas()
+        adds = [json.loads(p) for p in side.loc[side["kind"] == W.ADD, "payload"]]
+        self.writer.commit("log", [a for a in adds if a["table"] == "log"], self.round)
+        for a in adds:
+            if a["table"] != "log":
+                self._history_adds[a["table"]].append(a)
+        self._driver_rows["metrics"].append({"round": self.round, "time_ms": now, **self.controller.metrics()})
+        if self.state is not None:
+            self.state.unpersist()
+        self.state = out.where(Fn.col("kind").isin(list(W.CARRY_KINDS)))
+        self.round += 1
+        if self.round % int(self.scenario.emulator["history.commit.rounds"]) == 0:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit buffered history files and driver-side rows (one transaction per table)."""
+        last = self.round - 1
+        tag = f"{last:08d}-driver"
+        if self._driver_rows.get("produce_results_batches"):
+            res = concat(self._driver_rows.pop("produce_results_batches"), RESULT)
+            self._history_adds["produce_results"].append(
+                T.write_file(self.tables_dir, "produce_results", expand_results(res), tag))
+        for name in ("partition_state", "metrics", "state_change_log"):
+            rows = self._driver_rows.pop(name, [])
+            if rows:
+                t = pa.Table.from_pylist(rows, schema=T.SCHEMAS[name])
+                self._history_adds[name].append(T.write_file(self.tables_dir, name, t, tag))
+        for name, adds in sorted(self._history_adds.items()):
+            if adds:
+                self.writer.commit(name, adds, last)
+        self._history_adds.clear()
+        self._save_meta()
+
+    def run(self, until_ms: int | None = None, progress: bool = False) -> Cluster:
+        """Run until `until_ms` (default: the scenario's end), then write OUT/summary.json."""
+        end = self.scenario.end_ms if until_ms is None else until_ms
+        total = max(0, end // self.round_ms + 1 - self.round)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="round", desc=self.scenario.name, leave=False)
+        for _ in range(total):
+            self._round()
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        self.flush()
+        self.compact()
+        summary = self.summary()
+        with open(os.path.join(self.out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, sort_keys=True)
+        return self
+
+    def compact(self) -> None:
+        """Fold each table's small per-round files (reads over many small files are slow)."""
+        from deltalake import DeltaTable
+
+        for name in T.SCHEMAS:
+            DeltaTable(T.table_path(self.tables_dir, name)).optimize.compact()
+
+    # ------------------------------------------------------------------ views
+    def _df(self, name: str) -> DataFrame:
+        return read_table_df(self.spark, self.tables_dir, name)
+
+    def log(self, topic: str | None = None, partition: int | None = None) -> DataFrame:
+        df = self._df("log")
+        if topic is not None:
+            df = df.where(Fn.col("topic") == topic)
+        if partition is not None:
+            df = df.where(Fn.col("partition") == partition)
+        return df.orderBy("topic", "partition", "broker", "offset")
+
+    def replica_state(self) -> DataFrame:
+        """One row per replica per round, with the leader's view of each follower (`remote_leo`,
+        `last_caught_up_ms`; null on the leader's own row) joined in from follower_state."""
+        rs = self._df("replica_state")
+        fs = self._df("follower_state").select(
+            "round", "topic", "partition", Fn.col("replica").alias("broker"), "remote_leo", "last_caught_up_ms")
+        return rs.join(fs, ["round", "topic", "partition", "broker"], "left").select(
+            *T.SCHEMAS["replica_state"].names, "remote_leo", "last_caught_up_ms").orderBy(
+            "round", "topic", "partition", "broker")
+
+    def follower_state(self) -> DataFrame:
+        return self._df("follower_state").orderBy("round", "topic", "partition", "replica")
+
+    def partition_state(self) -> DataFrame:
+        return self._df("partition_state").orderBy("time_ms", "topic", "partition", "version")
+
+    def state_change_log(self) -> DataFrame:
+        return self._df("state_change_log").orderBy("time_ms", "broker", "topic", "partition")
+
+    def produce_results(self) -> DataFrame:
+        return self._df("produce_results").orderBy("record_id")
+
+    def metrics(self) -> DataFrame:
+        return self._df("metrics").orderBy("round")
+
+    def describe_topics(self) -> DataFrame:
+        """The latest state of every partition: topic, partition, leader, replicas, isr, epochs."""
+        pdf = latest_partitions(self.tables_dir)
+        schema = "topic string, partition int, leader int, replicas array<int>, isr array<int>, " \
+                 "leader_epoch int, controller_epoch int, version int"
+        return self.spark.createDataFrame(pdf[["topic", "partition", "leader", "replicas", "isr", "leader_epoch",
+                                               "controller_epoch", "version"]], schema=schema)
+
+    def describe(self, **filters: bool) -> list[str]:
+        """kafka-topics --describe lines for the run's current state."""
+        return describe_run(self.out, **filters)
+
+    def summary(self) -> dict:
+        return summarize(self.out)
+
+
+# ---------------------------------------------------------------------- readers over a run dir
+def read_table_df(spark: SparkSession, tables_dir: str, name: str) -> DataFrame:
+    """A table's current snapshot as a DataFrame with its fixed schema.
+
+    Uses Delta's own reader where the session has Delta's JVM side (Databricks); elsewhere reads
+    the snapshot's Parquet files, which gives the same rows (no deletion vectors or column
+    mapping are ever written by delta-rs here, and this is checked).
+    """
+    from deltalake import DeltaTable
+
+    from .engine.schema import spark_schema
+
+    path = T.table_path(tables_dir, name)
+    schema = spark_schema(T.SCHEMAS[name])
+    names = T.SCHEMAS[name].names
+    if _has_delta_jvm(spark):
+        return spark.read.format("delta").load(path).select(*names)
+    dt = DeltaTable(path)
+    feats = dt.protocol().reader_features or []
+    if "deletionVectors" in feats or "columnMapping" in feats:
+        raise RuntimeError(f"{path} uses {feats}; read it with Delta's reader")
+    files = dt.file_uris()
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.option("basePath", path).schema(schema).parquet(*files).select(*names)
+
+
+def _has_delta_jvm(spark: SparkSession) -> bool:
+    try:
+        return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
+    except Exception:  # noqa: BLE001 - some Connect servers refuse reading static confs
+        return False
+
+
+def latest_partitions(tables_dir: str) -> pd.DataFrame:
+    """The newest partition_state row of every partition."""
+    ps = T.read_table(tables_dir, "partition_state").to_pandas()
+    if ps.empty:
+        return ps
+    ps = ps.sort_values(["topic", "partition", "time_ms", "version", "leader_epoch"], kind="stable")
+    return ps.groupby(["topic", "partition"], as_index=False).tail(1).reset_index(drop=True)
+
+
+def describe_run(out: str, **filters: bool) -> list[str]:
+    from .tools.describe import describe_lines, topic_id
+
+    with open(os.path.join(out, "run.json")) as f:
+        meta = json.load(f)
+    parts = latest_partitions(os.path.join(out, "tables"))
+    topics = pd.DataFrame([{
+        "topic": t, "topic_id": topic_id(meta["seed"], t), "partition_count": info["partitions"],
+        "replication_factor": 0, "configs": {k: v for k, v in info["overrides"].items()},
+        "min_insync_replicas": info["min.insync.replicas"], "marked_for_deletion": False,
+    } for t, info in meta["topics"].items()])
+    parts = parts.assign(replicas=parts["replicas"].map(list), isr=parts["isr"].map(list),
+                         adding=[[] for _ in range(len(parts))], removing=[[] for _ in range(len(parts))])
+    return describe_lines(topics, parts, live_brokers=meta["live_brokers"], **filters)
+
+
+def summarize(out: str) -> dict:
+    """What happened to the records of a run, from its tables alone."""
+    from .scenario.checker import check
+
+    with open(os.path.join(out, "run.json")) as f:
+        meta = json.load(f)
+    return check(os.path.join(out, "tables"), meta)
+
+
+__all__ = ["Cluster", "read_table_df", "describe_run", "summarize", "Path", "csv", "empty"]

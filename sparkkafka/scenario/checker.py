@@ -1,0 +1,66 @@
+"""The durability checker: what a run did to acknowledged records, from its tables alone.
+
+Vocabulary from Jepsen and the TLA+ specs: a *lost* record was acknowledged to its producer and is
+absent from its partition's committed log (the leader's log below its HW at the end); replicas
+are *divergent* when two of them hold different records at the same offset below both HWs.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..storage import tables as T
+
+
+def _final_replicas(tables_dir: str) -> pd.DataFrame:
+    rs = T.read_table(tables_dir, "replica_state").to_pandas()
+    if rs.empty:
+        return rs
+    last = rs["round"].max()
+    return rs[rs["round"] == last]
+
+
+def check(tables_dir: str, meta: dict) -> dict:
+    """The summary of a run (OUT/summary.json and Cluster.summary())."""
+    results = T.read_table(tables_dir, "produce_results").to_pandas()
+    log = T.read_table(tables_dir, "log").to_pandas()
+    log = log[~log["is_future"]] if len(log) else log
+    reps = _final_replicas(tables_dir)
+    from ..cluster import latest_partitions
+
+    parts = latest_partitions(tables_dir)
+    live = set(meta.get("live_brokers", []))
+    offline = parts[~parts["leader"].isin(list(live))] if len(parts) else parts
+    under = parts[[len(i) < len(r) for i, r in zip(parts["isr"], parts["replicas"], strict=True)]] if len(parts) else parts
+
+    acked = results[results["acked"]] if len(results) else results
+    errors = results["error"].dropna().value_counts().sort_index().to_dict() if len(results) else {}
+    lost = unavailable = 0
+    divergent = 0
+    if len(reps):
+        leaders = reps[reps["role"] == "leader"][["topic", "partition", "broker", "hw"]]
+        committed = log.merge(leaders, on=["topic", "partition", "broker"])
+        committed = committed[committed["offset"] < committed["hw"]]
+        have = set(zip(committed["topic"], committed["partition"], committed["record_id"], strict=True))
+        off_keys = set(zip(offline["topic"], offline["partition"], strict=True)) if len(offline) else set()
+        for t, p, rid in zip(acked["topic"], acked["partition"], acked["record_id"], strict=True):
+            if (t, p) in off_keys:
+                unavailable += 1
+            elif (t, p, rid) not in have:
+                lost += 1
+        # divergence: any two replicas disagreeing below both HWs
+        hw = reps[["topic", "partition", "broker", "hw"]]
+        lg = log.merge(hw, on=["topic", "partition", "broker"])
+        lg = lg[lg["offset"] < lg["hw"]][["topic", "partition", "broker", "offset", "record_id", "hw"]]
+        pair = lg.merge(lg, on=["topic", "partition", "offset"], suffixes=("", "_o"))
+        pair = pair[(pair["broker"] < pair["broker_o"]) & (pair["record_id"] != pair["record_id_o"])]
+        divergent = int(len(set(zip(pair["topic"], pair["partition"], pair["broker"], pair["broker_o"], strict=True))))
+    return {
+        "scenario": meta.get("scenario"), "seed": meta.get("seed"),
+        "rounds": int(meta.get("round", 0)), "time_ms": int(meta.get("time_ms", 0)),
+        "produced": int(len(results)), "acked": int(len(acked)),
+        "not_acked": int(len(results) - len(acked)), "errors": {k: int(v) for k, v in errors.items()},
+        "lost_acked": int(lost), "unavailable_acked": int(unavailable), "divergent_replicas": divergent,
+        "offline_partitions": int(len(offline)), "under_replicated_partitions": int(len(under)),
+        "log_records": int(len(log)),
+    }

@@ -1,0 +1,106 @@
+"""Producers: turn `produce` events into the produce batches each round sends.
+
+A producer with `records: N` sends N records at its event's time; one with `rate_per_sec` and
+`duration_ms` sends, in each round, what its rate makes due by the end of that round. With
+`partition: all` records are spread round-robin over the topic's partitions, continuing where
+the previous round stopped (Kafka's RoundRobinPartitioner for records without keys). Each round a
+producer sends one batch per partition it writes to. Record ids are allocated in order, so every
+record of a run has a unique id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..protocol.frames import PRODUCE, conform, empty
+
+
+@dataclass
+class Producer:
+    topic: str
+    partitions: np.ndarray  # partition ids written to, in round-robin order
+    acks: int
+    value_bytes: int
+    key: str | None
+    start_ms: int
+    total: int | None = None  # records: N
+    rate_per_sec: float | None = None
+    duration_ms: int | None = None
+    sent: int = 0
+    cursor: int = 0
+
+    def due(self, now: int, round_ms: int) -> int:
+        """Records to send in the round starting at `now`."""
+        if now < self.start_ms:
+            return 0
+        if self.total is not None:
+            want = self.total
+        else:
+            elapsed = min(now + round_ms - self.start_ms, self.duration_ms)
+            want = int(np.floor(self.rate_per_sec * elapsed / 1000.0 + 1e-9))
+        return max(0, want - self.sent)
+
+    @property
+    def finished(self) -> bool:
+        target = self.total if self.total is not None else int(np.floor(self.rate_per_sec * self.duration_ms / 1000.0 + 1e-9))
+        return self.sent >= target
+
+    def batches(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(partition, count) of the next n records, round-robin from the cursor."""
+        k = len(self.partitions)
+        full, rest = divmod(n, k)
+        counts = np.full(k, full, dtype="int64")
+        order = (self.cursor + np.arange(k)) % k
+        counts[order[:rest]] += 1
+        self.cursor = (self.cursor + n) % k
+        self.sent += n
+        nz = counts > 0
+        # keep round-robin order so record ids follow the order records were sent
+        idx = order[nz[order]]
+        return self.partitions[idx], counts[idx]
+
+
+@dataclass
+class Workload:
+    """All producers of a run and the next record id."""
+
+    round_ms: int
+    request_timeout_ms: int
+    next_record_id: int = 0
+
+    def __post_init__(self) -> None:
+        self.producers: list[Producer] = []
+
+    def add(self, args: dict, now: int, partition_count: int) -> None:
+        parts = np.arange(partition_count) if args["partition"] == "all" else np.array([args["partition"]])
+        self.producers.append(Producer(
+            topic=args["topic"], partitions=parts, acks=int(args["acks"]), value_bytes=int(args["value_bytes"]),
+            key=args.get("key"), start_ms=now, total=args.get("records"),
+            rate_per_sec=args.get("rate_per_sec"), duration_ms=args.get("duration_ms")))
+
+    @property
+    def active(self) -> bool:
+        return any(not p.finished for p in self.producers)
+
+    def batches(self, now: int) -> pd.DataFrame:
+        """PRODUCE rows (broker not yet routed: -1) for the round starting at `now`."""
+        frames = []
+        for p in self.producers:
+            n = p.due(now, self.round_ms)
+            if n <= 0:
+                continue
+            parts, counts = p.batches(n)
+            first = self.next_record_id + np.concatenate([[0], np.cumsum(counts)[:-1]])
+            self.next_record_id += int(counts.sum())
+            frames.append(pd.DataFrame({
+                "broker": -1, "topic": p.topic, "partition": parts.astype("int32"), "record_id": first,
+                "count": counts.astype("int32"), "acks": p.acks, "value_bytes": p.value_bytes, "key": p.key,
+                "sent_ms": now, "deadline_ms": now + self.request_timeout_ms,
+            }))
+        self.producers = [p for p in self.producers if not p.finished]
+        if not frames:
+            return empty(PRODUCE)
+        return conform(pd.concat(frames, ignore_index=True), PRODUCE)
