@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -35,6 +36,19 @@ from .storage import tables as T
 from .storage.tables import TableWriter
 
 CLIENT = -1  # src of messages from producers
+
+
+class _Stopwatch:
+    """Adds the wall time of successive phases into a dict (the benchmark reports them)."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+        self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        t = time.perf_counter()
+        self.into[name] += t - self.t
+        self.t = t
 
 
 class Cluster:
@@ -103,6 +117,7 @@ class Cluster:
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
         self._driver_rows: dict[str, list[dict]] = defaultdict(list)
         self._produced = 0
+        self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
         n = int(sc.emulator.get("spark.partitions") or 0)
         if n <= 0:
             n = int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
@@ -292,17 +307,25 @@ class Cluster:
         return self
 
     def _round(self) -> None:
+        clock = _Stopwatch(self.timings)
         now = self.round * self.round_ms
         self._apply_due(now)
         self._produce_batches(now)
         params = self._params(now)
         inp = self._input()
+        clock.lap("driver")
         out = (inp.repartitionById(self.spark_partitions, "broker")
                .mapInPandas(BrokerRound(params), W.SPARK_DDL)
                .localCheckpoint(eager=True))
+        clock.lap("job")
         side = out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).select("kind", "payload").toPandas()
+        clock.lap("collect")
         adds = [json.loads(p) for p in side.loc[side["kind"] == W.ADD, "payload"]]
+        for p in side.loc[side["kind"] == W.RESULT_SUMMARY, "payload"]:
+            for k, v in json.loads(p)["timings"].items():
+                self.timings[f"task.{k}"] += v
         self.writer.commit("log", [a for a in adds if a["table"] == "log"], self.round)
+        clock.lap("commit")
         for a in adds:
             if a["table"] != "log":
                 self._history_adds[a["table"]].append(a)
@@ -313,6 +336,7 @@ class Cluster:
         self.round += 1
         if self.round % int(self.scenario.emulator["history.commit.rounds"]) == 0:
             self.flush()
+        clock.lap("history")
 
     def flush(self) -> None:
         """Commit buffered history files and driver-side rows (one transaction per table)."""

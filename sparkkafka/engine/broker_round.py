@@ -14,6 +14,7 @@ the produce purgatory; new fetch requests as a follower; HW checkpoint.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -158,55 +159,69 @@ def _record_new_logs(p: RoundParams, before: pd.DataFrame, after: pd.DataFrame) 
         broker_disk.write_partitions(p.brokers_dir, b, d, zip(sel["topic"], sel["partition"], strict=True))
 
 
+class _Laps:
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        t = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + t - self.t
+        self.t = t
+
+
 def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     """Run one round for every broker present in `wire`; return the output wire rows."""
     paused = wire["broker"].isin(list(p.paused)).to_numpy() if p.paused else np.zeros(len(wire), bool)
     held = wire[paused]
     wire = wire[~paused]
     cfg = p.cfg
-    replicas = W.unpack(W.REPLICA, wire)
-    remotes = W.unpack(W.REMOTE, wire)
-    tail = W.unpack(W.TAIL, wire)
-    brokers = W.unpack(W.BROKER, wire)
+    sw = _Laps()
+    k = W.split(wire)
+    replicas, remotes, tail, brokers = k[W.REPLICA], k[W.REMOTE], k[W.TAIL], k[W.BROKER]
 
-    starting = sorted(set(W.unpack(W.START, wire)["broker"].tolist()))
+    starting = sorted(set(k[W.START]["broker"].tolist()))
     if starting:
         replicas = F.concat([replicas, _recover(p, starting)], F.REPLICA)
         brokers = F.concat([brokers, new_broker_rows(starting)], F.BROKER)
     before = replicas
     replicas, remotes, brokers, lines = become_leader_or_follower(
-        replicas, remotes, brokers, W.unpack(W.LEADER_AND_ISR, wire), list(p.log_dirs), p.now)
+        replicas, remotes, brokers, k[W.LEADER_AND_ISR], list(p.log_dirs), p.now)
     _record_new_logs(p, before, replicas)
+    sw.lap("leader_and_isr")
 
     replicas, appended_f = fetch.apply_fetch_responses(
-        replicas, W.unpack(W.FETCH_RESPONSE, wire), W.unpack(W.FETCH_RECORD, wire), p.now, cfg)
+        replicas, k[W.FETCH_RESPONSE], k[W.FETCH_RECORD], p.now, cfg)
     min_isr = pd.Series(p.min_isr, dtype="int64")
     replicas, appended_l, results, pending_new = produce.append_to_leader(
-        replicas, remotes, W.unpack(W.PRODUCE, wire), min_isr, p.now, cfg)
+        replicas, remotes, k[W.PRODUCE], min_isr, p.now, cfg)
     tail = F.concat([tail, appended_l], F.RECORD)
+    sw.lap("fetch_response_and_produce")
 
-    requests = W.unpack(W.FETCH, wire)
-    parked = W.unpack(W.PARKED_FETCH, wire)
+    requests, parked = k[W.FETCH], k[W.PARKED_FETCH]
     log = tail
     misses = fetch.tail_misses(F.concat([requests, parked], F.FETCH), tail, replicas,
                                cfg["emulator.read.max.records"])
     if len(misses):
         log = F.concat([tail, _read_misses(p, misses)], F.RECORD)
+    sw.lap("storage_reads")
     replicas, remotes, responses, resp_records, parked = fetch.serve_fetch(
         replicas, remotes, log, requests, parked, p.now, cfg)
 
     pending, done = produce.complete_delayed_produce(
-        replicas, F.concat([W.unpack(W.PENDING_PRODUCE, wire), pending_new], F.PENDING), min_isr, p.now)
+        replicas, F.concat([k[W.PENDING_PRODUCE], pending_new], F.PENDING), min_isr, p.now)
     results = F.concat([results, done], F.RESULT)
     replicas, new_requests = fetch.fetch_requests(replicas, p.now, p.unreachable, cfg)
     tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"])
+    sw.lap("serve_fetch")
     brokers = _checkpoint_hw(p, replicas, brokers)
 
     adds = _write_log(p, F.concat([appended_f, appended_l], F.RECORD), replicas)
     if p.write_history and len(wire):
         tag = f"{p.round_no:08d}-t{int(wire['broker'].min())}"
         adds += _history(p, tag, replicas, remotes, results, lines)
-    summary = [{"broker": -1, "payload": json.dumps({"results": int(results["count"].sum()) if len(results) else 0})}]
+    sw.lap("write_files")
+    summary = [{"broker": -1, "payload": json.dumps({"timings": sw.laps, "storage_reads": len(misses)})}]
     out = W.pack_all([
         (W.REPLICA, replicas), (W.REMOTE, remotes), (W.TAIL, tail), (W.BROKER, brokers),
         (W.PARKED_FETCH, parked), (W.PENDING_PRODUCE, pending),

@@ -68,31 +68,55 @@ def _mapping(spec: dict[str, str]) -> dict[str, str]:
 MAPPINGS = {k: _mapping(s) for k, s in KIND_SPECS.items()}
 
 
-def pack(kind: int, frame: pd.DataFrame) -> pd.DataFrame:
-    """Protocol frame -> wire rows of `kind` (unused columns get their defaults)."""
-    n = len(frame)
-    mp = MAPPINGS[kind]
-    data = {}
-    for col, t in WIRE.items():
-        data[col] = np.full(n, DEFAULTS[t], dtype=t) if t != F.STR else np.full(n, None, dtype=object)
-    data["kind"] = np.full(n, kind, dtype="int8")
-    for src, dst in mp.items():
-        v = frame[src].to_numpy()
-        data[dst] = v.astype(WIRE[dst]) if WIRE[dst] != F.STR else v.astype(object)
-    return pd.DataFrame(data, columns=list(WIRE))
-
-
-def unpack(kind: int, wire: pd.DataFrame) -> pd.DataFrame:
-    """Wire rows of `kind` -> protocol frame."""
-    mp = MAPPINGS[kind]
-    rows = wire[wire["kind"].to_numpy() == kind]
-    out = pd.DataFrame({src: rows[dst].to_numpy() for src, dst in mp.items()})
-    return F.conform(out, KIND_SPECS[kind]) if len(out) else F.empty(KIND_SPECS[kind])
+def _fill(t: str, n: int) -> np.ndarray:
+    return np.full(n, None, dtype=object) if t == F.STR else np.full(n, DEFAULTS[t], dtype=t)
 
 
 def pack_all(parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
-    """Pack and concatenate several frames into one wire frame."""
-    packed = [pack(k, f) for k, f in parts if len(f)]
-    if not packed:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in WIRE.items()})
-    return pd.concat(packed, ignore_index=True)
+    """Protocol frames -> one wire frame (each column built once with numpy; unused slots get
+    their defaults). Much cheaper than concatenating per-kind frames with all-null columns."""
+    parts = [(k, f) for k, f in parts if len(f)]
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in WIRE}
+    for kind, frame in parts:
+        n = len(frame)
+        mp = MAPPINGS[kind]
+        inv = {dst: src for src, dst in mp.items()}
+        cols["kind"].append(np.full(n, kind, dtype="int8"))
+        for col, t in WIRE.items():
+            if col == "kind":
+                continue
+            src = inv.get(col)
+            if src is None:
+                cols[col].append(_fill(t, n))
+            else:
+                v = frame[src].to_numpy()
+                cols[col].append(v.astype(object) if t == F.STR else v.astype(t, copy=False))
+    data = {c: (np.concatenate(v) if v else np.empty(0, dtype=WIRE[c])) for c, v in cols.items()}
+    return pd.DataFrame(data, columns=list(WIRE))
+
+
+def pack(kind: int, frame: pd.DataFrame) -> pd.DataFrame:
+    """Protocol frame -> wire rows of `kind`."""
+    return pack_all([(kind, frame)])
+
+
+def split(wire: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """Wire rows -> one protocol frame per kind (every kind present, empty when absent)."""
+    kinds = wire["kind"].to_numpy()
+    order = np.argsort(kinds, kind="stable")
+    sk = kinds[order]
+    out = {}
+    for kind, spec in KIND_SPECS.items():
+        lo, hi = np.searchsorted(sk, kind, "left"), np.searchsorted(sk, kind, "right")
+        if lo == hi:
+            out[kind] = F.empty(spec)
+            continue
+        idx = order[lo:hi]
+        out[kind] = F.conform(
+            pd.DataFrame({src: wire[dst].to_numpy()[idx] for src, dst in MAPPINGS[kind].items()}), spec)
+    return out
+
+
+def unpack(kind: int, wire: pd.DataFrame) -> pd.DataFrame:
+    """Wire rows of one kind -> protocol frame."""
+    return split(wire[wire["kind"].to_numpy() == kind])[kind]

@@ -74,16 +74,13 @@ KEY = ["broker", "topic", "partition"]
 
 def empty(spec: dict[str, str]) -> pd.DataFrame:
     """An empty frame with the spec's columns and dtypes."""
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in spec.items()})
+    return pd.DataFrame({c: np.empty(0, dtype=t) for c, t in spec.items()})
 
 
 def conform(df: pd.DataFrame, spec: dict[str, str]) -> pd.DataFrame:
     """Select and cast `df` to the spec (missing columns are an error, extra ones dropped)."""
-    out = df.loc[:, list(spec)].copy()
-    for c, t in spec.items():
-        if t != STR and out[c].dtype != t:
-            out[c] = out[c].astype(t)
-    return out.reset_index(drop=True)
+    return pd.DataFrame({c: (df[c].to_numpy() if t == STR or df[c].dtype == t else df[c].to_numpy().astype(t))
+                         for c, t in spec.items()})
 
 
 def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame:
