@@ -1,0 +1,144 @@
+"""sparkkafka.engine.session / fastdaemon: session reuse, broker placement, multi-process modes."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkkafka.engine import fastdaemon
+from sparkkafka.engine.session import DEFAULT_CONF, FASTDAEMON_MODULE, get_spark
+
+JOB = Path(__file__).parent / "jobs" / "partition_check.py"
+
+
+def _load_job():
+    spec = importlib.util.spec_from_file_location("sparkkafka_tests_partition_check", JOB)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _result(proc) -> dict:
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, (
+        f"no RESULT line (exit {proc.returncode})\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    )
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def _assert_placement(result: dict, brokers: int = 12) -> None:
+    assert result["ok"], result["failures"]
+    placement = {int(b): p for b, p in result["partition_of_broker"].items()}  # JSON keys are str
+    assert placement == {b: b % 2 for b in range(brokers)}
+    assert result["daemons"] == [FASTDAEMON_MODULE]
+
+
+# --------------------------------------------------------------------------------------------
+# in-process, with the shared session
+
+
+def test_get_spark_returns_active_session_untouched(spark):
+    sc = spark.sparkContext
+    master, app = sc.master, sc.appName
+    spark.conf.set("spark.sql.shuffle.partitions", "7")  # a value set after startup
+    try:
+        again = get_spark(
+            "local[1]",
+            app_name="something-else",
+            conf={"spark.sql.shuffle.partitions": "3", "spark.sql.adaptive.enabled": "true"},
+        )
+        assert again is spark
+        assert again.sparkContext.master == master == "local[2]"
+        assert again.sparkContext.appName == app
+        assert again.conf.get("spark.sql.shuffle.partitions") == "7"
+        assert again.conf.get("spark.sql.adaptive.enabled") == "false"
+        # An active classic session wins over a Connect URL too (nothing is contacted).
+        assert get_spark(remote="sc://127.0.0.1:1") is spark
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+
+
+def test_session_has_measured_defaults(spark):
+    conf = spark.sparkContext.getConf()
+    for key in (
+        "spark.python.daemon.module",
+        "spark.python.unix.domain.socket.enabled",
+        "spark.pyspark.python",
+        "spark.ui.enabled",
+        "spark.sql.adaptive.enabled",
+    ):
+        assert conf.get(key) == DEFAULT_CONF[key], key
+    assert conf.get("spark.driver.host") == "127.0.0.1"
+
+
+def test_fastdaemon_collect_freezes_after_first_call():
+    shim = fastdaemon._FreezeAfterFirstTask()
+    before = gc.get_freeze_count()
+    try:
+        shim.collect()
+        assert shim.frozen and gc.get_freeze_count() > before
+        t = time.perf_counter()
+        shim.collect()
+        assert time.perf_counter() - t < 0.5
+        assert shim.get_threshold() == gc.get_threshold()  # everything else is the real gc
+    finally:
+        gc.unfreeze()
+
+
+def test_repartition_by_id_places_broker_mod_2_and_workers_import_sparkkafka(spark):
+    result = _load_job().run_check(spark, brokers=12, partitions=2)
+    _assert_placement(result)
+    assert all(path.endswith("sparkkafka/engine/session.py") for path in result["sparkkafka_files"])
+
+
+# --------------------------------------------------------------------------------------------
+# separate processes (slow: each starts its own JVMs)
+
+
+@pytest.mark.slow
+def test_placement_under_spark_submit_local_cluster():
+    from sparkutil import spark_submit
+
+    proc = spark_submit(
+        JOB, master="local-cluster[2,1,1024]", conf={"spark.sql.shuffle.partitions": "5"}, timeout=300
+    )
+    result = _result(proc)
+    assert proc.returncode == 0, result
+    _assert_placement(result)
+    # get_spark kept spark-submit's master and --conf, and filled in only the missing defaults.
+    assert result["master"] == "local-cluster[2,1,1024]"
+    assert result["sql_conf"] == {"spark.sql.shuffle.partitions": "5", "spark.sql.adaptive.enabled": "false"}
+    assert result["conf"]["spark.python.daemon.module"] == FASTDAEMON_MODULE
+    assert result["conf"]["spark.python.unix.domain.socket.enabled"] == "true"
+    assert len(result["worker_pids"]) == 2  # two executor JVMs, one worker each
+
+
+@pytest.mark.slow
+def test_placement_on_standalone_cluster():
+    from sparkutil import spark_submit, standalone_cluster
+
+    with standalone_cluster() as url:
+        proc = spark_submit(JOB, master=url, timeout=300)
+    result = _result(proc)
+    assert proc.returncode == 0, result
+    _assert_placement(result)
+    assert result["master"] == url
+
+
+@pytest.mark.slow
+def test_placement_through_spark_connect():
+    from sparkutil import connect_server, run_python
+
+    with connect_server() as url:
+        # SPARK_REMOTE in the environment: get_spark() builds a Connect session, sets nothing.
+        proc = run_python(JOB, timeout=300, env={"SPARK_REMOTE": url})
+    result = _result(proc)
+    assert proc.returncode == 0, result
+    _assert_placement(result)
+    assert result["connect"] is True
+    assert result["sql_conf"]["spark.sql.adaptive.enabled"] == "false"  # the server's DEFAULT_CONF
