@@ -316,9 +316,11 @@ class Cluster:
         clock.lap("driver")
         out = (inp.repartitionById(self.spark_partitions, "broker")
                .mapInPandas(BrokerRound(params), W.SPARK_DDL)
-               .localCheckpoint(eager=True))
+               .localCheckpoint(eager=False))
         clock.lap("job")
-        side = out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).select("kind", "payload").toPandas()
+        # One Spark job: collecting the driver's rows materialises the lazy local checkpoint.
+        side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).select("kind", "payload").collect(),
+                            columns=["kind", "payload"])
         clock.lap("collect")
         adds = [json.loads(p) for p in side.loc[side["kind"] == W.ADD, "payload"]]
         for p in side.loc[side["kind"] == W.RESULT_SUMMARY, "payload"]:

@@ -187,7 +187,8 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     before = replicas
     replicas, remotes, brokers, lines = become_leader_or_follower(
         replicas, remotes, brokers, k[W.LEADER_AND_ISR], list(p.log_dirs), p.now)
-    _record_new_logs(p, before, replicas)
+    if len(k[W.LEADER_AND_ISR]):
+        _record_new_logs(p, before, replicas)
     sw.lap("leader_and_isr")
 
     replicas, appended_f = fetch.apply_fetch_responses(
