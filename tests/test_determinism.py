@@ -1,0 +1,71 @@
+"""Same scenario and seed -> identical tables on local[1], local[2], a multi-process cluster,
+through spark-submit, and through a Spark Connect server (no RDD, no SparkContext)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from deltalake import DeltaTable
+from sparkutil import connect_server, run_python, spark_submit
+
+from sparkkafka import Cluster
+from sparkkafka.storage.tables import SCHEMAS
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = str(ROOT / "conf" / "scenarios" / "failures.yaml")
+JOB = str(ROOT / "jobs" / "run_scenario.py")
+
+
+def tables(out: str) -> dict[str, pd.DataFrame]:
+    """Every table's rows in a canonical order (lists as tuples so they sort and compare)."""
+    got = {}
+    for name in SCHEMAS:
+        df = DeltaTable(os.path.join(out, "tables", name)).to_pandas()
+        for c in df.columns:
+            if df[c].map(lambda v: hasattr(v, "__len__") and not isinstance(v, str | bytes)).any():
+                df[c] = df[c].map(tuple)
+        got[name] = df[sorted(df.columns)].sort_values(sorted(df.columns)).reset_index(drop=True)
+    return got
+
+
+def assert_same(a: dict, b: dict) -> None:
+    for name in SCHEMAS:
+        pd.testing.assert_frame_equal(a[name], b[name], check_dtype=False, obj=name)
+
+
+@pytest.fixture(scope="module")
+def reference(spark, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("ref") / "run")
+    c = Cluster.from_scenario(SCENARIO, spark=spark, out=out)
+    c.run()
+    t = tables(out)
+    assert len(t["log"]) > 0 and t["produce_results"]["acked"].any()
+    return t
+
+
+def test_rerun_in_process_is_identical(spark, reference, tmp_path):
+    out = str(tmp_path / "run")
+    Cluster.from_scenario(SCENARIO, spark=spark, out=out).run()
+    assert_same(tables(out), reference)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("master", ["local[1]", "local-cluster[2,1,1024]"])
+def test_spark_submit_gives_identical_tables(reference, tmp_path, master):
+    out = str(tmp_path / "run")
+    proc = spark_submit(JOB, SCENARIO, "--out", out, master=master, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Topic: a\tTopicId: " in proc.stdout
+    assert_same(tables(out), reference)
+
+
+@pytest.mark.slow
+def test_spark_connect_gives_identical_tables(reference, tmp_path):
+    out = str(tmp_path / "run")
+    with connect_server() as url:
+        proc = run_python(JOB, SCENARIO, "--out", out, env={"SPARK_REMOTE": url}, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_same(tables(out), reference)
