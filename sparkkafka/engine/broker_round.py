@@ -78,19 +78,25 @@ def _write_log(p: RoundParams, appended: pd.DataFrame, replicas: pd.DataFrame) -
     """Append the round's new records to the log table, one file per (broker, log_dir)."""
     if appended.empty:
         return []
-    a = appended.merge(replicas[["broker", "topic", "partition", "log_dir"]], on=["broker", "topic", "partition"])
+    a = appended.assign(log_dir=replicas["log_dir"].to_numpy()[F.locate(replicas, appended)])
+    a = a.sort_values(["broker", "log_dir", "topic", "partition", "offset"], kind="stable")
+    n = len(a)
+    t = pa.table({
+        "topic": pa.array(a["topic"], pa.string()), "partition": pa.array(a["partition"], pa.int32()),
+        "offset": pa.array(a["offset"], pa.int64()), "leader_epoch": pa.array(a["leader_epoch"], pa.int32()),
+        "record_id": pa.array(a["record_id"], pa.int64()), "key": pa.array(a["key"], pa.string()),
+        "value": pa.nulls(n, pa.binary()), "value_bytes": pa.array(a["value_bytes"], pa.int32()),
+        "timestamp": pa.array(a["timestamp"], pa.int64()), "is_future": pa.array(np.zeros(n, bool)),
+    })
+    # one file per (broker, log_dir): rows are sorted, so each is one contiguous slice
+    bro, dirs = a["broker"].to_numpy(), pd.factorize(a["log_dir"])[0]
+    starts = np.flatnonzero(np.r_[True, (bro[1:] != bro[:-1]) | (dirs[1:] != dirs[:-1])])
+    ends = np.r_[starts[1:], n]
     adds = []
-    for (b, d), g in a.groupby(["broker", "log_dir"], sort=True):
-        g = g.sort_values(["topic", "partition", "offset"])
-        t = pa.table({
-            "broker": pa.array(g["broker"], pa.int32()), "log_dir": pa.array(g["log_dir"], pa.string()),
-            "topic": pa.array(g["topic"], pa.string()), "partition": pa.array(g["partition"], pa.int32()),
-            "offset": pa.array(g["offset"], pa.int64()), "leader_epoch": pa.array(g["leader_epoch"], pa.int32()),
-            "record_id": pa.array(g["record_id"], pa.int64()), "key": pa.array(g["key"], pa.string()),
-            "value": pa.nulls(len(g), pa.binary()), "value_bytes": pa.array(g["value_bytes"], pa.int32()),
-            "timestamp": pa.array(g["timestamp"], pa.int64()), "is_future": pa.array(np.zeros(len(g), bool)),
-        })
-        adds.append(write_file(p.tables_dir, "log", t, f"{p.round_no:08d}-b{b}", {"broker": int(b), "log_dir": d}))
+    for lo, hi in zip(starts, ends, strict=True):
+        b, d = int(a["broker"].iat[lo]), a["log_dir"].iat[lo]
+        adds.append(write_file(p.tables_dir, "log", t.slice(lo, hi - lo), f"{p.round_no:08d}-b{b}",
+                               {"broker": b, "log_dir": d}))
     return adds
 
 

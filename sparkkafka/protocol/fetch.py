@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors
-from .frames import FETCH, FETCH_RESPONSE, RECORD, REMOTE, REPLICA, concat, conform, empty
+from .frames import FETCH, FETCH_RESPONSE, RECORD, REMOTE, concat, conform, empty, locate
 from .high_watermark import follower_hw, maybe_increment_leader_hw
 
 FOREVER = np.iinfo("int64").max
@@ -191,37 +191,42 @@ def apply_fetch_responses(
     """
     if responses.empty:
         return replicas, empty(RECORD)
-    side = ["broker", "topic", "partition", "leader", "leo", "fetch_in_flight"]
-    m = responses.rename(columns={"hw": "_rhw", "log_start_offset": "_rls", "leo": "_rleo",
-                                  "leader_epoch": "_rle"}).merge(replicas[side], on=["broker", "topic", "partition"])
-    m = m[(m["leader"] == m["src"]) & m["fetch_in_flight"]]
-    ok = m[m["error"].isna() & (m["fetch_offset"] == m["leo"])]
-    err = m[m["error"].notna()]
+    replicas = replicas.reset_index(drop=True)  # positions below index rows
+    pos = locate(replicas, responses)
+    hosted = pos >= 0
+    pos_h = np.where(hosted, pos, 0)
+    leader = replicas["leader"].to_numpy()[pos_h]
+    leo = replicas["leo"].to_numpy()[pos_h]
+    waiting = replicas["fetch_in_flight"].to_numpy(dtype=bool)[pos_h]
+    mine = hosted & (leader == responses["src"].to_numpy()) & waiting
+    has_err = responses["error"].notna().to_numpy()
+    ok = mine & ~has_err & (responses["fetch_offset"].to_numpy() == leo)
+    err = mine & has_err
+    r = replicas.copy()
+    r.loc[pos[mine], "fetch_in_flight"] = False
+    if err.any():
+        fenced = (responses["error"].to_numpy()[err] == "FENCED_LEADER_EPOCH")
+        r.loc[pos[err], "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"])
     appended = empty(RECORD)
-    if len(ok) and len(records):
-        rk = ok[["broker", "topic", "partition", "src", "fetch_offset"]]
+    if not ok.any():
+        return r, appended
+    okr = responses[ok]
+    if len(records):
+        rk = okr[["broker", "topic", "partition", "src", "fetch_offset"]]
         appended = records.merge(rk, on=["broker", "topic", "partition", "src"])
         appended = conform(appended[appended["offset"] >= appended["fetch_offset"]]
                            .sort_values(["broker", "topic", "partition", "offset"]), RECORD)
-    r = replicas.set_index(["broker", "topic", "partition"])
-    answered = m.set_index(["broker", "topic", "partition"]).index
-    r.loc[answered, "fetch_in_flight"] = False
-    if len(err):
-        fenced = err["error"] == "FENCED_LEADER_EPOCH"
-        ei = err.set_index(["broker", "topic", "partition"]).index
-        r.loc[ei, "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"])
-    if len(ok):
-        oi = ok.set_index(["broker", "topic", "partition"])
-        if len(appended):
-            last = appended.groupby(["broker", "topic", "partition"]).agg(
-                _leo=("offset", "max"), _epoch=("leader_epoch", "last"))
-            li = last.index
-            r.loc[li, "leo"] = last["_leo"].to_numpy() + 1
-            r.loc[li, "last_fetched_epoch"] = last["_epoch"].to_numpy()
-        ls = np.maximum(r.loc[oi.index, "log_start_offset"].to_numpy(), oi["_rls"].to_numpy())
-        r.loc[oi.index, "log_start_offset"] = ls
-        r.loc[oi.index, "hw"] = follower_hw(oi["_rhw"].to_numpy(), r.loc[oi.index, "leo"].to_numpy(), ls)
-    return conform(r.reset_index(), REPLICA), appended
+    if len(appended):
+        last = appended.groupby(["broker", "topic", "partition"], as_index=False, sort=False).agg(
+            _leo=("offset", "max"), _epoch=("leader_epoch", "last"))
+        lp = locate(r, last)
+        r.loc[lp, "leo"] = last["_leo"].to_numpy() + 1
+        r.loc[lp, "last_fetched_epoch"] = last["_epoch"].to_numpy()
+    op = pos[ok]
+    ls = np.maximum(r["log_start_offset"].to_numpy()[op], okr["log_start_offset"].to_numpy())
+    r.loc[op, "log_start_offset"] = ls
+    r.loc[op, "hw"] = follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls)
+    return r, appended
 
 
 def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame, cap: int) -> pd.DataFrame:
