@@ -400,6 +400,21 @@ class Cluster:
             df = df.where(Fn.col("partition") == partition)
         return df.orderBy("topic", "partition", "broker", "offset")
 
+    def consume(self, topic: str | None = None, partition: int | None = None) -> DataFrame:
+        """The records a consumer reads now: each partition's leader's log below its HW."""
+        from .protocol.consumer import visible_records
+        from .scenario.checker import final_replicas
+
+        log = T.read_table(self.tables_dir, "log").to_pandas()
+        if topic is not None:
+            log = log[log["topic"] == topic]
+        if partition is not None:
+            log = log[log["partition"] == partition]
+        reps = final_replicas(self.tables_dir)
+        names = T.SCHEMAS["log"].names
+        rows = visible_records(log, reps)[names] if len(reps) and len(log) else log.iloc[0:0][names]
+        return self.spark.createDataFrame(rows, schema=_spark_schema("log"))
+
     def replica_state(self) -> DataFrame:
         """One row per replica per round, with the leader's view of each follower (`remote_leo`,
         `last_caught_up_ms`; null on the leader's own row) joined in from follower_state."""
@@ -466,6 +481,12 @@ def read_table_df(spark: SparkSession, tables_dir: str, name: str) -> DataFrame:
     if not files:
         return spark.createDataFrame([], schema)
     return spark.read.option("basePath", path).schema(schema).parquet(*files).select(*names)
+
+
+def _spark_schema(name: str):
+    from .engine.schema import spark_schema
+
+    return spark_schema(T.SCHEMAS[name])
 
 
 def _has_delta_jvm(spark: SparkSession) -> bool:

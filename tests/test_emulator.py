@@ -132,3 +132,35 @@ def test_existing_run_is_not_overwritten(spark, tmp_out):
         Cluster.from_scenario(sc, spark=spark, out=tmp_out)
     assert e.value.field == "out"
     assert os.path.exists(os.path.join(tmp_out, "summary.json"))
+
+
+def test_consumers_read_only_below_the_leader_hw(spark, tmp_out):
+    """With the follower crashed the static ISR holds the HW: acks=1 records are in the leader's
+    log but invisible to consumers until the follower is back and has caught up."""
+    sc = scenario([{"at": 0, "crash": 2},
+                   {"at": 100, "produce": {"topic": "t", "partition": 0, "records": 3, "acks": 1}}], 500)
+    c = Cluster.from_scenario(sc, spark=spark, out=tmp_out)
+    c.run()
+    assert c.log(topic="t", partition=0).where("broker = 1").count() == 3
+    assert c.consume("t", 0).count() == 0
+    c.apply({"restart": 2})
+    c.step(12)
+    assert [r.offset for r in c.consume("t", 0).collect()] == [0, 1, 2]
+
+
+def test_pause_and_isolation_stop_replication_until_they_end(spark, tmp_out):
+    sc = scenario([
+        {"at": 0, "produce": {"topic": "t", "partition": 0, "rate_per_sec": 100, "duration_ms": 3000, "acks": 1}},
+        {"at": 500, "pause": {"broker": 2, "duration_ms": 600}},
+        {"at": 1800, "isolate": {"brokers": [2], "from": [1], "duration_ms": 500}},
+    ], 3600)
+    c = Cluster.from_scenario(sc, spark=spark, out=tmp_out)
+    c.run()
+    fol = {r.time_ms: r for r in c.replica_state().where("broker = 2").collect()}
+    assert fol[500].leo == fol[1000].leo  # a paused broker processes nothing
+    assert fol[1200].leo < fol[1500].leo  # and catches up once the pause ends
+    assert fol[1900].leo == fol[2200].leo  # cut off from its leader, it fetches nothing
+    # the cut failed its fetch: it retries replica.fetch.backoff.ms later, after the heal
+    assert fol[2300].leo == fol[2800].leo < fol[3100].leo
+    lead = c.replica_state().where("broker = 1 and time_ms = 3500").first()
+    assert fol[3500].leo == lead.leo == 300

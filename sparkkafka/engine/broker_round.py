@@ -224,9 +224,12 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     brokers = _checkpoint_hw(p, replicas, brokers)
 
     adds = _write_log(p, F.concat([appended_f, appended_l], F.RECORD), replicas)
-    if p.write_history and len(wire):
-        tag = f"{p.round_no:08d}-t{int(wire['broker'].min())}"
-        adds += _history(p, tag, replicas, remotes, results, lines)
+    if p.write_history and (len(wire) or len(held)):
+        # a paused broker's replicas are still there, unchanged: they keep their history rows
+        hk = W.split(held) if len(held) else {W.REPLICA: F.empty(F.REPLICA), W.REMOTE: F.empty(F.REMOTE)}
+        tag = f"{p.round_no:08d}-t{int(pd.concat([wire['broker'], held['broker']]).min())}"
+        adds += _history(p, tag, F.concat([replicas, hk[W.REPLICA]], F.REPLICA),
+                         F.concat([remotes, hk[W.REMOTE]], F.REMOTE), results, lines)
     sw.lap("write_files")
     summary = [{"broker": -1, "payload": json.dumps({"timings": sw.laps, "storage_reads": len(misses)})}]
     out = W.pack_all([

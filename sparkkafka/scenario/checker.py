@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..protocol.consumer import visible_records
 from ..storage import tables as T
 
 
-def _final_replicas(tables_dir: str) -> pd.DataFrame:
+def final_replicas(tables_dir: str) -> pd.DataFrame:
     rs = T.read_table(tables_dir, "replica_state").to_pandas()
     if rs.empty:
         return rs
@@ -25,7 +26,7 @@ def check(tables_dir: str, meta: dict) -> dict:
     results = T.read_table(tables_dir, "produce_results").to_pandas()
     log = T.read_table(tables_dir, "log").to_pandas()
     log = log[~log["is_future"]] if len(log) else log
-    reps = _final_replicas(tables_dir)
+    reps = final_replicas(tables_dir)
     from ..cluster import latest_partitions
 
     parts = latest_partitions(tables_dir)
@@ -38,9 +39,7 @@ def check(tables_dir: str, meta: dict) -> dict:
     lost = unavailable = 0
     divergent = 0
     if len(reps):
-        leaders = reps[reps["role"] == "leader"][["topic", "partition", "broker", "hw"]]
-        committed = log.merge(leaders, on=["topic", "partition", "broker"])
-        committed = committed[committed["offset"] < committed["hw"]]
+        committed = visible_records(log, reps)
         have = set(zip(committed["topic"], committed["partition"], committed["record_id"], strict=True))
         off_keys = set(zip(offline["topic"], offline["partition"], strict=True)) if len(offline) else set()
         for t, p, rid in zip(acked["topic"], acked["partition"], acked["record_id"], strict=True):
