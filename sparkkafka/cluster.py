@@ -256,8 +256,7 @@ class Cluster:
         if b.empty:
             return
         self._produced += int(b["count"].sum())
-        leaders = pd.Series({k: v.leader for k, v in self.controller.partitions.items()})
-        b["broker"] = [leaders.get((t, p), -1) for t, p in zip(b["topic"], b["partition"], strict=True)]
+        b["broker"] = self.controller.leaders_of(b["topic"], b["partition"])
         down = (b["broker"] < 0) | b["broker"].isin(sorted(self.crashed))
         if down.any():
             failed = b[down]
@@ -287,10 +286,11 @@ class Cluster:
             parts.append(self._route(self.state))
         if self._outbox:
             wire = W.pack_all(self._outbox)
-            for c in ("src",):
-                wire.loc[wire["kind"] == W.LEADER_AND_ISR, c] = self.controller.controller_id
-                wire.loc[wire["kind"] == W.PRODUCE, c] = CLIENT
-            parts.append(self.spark.createDataFrame(wire, schema=W.SPARK_DDL))
+            kind = wire["kind"].to_numpy()
+            wire.loc[kind == W.LEADER_AND_ISR, "src"] = self.controller.controller_id
+            wire.loc[kind == W.PRODUCE, "src"] = CLIENT
+            parts.append(self.spark.createDataFrame(pa.Table.from_pandas(wire, schema=W.ARROW_SCHEMA,
+                                                                         preserve_index=False)))
             self._outbox = []
         if not parts:
             return self.spark.createDataFrame(W.pack_all([]), schema=W.SPARK_DDL)

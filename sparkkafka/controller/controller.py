@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..protocol.config import topic_config
@@ -107,6 +108,14 @@ class Controller:
 
     def leader_of(self, topic: str, partition: int) -> int:
         return self.partitions[(topic, partition)].leader
+
+    def leaders_of(self, topics: pd.Series, partitions: pd.Series) -> np.ndarray:
+        """Current leader of each (topic, partition) pair (-1 for none or unknown)."""
+        keys = pd.MultiIndex.from_arrays([topics.to_numpy(), partitions.to_numpy()])
+        known = pd.MultiIndex.from_tuples(list(self.partitions))
+        pos = known.get_indexer(keys)
+        leaders = np.array([i.leader for i in self.partitions.values()] + [-1], dtype="int32")
+        return leaders[np.where(pos >= 0, pos, -1)]
 
     def partition_frame(self) -> pd.DataFrame:
         """Current metadata, one row per partition, ordered by topic and partition."""
