@@ -139,11 +139,21 @@ class TableWriter:
     def commit(self, name: str, adds: Iterable[dict], round_no: int, removes: Iterable = ()) -> bool:
         """Commit the files of one round (or a batch of rounds ending at round_no) in one transaction.
 
+        `removes` are deltalake RemoveActions or remove dicts as returned by log_truncation.truncate.
+
         Refuses (returns False) when this run already committed round_no or a later one, which is
         what makes a re-run round idempotent.
         """
         adds = list(adds)
         removes = list(removes)
+        if any(isinstance(r, dict) for r in removes):
+            # remove dicts from log_truncation.truncate (JSON-friendly, shipped from executors)
+            from .log_truncation import remove_actions
+
+            for r in removes:
+                if isinstance(r, dict) and r.get("table", name) != name:
+                    raise ValueError(f"remove of table {r['table']!r} given to commit of {name!r}")
+            removes = [remove_actions([r])[0] if isinstance(r, dict) else r for r in removes]
         dt = self.table(name)
         done = dt.transaction_version(self.app_id)
         if done is not None and done >= round_no:

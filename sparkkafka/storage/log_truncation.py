@@ -1,0 +1,162 @@
+"""Truncating replicas' logs in the `log` Delta table (engine notes s.4 (e), manual Remove + Add).
+
+A data file of `log` holds what one round appended to one (broker, log_dir): many (topic,
+partition) ranges. Cutting a suffix of one replica (truncation to an offset) or its whole log
+(offset 0, StopReplica with delete) therefore rewrites every file holding a cut row: the file is
+removed and, unless nothing is left, replaced by a copy without the cut rows. `truncate` runs on
+an executor against a pinned Delta version and returns plain-dict actions; the driver commits them
+with `TableWriter.commit` (which converts the removes with `remove_actions`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from urllib.parse import unquote
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.transaction import RemoveAction
+
+from .tables import table_path, write_file
+
+KEYS = ["topic", "partition", "offset"]
+# get_add_actions(flatten=True) column -> short name used here
+_ACTION_COLS = {
+    "path": "path", "size_bytes": "size", "partition.broker": "broker", "partition.log_dir": "log_dir",
+    "min.topic": "min_topic", "max.topic": "max_topic", "min.partition": "min_partition",
+    "max.partition": "max_partition", "max.offset": "max_offset",
+}
+_ACTION_TYPES = {
+    "path": pa.string(), "size": pa.int64(), "broker": pa.int32(), "log_dir": pa.string(),
+    "min_topic": pa.string(), "max_topic": pa.string(), "min_partition": pa.int32(),
+    "max_partition": pa.int32(), "max_offset": pa.int64(),
+}
+
+
+def _cut_table(cuts: pd.DataFrame) -> pa.Table:
+    """One row per (log_dir, topic, partition) with the lowest cut offset asked for it."""
+    c = cuts.groupby(["log_dir", "topic", "partition"], as_index=False, sort=True)["offset"].min()
+    return pa.table({
+        "log_dir": pa.array(c["log_dir"].astype(str).tolist(), pa.string()),
+        "topic": pa.array(c["topic"].astype(str).tolist(), pa.string()),
+        "partition": pa.array(c["partition"].astype("int64").tolist(), pa.int32()),
+        "cut": pa.array(c["offset"].astype("int64").tolist(), pa.int64()),
+    })
+
+
+def _file_actions(dt: DeltaTable, broker: int) -> pa.Table:
+    """Live files of `broker` at the table's version: path, size, log_dir and the stats used to prune."""
+    acts = pa.table(dt.get_add_actions(flatten=True))
+    cols = {}
+    for src, dst in _ACTION_COLS.items():
+        typ = _ACTION_TYPES[dst]
+        cols[dst] = acts[src].cast(typ) if src in acts.column_names else pa.nulls(acts.num_rows, typ)
+    t = pa.table(cols)
+    return t.filter(pc.equal(t["broker"], pa.scalar(int(broker), pa.int32())))
+
+
+def _le_or_unknown(lo, hi) -> pa.ChunkedArray:
+    """lo <= hi, true where a stat is missing (a file without stats is always a candidate)."""
+    return pc.fill_null(pc.less_equal(lo, hi), True)
+
+
+def _candidates(files: pa.Table, cut: pa.Table) -> dict[str, tuple[int, str]]:
+    """Files whose stats say they may hold a cut row: path -> (size, log_dir)."""
+    if not files.num_rows or not cut.num_rows:
+        return {}
+    j = files.join(cut, keys="log_dir", join_type="inner")
+    keep = pc.and_(
+        pc.and_(_le_or_unknown(j["min_topic"], j["topic"]), _le_or_unknown(j["topic"], j["max_topic"])),
+        pc.and_(pc.and_(_le_or_unknown(j["min_partition"], j["partition"]),
+                        _le_or_unknown(j["partition"], j["max_partition"])),
+                _le_or_unknown(j["cut"], j["max_offset"])))
+    j = j.filter(keep)
+    return {p: (int(s), d) for p, s, d in zip(j["path"].to_pylist(), j["size"].to_pylist(),
+                                               j["log_dir"].to_pylist(), strict=True)}
+
+
+_JOIN_ABOVE = 8  # more cuts in one log_dir than this: one hash join instead of a mask per cut
+
+
+def _cut_rows(keys: pa.Table, cut: pa.Table) -> np.ndarray:
+    """Boolean mask over `keys` (topic, partition, offset): rows at or above their replica's cut."""
+    n = keys.num_rows
+    mask = np.zeros(n, dtype=bool)
+    if not n or not cut.num_rows:
+        return mask
+    if cut.num_rows <= _JOIN_ABOVE:
+        for topic, part, off in zip(cut["topic"].to_pylist(), cut["partition"].to_pylist(),
+                                    cut["cut"].to_pylist(), strict=True):
+            m = pc.and_(pc.and_(pc.equal(keys["topic"], topic), pc.equal(keys["partition"], part)),
+                        pc.greater_equal(keys["offset"], off))
+            mask |= m.to_numpy(zero_copy_only=False)
+        return mask
+    k = pa.table({"topic": keys["topic"].cast(pa.string()), "partition": keys["partition"].cast(pa.int32()),
+                  "offset": keys["offset"].cast(pa.int64()),
+                  "__row": pa.array(np.arange(n, dtype=np.int64))})
+    j = k.join(cut.select(["topic", "partition", "cut"]), keys=["topic", "partition"], join_type="inner")
+    if j.num_rows:
+        j = j.filter(pc.greater_equal(j["offset"], j["cut"]))
+        mask[j["__row"].to_numpy()] = True
+    return mask
+
+
+def _new_tag(tag: str, path: str) -> str:
+    """Deterministic name for the rewrite of `path` under `tag`: a retried task writes the same file."""
+    return f"{tag}-x{hashlib.sha1(path.encode()).hexdigest()[:16]}"
+
+
+def truncate(tables_dir: str, version: int, broker: int, cuts: pd.DataFrame,
+             tag: str) -> tuple[list[dict], list[dict]]:
+    """Drop every record of the given replicas of `broker` at or above a cut offset (executor side).
+
+    `cuts` has columns topic, partition, log_dir, offset; a record of (topic, partition) in
+    log_dir with offset >= offset goes (offset 0 deletes the replica's whole log). is_future rows
+    are cut like any other row of their log_dir. Candidate files of (broker, log_dir) at the pinned
+    `version` are found from the add actions' partition values and min/max stats; each is read once
+    and, if it holds a cut row, rewritten without all its cut rows in one go.
+
+    Returns (adds, removes) as plain dicts: an add (from `write_file`, file name derived from
+    `tag` and the replaced file, so a retry rewrites the same file) for what remains of each
+    rewritten file (none if nothing remains), and a remove {"table", "path", "partition_values",
+    "size", "deletion_timestamp"} per rewritten file. `tag` should be unique per truncation
+    (e.g. carry the round) so that its rewrites never collide with other files.
+    """
+    if cuts is None or not len(cuts):
+        return [], []
+    cut = _cut_table(cuts)
+    root = table_path(tables_dir, "log")
+    dt = DeltaTable(root, version=version)
+    cands = _candidates(_file_actions(dt, broker), cut)
+    adds: list[dict] = []
+    removes: list[dict] = []
+    now = int(time.time() * 1000)
+    dir_cuts = {d: cut.filter(pc.equal(cut["log_dir"], d)) for d in {d for _, d in cands.values()}}
+    for enc_path in sorted(cands):
+        size, log_dir = cands[enc_path]
+        path = unquote(enc_path)  # delta-rs returns the path URL-encoded; the log and disk hold it raw
+        data = pq.read_table(os.path.join(root, path))
+        drop = _cut_rows(data.select(KEYS), dir_cuts[log_dir])
+        if not drop.any():
+            continue  # stats overlapped but no row of a cut replica is in the file: leave it alone
+        pv = {"broker": str(int(broker)), "log_dir": str(log_dir)}
+        if not drop.all():
+            rest = data.filter(pa.array(~drop))
+            adds.append(write_file(tables_dir, "log", rest, _new_tag(tag, path),
+                                   {"broker": int(broker), "log_dir": log_dir}))
+        removes.append({"table": "log", "path": path, "partition_values": pv, "size": size,
+                        "deletion_timestamp": now})
+    return adds, removes
+
+
+def remove_actions(removes: list[dict]) -> list[RemoveAction]:
+    """deltalake RemoveActions (data change) for remove dicts returned by `truncate`."""
+    return [RemoveAction(r["path"], True, int(r["deletion_timestamp"]), int(r["size"]),
+                         {k: (None if v is None else str(v)) for k, v in r["partition_values"].items()})
+            for r in removes]
