@@ -18,12 +18,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as Fn
 
-from .controller.controller import Controller
+from .controller.control_plane import ControlPlane
 from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
@@ -36,6 +37,8 @@ from .storage import tables as T
 from .storage.tables import TableWriter
 
 CLIENT = -1  # src of messages from producers
+CONTROL_KINDS = {"leader_and_isr": W.LEADER_AND_ISR, "stop_replica": W.STOP_REPLICA,
+                 "update_metadata": W.UPDATE_METADATA, "isr_results": W.ISR_RESULT}
 
 
 class _Stopwatch:
@@ -103,17 +106,18 @@ class Cluster:
         self.round_ms = sc.round_ms
         self.broker_cfg = broker_config(sc.config)
         self.profile = profile_of(self.broker_cfg["inter.broker.protocol.version"])
-        self.controller = Controller(list(sc.brokers), sc.racks, self.broker_cfg, sc.seed)
+        self.control = ControlPlane(list(sc.brokers), sc.racks, self.broker_cfg, sc.seed, self.profile)
         self.workload = Workload(self.round_ms, int(self.broker_cfg["request.timeout.ms"]))
         self.writer = TableWriter(self.tables_dir, self.run_id)
         self.round = 0
         self.crashed: set[int] = set()
+        self.stopping: set[int] = set()  # clean shutdowns in progress this round
         self.paused_until: dict[int, int] = {}
         self.isolations: list[tuple[frozenset, frozenset, int | None]] = []
         self.events = sorted(sc.timeline, key=lambda e: (e.time_ms(self.round_ms), e.index))
         self.next_event = 0
         self.state: DataFrame | None = None
-        self._outbox: list[tuple[int, pd.DataFrame]] = [(W.START, pd.DataFrame({"broker": list(sc.brokers)}))]
+        self._outbox: list[tuple[int, pd.DataFrame, int]] = [(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)]
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
         self._driver_rows: dict[str, list[dict]] = defaultdict(list)
         self._produced = 0
@@ -123,18 +127,21 @@ class Cluster:
             n = int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
         self.spark_partitions = max(1, min(n, len(sc.brokers)))
         for spec in sc.topics:
-            self._create_topic(spec)
+            self.control.create_topic(spec, 0)
+        self.control.start(0)
         self._save_meta()
 
     def _save_meta(self, **extra: Any) -> None:
         meta = {"run_id": self.run_id, "scenario": self.scenario.name, "seed": self.scenario.seed,
                 "round": self.round, "time_ms": self.round * self.round_ms, "round_ms": self.round_ms,
                 "brokers": list(self.scenario.brokers), "log_dirs": list(self.scenario.log_dirs),
-                "live_brokers": sorted(self.controller.live),
-                "topics": {t: {"partitions": sum(1 for k in self.controller.partitions if k[0] == t),
-                               "overrides": self.controller.overrides[t],
-                               "min.insync.replicas": int(c["min.insync.replicas"])}
-                           for t, c in self.controller.topics.items()}, **extra}
+                "live_brokers": sorted(self.control.live()),
+                "controller": self.control.controller_id(),
+                "controller_epoch": self.control.zk.controller_epoch()[0],
+                "topics": {t: {"partitions": self.control.partition_count(t),
+                               "overrides": self.control.overrides.get(t, {}),
+                               "min.insync.replicas": int(self.control.topic_config(t)["min.insync.replicas"])}
+                           for t in self.control.topics()}, **extra}
         self.meta = meta
         tmp = os.path.join(self.out, "run.json.tmp")
         with open(tmp, "w") as f:
@@ -142,15 +149,11 @@ class Cluster:
         os.replace(tmp, os.path.join(self.out, "run.json"))
 
     # ------------------------------------------------------------------ events
-    def _create_topic(self, spec) -> None:
-        states, lai = self.controller.create_topic(spec)
-        now = self.round * self.round_ms
-        self._driver_rows["partition_state"] += [{"time_ms": now, **s} for s in states]
-        self._send(W.LEADER_AND_ISR, lai)
-
-    def _send(self, kind: int, frame: pd.DataFrame) -> None:
+    def _send(self, kind: int, frame: pd.DataFrame, src: int = CLIENT) -> None:
+        """Queue driver-made messages for this round; `src` is the sending broker (the controller's
+        for its requests), which network partitions are checked against."""
         if len(frame):
-            self._outbox.append((kind, frame))
+            self._outbox.append((kind, frame, src))
 
     def apply(self, event: dict) -> None:
         """Inject one event now, written as a timeline entry without its time (e.g. {"crash": 2})."""
@@ -168,58 +171,52 @@ class Cluster:
         self._apply(ev.type, ev.args, self.round * self.round_ms)
 
     def _apply(self, kind: str, a: dict, now: int) -> None:
+        c = self.control
+        b = a.get("broker")
         if kind == "produce":
-            n = sum(1 for k in self.controller.partitions if k[0] == a["topic"])
-            self.workload.add(a, now, n)
-        elif kind == "crash":
-            b = a["broker"]
-            if b not in self.crashed:
-                self.crashed.add(b)
-                self.paused_until.pop(b, None)
-                self.controller.broker_failed(b)
-        elif kind == "restart":
-            b = a["broker"]
-            if b in self.crashed:
-                self.crashed.discard(b)
-                self._send(W.START, pd.DataFrame({"broker": [b]}))
-                self._send(W.LEADER_AND_ISR, self.controller.broker_started(b))
-        elif kind == "pause":
-            self.paused_until[a["broker"]] = now + int(a["duration_ms"])
+            self.workload.add(a, now, c.partition_count(a["topic"]))
+        elif kind == "crash" and b not in self.crashed:
+            self.crashed.add(b)
+            self.paused_until.pop(b, None)
+            c.crash(b, now)
+        elif kind == "restart" and b in self.crashed:
+            self.crashed.discard(b)
+            self._send(W.START, pd.DataFrame({"broker": [b]}))
+            c.restart(b, now)
+        elif kind == "shutdown" and b not in self.crashed:
+            self._send(W.SHUTDOWN, pd.DataFrame({"broker": [b]}))
+            self.stopping.add(b)
+            c.shutdown(b, now)
+        elif kind == "pause" and b not in self.crashed:
+            self.paused_until[b] = now + int(a["duration_ms"])
+            c.pause(b, now, self.paused_until[b])
         elif kind == "isolate":
-            side = a["from"]
-            other = frozenset([self.controller.controller_id]) if side == "controller" else frozenset(side)
+            other = frozenset([c.controller_id()]) if a["from"] == "controller" else frozenset(a["from"])
             end = now + a["duration_ms"] if a.get("duration_ms") else None
             self.isolations.append((frozenset(a["brokers"]), other, end))
         elif kind == "heal":
             self.isolations.clear()
         elif kind == "create_topic":
-            self._create_topic(a["topic"])
+            c.create_topic(a["topic"], now)
         elif kind == "set_config":
-            self._set_config(a)
+            c.set_config(a, now)
+        elif kind == "controller_failover":
+            c.controller_failover(now)
+        elif kind in ("crash", "restart", "shutdown", "pause"):
+            pass  # crashing a crashed broker, restarting a running one: nothing happens
         else:  # the loader refuses what this version cannot do, before anything runs
             raise ScenarioError(kind, a, f"{kind} is not yet supported by this version of sparkkafka")
 
-    def _set_config(self, a: dict) -> None:
-        if a["entity"] == "topics":
-            ov = self.controller.overrides.setdefault(a["name"], {})
-            for k, v in a["config"].items():
-                if v is None:
-                    ov.pop(k, None)
-                else:
-                    ov[k] = v
-            from .protocol.config import topic_config
-
-            self.controller.topics[a["name"]] = topic_config(self.broker_cfg, ov)
-        else:
-            for k, v in a["config"].items():
-                self.broker_cfg[k] = broker_config({}).get(k) if v is None else v
-
     def _apply_due(self, now: int) -> None:
+        self.crashed |= self.stopping  # brokers that shut down last round are gone now
+        self.stopping = set()
         while self.next_event < len(self.events) and self.events[self.next_event].time_ms(self.round_ms) <= now:
             e = self.events[self.next_event]
             self._apply(e.type, e.args, now)
             self.next_event += 1
-        self.paused_until = {b: t for b, t in self.paused_until.items() if t > now}
+        for b in sorted(b for b, t in self.paused_until.items() if t <= now):
+            del self.paused_until[b]
+            self.control.resume(b, now)
         self.isolations = [i for i in self.isolations if i[2] is None or i[2] > now]
 
     # ------------------------------------------------------------------ the round
@@ -256,7 +253,7 @@ class Cluster:
         if b.empty:
             return
         self._produced += int(b["count"].sum())
-        b["broker"] = self.controller.leaders_of(b["topic"], b["partition"])
+        b["broker"] = self.control.leaders_of(b["topic"], b["partition"])
         down = (b["broker"] < 0) | b["broker"].isin(sorted(self.crashed))
         if down.any():
             failed = b[down]
@@ -275,7 +272,7 @@ class Cluster:
         return RoundParams(
             run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
             brokers_dir=self.brokers_dir, log_version=log_version, log_dirs=tuple(self.scenario.log_dirs),
-            cfg=cfg, min_isr=self.controller.min_isr(),
+            cfg=cfg, min_isr=self.control.min_isr(),
             paused=frozenset(b for b in self.paused_until if b not in self.crashed),
             unreachable=self._unreachable(),
         )
@@ -285,10 +282,12 @@ class Cluster:
         if self.state is not None:
             parts.append(self._route(self.state))
         if self._outbox:
-            wire = W.pack_all(self._outbox)
-            kind = wire["kind"].to_numpy()
-            wire.loc[kind == W.LEADER_AND_ISR, "src"] = self.controller.controller_id
-            wire.loc[kind == W.PRODUCE, "src"] = CLIENT
+            packed = []
+            for kind, frame, src in self._outbox:
+                w = W.pack(kind, frame)
+                w["src"] = np.int32(src)
+                packed.append(w)
+            wire = pd.concat(packed, ignore_index=True)
             parts.append(self.spark.createDataFrame(pa.Table.from_pandas(wire, schema=W.ARROW_SCHEMA,
                                                                          preserve_index=False)))
             self._outbox = []
@@ -298,6 +297,15 @@ class Cluster:
         for p in parts[1:]:
             df = df.unionByName(p)
         return df
+
+    def _control_messages(self) -> None:
+        """The controllers' requests and ISR answers this round, from the broker that sends them."""
+        paused = frozenset(self.paused_until)
+        for kind, src, frame in self.control.take_messages(paused, self.crashed):
+            self._send(CONTROL_KINDS[kind], frame, src)
+
+    def _reachable(self, a: int, b: int) -> bool:
+        return a not in self.crashed and b not in self.crashed and b not in self._unreachable().get(a, ())
 
     def step(self, rounds: int = 1) -> Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
@@ -310,6 +318,8 @@ class Cluster:
         clock = _Stopwatch(self.timings)
         now = self.round * self.round_ms
         self._apply_due(now)
+        self.control.tick(now, frozenset(self.paused_until))
+        self._control_messages()
         self._produce_batches(now)
         params = self._params(now)
         inp = self._input()
@@ -319,19 +329,32 @@ class Cluster:
                .localCheckpoint(eager=False))
         clock.lap("job")
         # One Spark job: collecting the driver's rows materialises the lazy local checkpoint.
-        side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).select("kind", "payload").collect(),
-                            columns=["kind", "payload"])
+        side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).collect(), columns=list(W.WIRE))
         clock.lap("collect")
         adds = [json.loads(p) for p in side.loc[side["kind"] == W.ADD, "payload"]]
+        gauges: dict[str, int] = defaultdict(int)
         for p in side.loc[side["kind"] == W.RESULT_SUMMARY, "payload"]:
-            for k, v in json.loads(p)["timings"].items():
+            summary = json.loads(p)
+            for k, v in summary.pop("timings").items():
                 self.timings[f"task.{k}"] += v
-        self.writer.commit("log", [a for a in adds if a["table"] == "log"], self.round)
+            for k, v in summary.items():
+                gauges[k] += v
+        self.control.isr_changes(W.unpack(W.ISR_CHANGE, side), now, self._reachable)
+        log = [a for a in adds if a["table"] == "log"]
+        self.writer.commit("log", [a for a in log if not a.get("remove")], self.round,
+                           [a for a in log if a.get("remove")])
         clock.lap("commit")
         for a in adds:
             if a["table"] != "log":
                 self._history_adds[a["table"]].append(a)
-        self._driver_rows["metrics"].append({"round": self.round, "time_ms": now, **self.controller.metrics()})
+        self._driver_rows["metrics"].append({
+            "round": self.round, "time_ms": now, "under_replicated": gauges["under_replicated"],
+            "under_min_isr": gauges["under_min_isr"], "isr_shrinks": gauges["isr_shrinks"],
+            "isr_expands": gauges["isr_expands"], **self.control.metrics()})
+        self._driver_rows["partition_state"] += self.control.take_writes()
+        self._driver_rows["state_change_log"] += [
+            dict(zip(["time_ms", "broker", "controller_epoch", "topic", "partition", "message"], x, strict=True))
+            for x in self.control.take_lines()]
         if self.state is not None:
             self.state.unpersist()
         self.state = out.where(Fn.col("kind").isin(list(W.CARRY_KINDS)))
@@ -357,6 +380,7 @@ class Cluster:
             if adds:
                 self.writer.commit(name, adds, last)
         self._history_adds.clear()
+        self.control.save(self.out)
         self._save_meta()
 
     def run(self, until_ms: int | None = None, progress: bool = False) -> Cluster:

@@ -18,6 +18,7 @@ def lai(broker, leader, isr, replicas, epoch=0, ctrl=1, topic="t", partition=0):
     return F.conform(pd.DataFrame([{
         "broker": broker, "topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch,
         "controller_epoch": ctrl, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": True, "log_dir": None,
+        "zk_version": 0,
     }]), F.LEADER_AND_ISR)
 
 

@@ -22,10 +22,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..protocol import fetch, produce
+from ..protocol import controller_requests, fetch, isr, produce, truncation
 from ..protocol import frames as F
+from ..protocol.high_watermark import maybe_increment_leader_hw
 from ..protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
-from ..storage import broker_disk
+from ..storage import broker_disk, log_truncation
 from ..storage.tables import SCHEMAS, write_file
 from . import rows as W
 
@@ -70,7 +71,8 @@ def _recover(p: RoundParams, starting: list[int]) -> pd.DataFrame:
     if d.empty:
         return F.empty(F.REPLICA)
     d = d.assign(leader=-1, leader_epoch=-1, controller_epoch=-1, isr="", replicas="", epoch_start_offset=-1,
-                 fetch_in_flight=False, fetch_sent_ms=-1, backoff_until_ms=-1)
+                 fetch_in_flight=False, fetch_sent_ms=-1, backoff_until_ms=-1,
+                 zk_version=-1, pending_isr="", isr_check_ms=-1)
     return F.conform(d, F.REPLICA)
 
 
@@ -140,11 +142,14 @@ def expand_results(results: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False).cast(SCHEMAS["produce_results"])
 
 
-def _checkpoint_hw(p: RoundParams, replicas: pd.DataFrame, brokers: pd.DataFrame) -> pd.DataFrame:
-    """Write replication-offset-checkpoint for brokers whose interval has passed."""
+def _checkpoint_hw(p: RoundParams, replicas: pd.DataFrame, brokers: pd.DataFrame,
+                   force: set[int] = frozenset()) -> pd.DataFrame:
+    """Write replication-offset-checkpoint for brokers whose interval has passed (and, at a clean
+    shutdown, for the brokers stopping)."""
     interval = p.cfg["replica.high.watermark.checkpoint.interval.ms"]
     due = brokers["hw_checkpoint_ms"].to_numpy() + interval <= p.now
     due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
+    due |= brokers["broker"].isin(list(force)).to_numpy()
     for b in brokers.loc[due, "broker"]:
         mine = replicas[replicas["broker"] == b]
         for d in p.log_dirs:
@@ -155,11 +160,12 @@ def _checkpoint_hw(p: RoundParams, replicas: pd.DataFrame, brokers: pd.DataFrame
     return out
 
 
-def _record_new_logs(p: RoundParams, before: pd.DataFrame, after: pd.DataFrame) -> None:
-    """Rewrite a dir's `partitions` listing when logs were created in it."""
+def _record_logs(p: RoundParams, before: pd.DataFrame, after: pd.DataFrame) -> None:
+    """Rewrite a dir's `partitions` listing when logs were created in it or deleted from it."""
     key = ["broker", "log_dir", "topic", "partition"]
     old = set(map(tuple, before[key].to_numpy().tolist()))
-    changed = {(b, d) for b, d, t, q in map(tuple, after[key].to_numpy().tolist()) if (b, d, t, q) not in old}
+    new = set(map(tuple, after[key].to_numpy().tolist()))
+    changed = {(b, d) for b, d, _, _ in old ^ new}
     for b, d in sorted(changed):
         sel = after[(after["broker"] == b) & (after["log_dir"] == d)]
         broker_disk.write_partitions(p.brokers_dir, b, d, zip(sel["topic"], sel["partition"], strict=True))
@@ -181,7 +187,7 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     paused = wire["broker"].isin(list(p.paused)).to_numpy() if p.paused else np.zeros(len(wire), bool)
     held = wire[paused]
     wire = wire[~paused]
-    cfg = p.cfg
+    cfg, prof = p.cfg, p.cfg["profile"]
     sw = _Laps()
     k = W.split(wire)
     replicas, remotes, tail, brokers = k[W.REPLICA], k[W.REMOTE], k[W.TAIL], k[W.BROKER]
@@ -190,13 +196,21 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     if starting:
         replicas = F.concat([replicas, _recover(p, starting)], F.REPLICA)
         brokers = F.concat([brokers, new_broker_rows(starting)], F.BROKER)
+    # controller requests, in the order the controller's channel sends them (7.3)
+    brokers = controller_requests.update_metadata(brokers, k[W.UPDATE_METADATA])
     before = replicas
     replicas, remotes, brokers, lines = become_leader_or_follower(
         replicas, remotes, brokers, k[W.LEADER_AND_ISR], list(p.log_dirs), p.now)
-    if len(k[W.LEADER_AND_ISR]):
-        _record_new_logs(p, before, replicas)
-    sw.lap("leader_and_isr")
+    replicas, cuts = truncation.truncate_to_hw(replicas, truncation.new_followers(before, replicas))
+    replicas, remotes, deleted, stop_lines = controller_requests.stop_replicas(
+        replicas, remotes, brokers, k[W.STOP_REPLICA])
+    cuts = pd.concat([cuts, deleted.assign(offset=0)], ignore_index=True) if len(deleted) else cuts
+    tail = truncation.drop_cut_records(tail, cuts)
+    if len(k[W.LEADER_AND_ISR]) or len(deleted):
+        _record_logs(p, before, replicas)
+    sw.lap("controller_requests")
 
+    replicas, remotes, counts = isr.apply_isr_results(replicas, remotes, k[W.ISR_RESULT], p.now)
     replicas, appended_f = fetch.apply_fetch_responses(
         replicas, k[W.FETCH_RESPONSE], k[W.FETCH_RECORD], p.now, cfg)
     min_isr = pd.Series(p.min_isr, dtype="int64")
@@ -214,6 +228,9 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     sw.lap("storage_reads")
     replicas, remotes, responses, resp_records, parked = fetch.serve_fetch(
         replicas, remotes, log, requests, parked, p.now, cfg)
+    replicas, remotes, expand = isr.maybe_expand_isr(replicas, remotes, p.now, prof)
+    replicas, shrink = isr.maybe_shrink_isr(replicas, remotes, p.now, cfg, prof)
+    replicas = maybe_increment_leader_hw(replicas, remotes, prof, cfg["replica.lag.time.max.ms"], p.now)
 
     pending, done = produce.complete_delayed_produce(
         replicas, F.concat([k[W.PENDING_PRODUCE], pending_new], F.PENDING), min_isr, p.now)
@@ -221,25 +238,45 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     replicas, new_requests = fetch.fetch_requests(replicas, p.now, p.unreachable, cfg)
     tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"])
     sw.lap("serve_fetch")
-    brokers = _checkpoint_hw(p, replicas, brokers)
+    stopping = set(k[W.SHUTDOWN]["broker"].tolist())
+    brokers = _checkpoint_hw(p, replicas, brokers, force=stopping)
 
     adds = _write_log(p, F.concat([appended_f, appended_l], F.RECORD), replicas)
+    adds += _truncate(p, cuts)
     if p.write_history and (len(wire) or len(held)):
         # a paused broker's replicas are still there, unchanged: they keep their history rows
         hk = W.split(held) if len(held) else {W.REPLICA: F.empty(F.REPLICA), W.REMOTE: F.empty(F.REMOTE)}
         tag = f"{p.round_no:08d}-t{int(pd.concat([wire['broker'], held['broker']]).min())}"
         adds += _history(p, tag, F.concat([replicas, hk[W.REPLICA]], F.REPLICA),
-                         F.concat([remotes, hk[W.REMOTE]], F.REMOTE), results, lines)
+                         F.concat([remotes, hk[W.REMOTE]], F.REMOTE), results,
+                         pd.concat([lines, stop_lines], ignore_index=True))
     sw.lap("write_files")
-    summary = [{"broker": -1, "payload": json.dumps({"timings": sw.laps, "storage_reads": len(misses)})}]
-    out = W.pack_all([
+    gauges = isr.isr_gauges(replicas, min_isr)
+    summary = {"timings": sw.laps, "storage_reads": len(misses), **{k_: int(v) for k_, v in counts.items()},
+               **{g: int(gauges[g].sum()) for g in ("under_replicated", "under_min_isr", "at_min_isr")}}
+    parts = [
         (W.REPLICA, replicas), (W.REMOTE, remotes), (W.TAIL, tail), (W.BROKER, brokers),
         (W.PARKED_FETCH, parked), (W.PENDING_PRODUCE, pending),
         (W.FETCH, new_requests), (W.FETCH_RESPONSE, responses), (W.FETCH_RECORD, resp_records),
-        (W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in adds]})),
-        (W.RESULT_SUMMARY, pd.DataFrame(summary)),
-    ])
+        (W.ISR_CHANGE, F.concat([expand, shrink], F.ISR_CHANGE)),
+    ]
+    if stopping:  # a broker shutting down cleanly keeps nothing in memory and sends nothing more
+        parts = [(kind, f[~f["broker" if kind not in W.MESSAGE_KINDS else "src"].isin(list(stopping))])
+                 for kind, f in parts]
+    out = W.pack_all([*parts,
+                      (W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in adds]})),
+                      (W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1, "payload": json.dumps(summary)}]))])
     return pd.concat([out, held], ignore_index=True) if len(held) else out
+
+
+def _truncate(p: RoundParams, cuts: pd.DataFrame) -> list[dict]:
+    """Remove cut records from the brokers' Delta logs (add and remove actions for the commit)."""
+    actions = []
+    for b, g in cuts.groupby("broker"):
+        adds, removes = log_truncation.truncate(p.tables_dir, p.log_version, int(b), g,
+                                                f"trunc-{p.round_no:08d}-b{int(b)}")
+        actions += adds + [{**r, "remove": True} for r in removes]
+    return actions
 
 
 def _read_misses(p: RoundParams, misses: pd.DataFrame) -> pd.DataFrame:

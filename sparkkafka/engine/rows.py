@@ -19,24 +19,30 @@ COMMON = {
     "broker": F.I32, "src": F.I32, "topic": F.STR, "partition": F.I32, "replica": F.I32, "log_dir": F.STR,
     "leader": F.I32, "leader_epoch": F.I32, "controller_epoch": F.I32, "isr": F.STR, "replicas": F.STR,
 }
-SLOTS = {F.I64: ["l0", "l1", "l2", "l3", "l4", "l5"], F.I32: ["i0", "i1", "i2"], F.BOOL: ["f0"], F.STR: ["s0", "payload"]}
+SLOTS = {F.I64: ["l0", "l1", "l2", "l3", "l4", "l5", "l6"], F.I32: ["i0", "i1", "i2"], F.BOOL: ["f0"],
+         F.STR: ["s0", "s1", "payload"]}
 
 # Kinds of rows. State kinds are a broker's memory and vanish when it crashes; message kinds are
 # in flight to `broker`; output-only kinds go to the driver.
 REPLICA, REMOTE, TAIL, BROKER, PARKED_FETCH, PENDING_PRODUCE = 1, 2, 3, 4, 5, 6
 FETCH, FETCH_RESPONSE, FETCH_RECORD, PRODUCE, LEADER_AND_ISR, START = 10, 11, 12, 13, 14, 15
-ADD, RESULT_SUMMARY = 20, 21
+STOP_REPLICA, UPDATE_METADATA, ISR_RESULT, SHUTDOWN = 16, 17, 18, 19
+ADD, RESULT_SUMMARY, ISR_CHANGE = 20, 21, 22
 
 KIND_SPECS: dict[int, dict[str, str]] = {
     REPLICA: F.REPLICA, REMOTE: F.REMOTE, TAIL: F.RECORD, BROKER: F.BROKER, PARKED_FETCH: F.FETCH,
     PENDING_PRODUCE: F.PENDING, FETCH: F.FETCH, FETCH_RESPONSE: F.FETCH_RESPONSE, FETCH_RECORD: F.RECORD,
     PRODUCE: F.PRODUCE, LEADER_AND_ISR: F.LEADER_AND_ISR, START: {"broker": F.I32},
+    STOP_REPLICA: F.STOP_REPLICA, UPDATE_METADATA: F.UPDATE_METADATA, ISR_RESULT: F.ISR_RESULT,
+    SHUTDOWN: {"broker": F.I32},
     ADD: {"broker": F.I32, "payload": F.STR}, RESULT_SUMMARY: {"broker": F.I32, "payload": F.STR},
+    ISR_CHANGE: F.ISR_CHANGE,
 }
 STATE_KINDS = (REPLICA, REMOTE, TAIL, BROKER, PARKED_FETCH, PENDING_PRODUCE)
-MESSAGE_KINDS = (FETCH, FETCH_RESPONSE, FETCH_RECORD, PRODUCE, LEADER_AND_ISR, START)
+MESSAGE_KINDS = (FETCH, FETCH_RESPONSE, FETCH_RECORD, PRODUCE, LEADER_AND_ISR, START, STOP_REPLICA,
+                 UPDATE_METADATA, ISR_RESULT, SHUTDOWN)
 CARRY_KINDS = STATE_KINDS + MESSAGE_KINDS
-DRIVER_KINDS = (ADD, RESULT_SUMMARY)
+DRIVER_KINDS = (ADD, RESULT_SUMMARY, ISR_CHANGE)
 
 WIRE: dict[str, str] = {"kind": "int8", **COMMON}
 for _dtype, _names in SLOTS.items():

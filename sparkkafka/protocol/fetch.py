@@ -102,6 +102,7 @@ def _update_followers(remotes: pd.DataFrame, ok: pd.DataFrame, now: int) -> pd.D
     m["log_start_offset"] = np.where(hit, m["_ls"].fillna(-1).to_numpy().astype("int64"), m["log_start_offset"])
     m["last_fetch_leader_leo"] = np.where(hit, lnow, m["last_fetch_leader_leo"])
     m["last_fetch_ms"] = np.where(hit, now, m["last_fetch_ms"])
+    m["leo_changed_ms"] = np.where(hit, now, m["leo_changed_ms"])  # set on every fetch, as 0.8 did
     return conform(m, REMOTE)
 
 

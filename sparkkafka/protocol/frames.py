@@ -24,13 +24,17 @@ REPLICA = {
     "last_fetched_epoch": I32,  # epoch of the last record in the log (-1 = empty)
     "epoch_start_offset": I64,  # leaderEpochStartOffset while leader, else -1
     "fetch_in_flight": BOOL, "fetch_sent_ms": I64, "backoff_until_ms": I64,
+    "zk_version": I32,  # the partition state's zkVersion as this broker knows it (-1 = unknown)
+    "pending_isr": STR,  # "" when the ISR is committed, else the proposed ISR of the change in flight
+    "isr_check_ms": I64,  # when the leader's shrink check last ran for it (-1 = never)
 }
 # The leader's view of one follower (Kafka's Replica: remote LEO, lastCaughtUpTimeMs ...).
 REMOTE = {
     "broker": I32, "topic": STR, "partition": I32, "replica": I32,
     "leo": I64, "log_start_offset": I64,
     "last_caught_up_ms": I64, "last_fetch_leader_leo": I64, "last_fetch_ms": I64,
-    "in_isr": BOOL,
+    "in_isr": BOOL,  # in the leader's maximal ISR: committed ISR plus a pending expansion
+    "leo_changed_ms": I64,  # when a fetch last set this LEO (0.8's logEndOffsetUpdateTimeMs)
 }
 # One record: in a leader's tail buffer, in a fetch response, or just appended to a log.
 RECORD = {
@@ -65,9 +69,26 @@ RESULT = {
 LEADER_AND_ISR = {
     "broker": I32, "topic": STR, "partition": I32, "leader": I32, "leader_epoch": I32,
     "controller_epoch": I32, "isr": STR, "replicas": STR, "is_new": BOOL, "log_dir": STR,
+    "zk_version": I32,
 }
+# An ISR change a leader proposes (AlterIsr item from 2.7, its own conditional ZK write before).
+ISR_CHANGE = {
+    "broker": I32, "topic": STR, "partition": I32, "leader_epoch": I32, "zk_version": I32,
+    "controller_epoch": I32, "isr": STR, "kind": STR,  # kind: "expand" | "shrink"
+}
+# The answer to one ISR_CHANGE: the committed state (error None) or why it failed.
+ISR_RESULT = {
+    "broker": I32, "topic": STR, "partition": I32, "leader_epoch": I32, "isr": STR,
+    "zk_version": I32, "error": STR,
+}
+# A StopReplica request's entry (KIP-570 leader epoch; delete removes the log).
+STOP_REPLICA = {
+    "broker": I32, "topic": STR, "partition": I32, "leader_epoch": I32, "controller_epoch": I32, "delete": BOOL,
+}
+# An UpdateMetadata request: who the controller is and which brokers are live.
+UPDATE_METADATA = {"broker": I32, "controller_epoch": I32, "controller_id": I32, "live_brokers": STR}
 # Broker-wide state.
-BROKER = {"broker": I32, "controller_epoch": I32, "hw_checkpoint_ms": I64}
+BROKER = {"broker": I32, "controller_epoch": I32, "hw_checkpoint_ms": I64, "controller_id": I32}
 
 KEY = ["broker", "topic", "partition"]
 
@@ -77,10 +98,14 @@ def empty(spec: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: np.empty(0, dtype=t) for c, t in spec.items()})
 
 
+def _column(df: pd.DataFrame, c: str, t: str) -> np.ndarray:
+    v = df[c].to_numpy()
+    return v if t == STR or v.dtype == t else v.astype(t)
+
+
 def conform(df: pd.DataFrame, spec: dict[str, str]) -> pd.DataFrame:
     """Select and cast `df` to the spec (missing columns are an error, extra ones dropped)."""
-    return pd.DataFrame({c: (df[c].to_numpy() if t == STR or df[c].dtype == t else df[c].to_numpy().astype(t))
-                         for c, t in spec.items()})
+    return pd.DataFrame({c: _column(df, c, t) for c, t in spec.items()})
 
 
 def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame:
@@ -115,3 +140,10 @@ def locate(table: pd.DataFrame, probe: pd.DataFrame, on: list[str] = KEY,
         return np.full(len(probe), -1, dtype="int64")
     idx = pd.MultiIndex.from_arrays([table[c].to_numpy() for c in on])
     return idx.get_indexer(pd.MultiIndex.from_arrays([probe[c].to_numpy() for c in (probe_on or on)]))
+
+
+def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarray:
+    """table[column] at positions `pos` (from `locate`), `default` where a position is -1."""
+    if len(table) == 0:
+        return np.full(len(pos), default)
+    return np.where(pos >= 0, table[column].to_numpy()[np.maximum(pos, 0)], default)

@@ -34,6 +34,7 @@ def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: lis
         "leader": -1, "leader_epoch": -1, "controller_epoch": -1, "isr": "", "replicas": "",
         "leo": 0, "hw": 0, "log_start_offset": 0, "last_fetched_epoch": -1, "epoch_start_offset": -1,
         "fetch_in_flight": False, "fetch_sent_ms": -1, "backoff_until_ms": -1,
+        "zk_version": -1, "pending_isr": "", "isr_check_ms": -1,
     })
     return concat([replicas, created], REPLICA)
 
@@ -86,8 +87,9 @@ def become_leader_or_follower(
 
     r = replicas.set_index(["broker", "topic", "partition"])
     idx = m.set_index(["broker", "topic", "partition"]).index
-    for c in ("leader", "leader_epoch", "controller_epoch", "isr", "replicas"):
+    for c in ("leader", "leader_epoch", "controller_epoch", "isr", "replicas", "zk_version"):
         r.loc[idx, c] = m[c].to_numpy()
+    r.loc[idx, "pending_isr"] = ""  # an ISR change in flight is dropped (protocol.md 4.4)
     lead = (m["leader"] == m["broker"]).to_numpy()
     was_leader = (m["_old_leader"] == m["broker"]).to_numpy()
     li, fi = idx[lead], idx[~lead]
@@ -119,6 +121,7 @@ def become_leader_or_follower(
         fr["last_caught_up_ms"] = np.where(fr["in_isr"], now, -1)
         fr["last_fetch_leader_leo"] = -1
         fr["last_fetch_ms"] = -1
+        fr["leo_changed_ms"] = now
         remotes = concat([remotes, fr], REMOTE)
     for e, is_lead in zip(m.itertuples(), lead, strict=True):
         role = "leader" if is_lead else "follower"
@@ -135,5 +138,6 @@ def _lines(lines: list[tuple]) -> pd.DataFrame:
 
 def new_broker_rows(brokers: list[int]) -> pd.DataFrame:
     """Broker-wide state of freshly started brokers."""
-    return conform(pd.DataFrame({"broker": brokers, "controller_epoch": -1, "hw_checkpoint_ms": -1}), BROKER)
+    return conform(pd.DataFrame({"broker": brokers, "controller_epoch": -1, "hw_checkpoint_ms": -1,
+                                 "controller_id": -1}), BROKER)
 

@@ -1,0 +1,300 @@
+"""The control plane on the driver: ZooKeeper, broker sessions, and the controllers.
+
+A broker is live for the cluster while its ZooKeeper session is: a crash, or a pause longer than
+zookeeper.session.timeout.ms, is noticed only when the session expires (protocol.md 7.5); a
+broker that resumes after its session expired registers again with a larger broker epoch (a
+bounce). The controller is the first live broker to register (KafkaController.elect); its
+requests leave through its broker's channel, so a paused controller's requests wait and arrive
+late, stamped with the epoch it had.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..protocol import frames as F
+from ..protocol.config import broker_config, topic_config
+from ..scenario.model import TopicSpec
+from .kafka_controller import KafkaController, Requests
+from .placement import assign_replicas_to_brokers
+from .zookeeper import BadVersionError, ZooKeeper
+
+ZOOKEEPER = -3  # src of answers from ZooKeeper itself (a leader's own ISR write before 2.7)
+
+
+@dataclass
+class ControlPlane:
+    brokers: list[int]
+    racks: dict[int, str] | None
+    broker_cfg: dict
+    seed: int
+    profile: str
+    zk: ZooKeeper = field(default_factory=ZooKeeper)
+    overrides: dict[str, dict] = field(default_factory=dict)
+    session_expiry: dict[int, int] = field(default_factory=dict)  # broker -> when its session ends
+    controllers: list[KafkaController] = field(default_factory=list)
+    outbox: list[tuple[int, Requests]] = field(default_factory=list)  # (sending broker, requests)
+    writes: list[dict] = field(default_factory=list)
+    lines: list[tuple] = field(default_factory=list)
+    isr_results: list[pd.DataFrame] = field(default_factory=list)
+    unclean_elections: int = 0
+
+    def start(self, now: int) -> None:
+        for b in sorted(self.brokers):
+            self.zk.register_broker(b)
+        self.tick(now, frozenset())
+
+    # ------------------------------------------------------------------ topics and configs
+    def topic_config(self, topic: str) -> dict:
+        return topic_config(self.broker_cfg, self.overrides.get(topic, {}))
+
+    def topics(self) -> list[str]:
+        return sorted(self.zk.topics())
+
+    def partition_count(self, topic: str) -> int:
+        return len(self.zk.topic_assignment(topic))
+
+    def min_isr(self) -> dict[str, int]:
+        return {t: int(self.topic_config(t)["min.insync.replicas"]) for t in self.topics()}
+
+    def create_topic(self, spec: TopicSpec, now: int) -> None:
+        """What AdminZkClient does: place the replicas (Kafka's AdminUtils, over the registered
+        brokers, seeded per topic) unless assigned, write the topic znode; the controller's topic
+        watch then brings the new partitions online."""
+        if spec.assignment is not None:
+            assignment = {p: list(r) for p, r in spec.assignment.items()}
+        else:
+            seed = zlib.crc32(f"{self.seed}/{spec.name}".encode())
+            assignment = assign_replicas_to_brokers(sorted(self.brokers), spec.partitions, spec.replication_factor,
+                                                    self.racks, seed=seed)
+        self.overrides[spec.name] = dict(spec.config)
+        self.zk.create_topic(spec.name, assignment)
+        self._enqueue(("new_partitions",))
+
+    def set_config(self, a: dict, now: int) -> None:
+        if a["entity"] == "topics":
+            ov = self.overrides.setdefault(a["name"], {})
+            for k, v in a["config"].items():
+                ov.pop(k, None) if v is None else ov.__setitem__(k, v)
+            topic = a["name"]
+        else:
+            for k, v in a["config"].items():
+                self.broker_cfg[k] = broker_config({}).get(k) if v is None else v
+            topic = None
+        if any(k == "unclean.leader.election.enable" for k in a["config"]):
+            self._enqueue(("config_change", topic))
+
+    # ------------------------------------------------------------------ brokers
+    def live(self) -> set[int]:
+        return set(self.zk.live_brokers())
+
+    def crash(self, b: int, now: int) -> None:
+        self.session_expiry[b] = now + int(self.broker_cfg["zookeeper.session.timeout.ms"])
+        self.controllers = [c for c in self.controllers if c.broker != b]  # its memory is gone
+
+    def pause(self, b: int, start: int, end: int) -> None:
+        if end - start > int(self.broker_cfg["zookeeper.session.timeout.ms"]):
+            self.session_expiry[b] = start + int(self.broker_cfg["zookeeper.session.timeout.ms"])
+
+    def resume(self, b: int, now: int) -> None:
+        """A paused broker runs again: a zombie controller first works off its queue, then the
+        broker notices its expired session and registers anew."""
+        for c in [c for c in self.controllers if c.broker == b]:
+            c.process(now)
+            self._collect(c)
+            if self.zk.controller() != b:
+                c.resigned = True
+        self.controllers = [c for c in self.controllers if not c.resigned]
+        if b not in self.zk.live_brokers() and b not in self.session_expiry:
+            self._register(b)
+
+    def restart(self, b: int, now: int) -> None:
+        """A crashed broker starts again; if its old session is still open this is a bounce."""
+        self.session_expiry.pop(b, None)
+        if b in self.zk.live_brokers():
+            self._expire(b)
+        self._register(b)
+
+    def shutdown(self, b: int, now: int) -> None:
+        """Controlled shutdown (7.6): the controller moves leadership away first, then the broker
+        closes its session at once."""
+        c = self.active()
+        if c is not None:
+            c.queue.append(("controlled_shutdown", b))
+            c.process(now)
+            self._collect(c)
+        self.controllers = [c for c in self.controllers if c.broker != b]
+        self._expire(b)
+
+    def controller_failover(self, now: int) -> None:
+        """The active controller's session ends: its broker re-registers (a bounce) and a new
+        controller is elected with a higher epoch."""
+        c = self.active()
+        if c is None:
+            return
+        c.resigned = True
+        self.controllers = [x for x in self.controllers if x is not c]
+        self._expire(c.broker)
+        self._register(c.broker)
+
+    def _register(self, b: int) -> None:
+        self.zk.register_broker(b)
+        self._enqueue(("broker_change",))
+
+    def _expire(self, b: int) -> None:
+        self.session_expiry.pop(b, None)
+        if b in self.zk.live_brokers():
+            self.zk.unregister_broker(b)  # the session's ephemeral nodes go, /controller included
+        self._enqueue(("broker_change",))
+
+    def _enqueue(self, event: tuple) -> None:
+        for c in self.controllers:
+            if not c.resigned:
+                c.queue.append(event)
+
+    def active(self) -> KafkaController | None:
+        for c in self.controllers:
+            if not c.resigned and self.zk.controller() == c.broker:
+                return c
+        return None
+
+    # ------------------------------------------------------------------ each round
+    def tick(self, now: int, paused: frozenset) -> None:
+        """Expire sessions that are due, elect a controller if there is none, let every
+        controller whose broker runs handle its events."""
+        for b, t in sorted(self.session_expiry.items()):
+            if t <= now:
+                self._expire(b)
+        if self.zk.controller() is None:
+            live = self.zk.live_brokers()
+            candidates = sorted((epoch, b) for b, epoch in live.items() if b not in paused)
+            if candidates:
+                c = KafkaController.elect(self.zk, candidates[0][1], topic_config=self.topic_config)
+                if c is not None:
+                    self.controllers.append(c)
+        for c in list(self.controllers):
+            if c.broker not in paused:
+                c.process(now)
+                self._collect(c)
+        self.controllers = [c for c in self.controllers if not c.resigned]
+
+    def _collect(self, c: KafkaController) -> None:
+        out = c.take()
+        self.writes += out.writes
+        self.lines += out.lines
+        self.unclean_elections += c.unclean_elections
+        c.unclean_elections = 0
+        self.outbox.append((c.broker, out))
+
+    def isr_changes(self, proposals: pd.DataFrame, now: int, reachable) -> None:
+        """ISR changes leaders asked for. From 2.7 (AlterIsr) they go to the controller, if the
+        leader can reach it; before, the leader writes the partition state itself, conditional on
+        the version it knows, and leaves an isr_change_notification."""
+        if proposals.empty:
+            return
+        if self.profile in ("2.7", "2.8"):
+            c = self.active()
+            ok = np.array([c is not None and reachable(b, c.broker) for b in proposals["broker"]], dtype=bool)
+            lost = proposals[~ok]
+            if len(lost):  # the request never arrived: the leader gives up the change and retries
+                self.isr_results.append(self._results(lost, error="NETWORK_EXCEPTION"))
+            if ok.any():
+                c.queue.append(("alter_isr", proposals[ok]))
+            return
+        rows = []
+        for r in proposals.itertuples():
+            tp = (r.topic, r.partition)
+            state = {"leader": r.broker, "leader_epoch": r.leader_epoch, "isr": F.ids(r.isr),
+                     "controller_epoch": r.controller_epoch}
+            try:
+                v = self.zk.set_partition_state(tp, state, r.zk_version)
+                rows.append((r.broker, r.topic, r.partition, r.leader_epoch, r.isr, v, None))
+                self.writes.append({"time_ms": now, "topic": r.topic, "partition": r.partition,
+                                    "leader": r.broker, "isr": F.ids(r.isr), "leader_epoch": r.leader_epoch,
+                                    "controller_epoch": r.controller_epoch, "version": v,
+                                    "replicas": self.zk.topic_assignment(r.topic)[r.partition]})
+                self.zk.create_isr_change_notification([tp])
+            except (BadVersionError, KeyError):
+                rows.append((r.broker, r.topic, r.partition, r.leader_epoch, r.isr, r.zk_version, "BADVERSION"))
+        self.isr_results.append(F.conform(pd.DataFrame(rows, columns=list(F.ISR_RESULT)), F.ISR_RESULT))
+        self._enqueue(("isr_change_notification",))
+
+    @staticmethod
+    def _results(p: pd.DataFrame, error: str) -> pd.DataFrame:
+        return F.conform(p.assign(error=error), F.ISR_RESULT)
+
+    def take_messages(self, paused: frozenset, crashed: set[int]) -> list[tuple[str, int, pd.DataFrame]]:
+        """Requests to deliver this round as (kind, sending broker, frame): a paused sender keeps
+        them in its channel queue, a crashed one lost them."""
+        keep, out = [], []
+        for src, req in self.outbox:
+            if src in crashed:
+                continue
+            if src in paused:
+                keep.append((src, req))
+                continue
+            for kind, frame in req.frames().items():
+                if len(frame):
+                    out.append((kind, src, frame))
+        self.outbox = keep
+        for r in self.isr_results:
+            out.append(("isr_results", ZOOKEEPER, r))
+        self.isr_results = []
+        return out
+
+    # ------------------------------------------------------------------ views
+    def leaders_of(self, topics: pd.Series, partitions: pd.Series) -> np.ndarray:
+        """Current leader of each (topic, partition) in ZooKeeper (-1 for none or unknown)."""
+        cache: dict = {}
+        out = np.empty(len(topics), dtype="int32")
+        for i, (t, p) in enumerate(zip(topics, partitions, strict=True)):
+            key = (t, int(p))
+            if key not in cache:
+                try:
+                    cache[key] = self.zk.get_partition_state(key)[0]["leader"]
+                except KeyError:
+                    cache[key] = -1
+            out[i] = cache[key]
+        return out
+
+    def partition_frame(self) -> pd.DataFrame:
+        rows = []
+        for t in self.topics():
+            for p, reps in sorted(self.zk.topic_assignment(t).items()):
+                s, v = self.zk.get_partition_state((t, p))
+                rows.append({"topic": t, "partition": p, "leader": s["leader"], "isr": list(s["isr"]),
+                             "replicas": list(reps), "leader_epoch": s["leader_epoch"],
+                             "controller_epoch": s["controller_epoch"], "version": v})
+        return pd.DataFrame(rows, columns=["topic", "partition", "leader", "isr", "replicas", "leader_epoch",
+                                           "controller_epoch", "version"])
+
+    def controller_id(self) -> int:
+        c = self.zk.controller()
+        return -1 if c is None else c
+
+    def metrics(self) -> dict:
+        """Controller-side gauges: OfflinePartitionsCount, UncleanLeaderElections (this round),
+        ActiveControllerCount (one broker holds /controller) and the controller epoch."""
+        live = self.live()
+        parts = self.partition_frame()
+        offline = int((~parts["leader"].isin(list(live))).sum()) if len(parts) else 0
+        n, self.unclean_elections = self.unclean_elections, 0
+        return {"offline": offline, "unclean_elections": n,
+                "active_controller": 0 if self.zk.controller() is None else 1,
+                "controller_epoch": self.zk.controller_epoch()[0]}
+
+    def take_writes(self) -> list[dict]:
+        w, self.writes = self.writes, []
+        return w
+
+    def take_lines(self) -> list[tuple]:
+        x, self.lines = self.lines, []
+        return x
+
+    def save(self, out: str) -> None:
+        self.zk.save(os.path.join(out, "zookeeper.json"))

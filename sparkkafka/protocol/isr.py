@@ -1,0 +1,260 @@
+"""ISR changes on the leader: Partition.maybeExpandIsr and maybeShrinkIsr, committing a change
+(the AlterIsr response from 2.7, the outcome of the leader's conditional ZooKeeper write before),
+and the ISR gauges. protocol.md 1.2, 3.4, 4.1-4.4, 4.6. Vectorised over every broker and
+partition of a task; plain pandas/numpy.
+
+State: REPLICA.isr is the committed ISR and REPLICA.pending_isr the proposed ISR of the change in
+flight ("" when none: Kafka's CommittedIsr vs PendingExpandIsr/PendingShrinkIsr). REMOTE.in_isr
+is membership of the leader's *maximal* ISR: a pending expansion counts at once and a pending
+shrink only once committed, so the HW rule (high_watermark.py) never runs ahead of the ISR the
+controller may already have admitted (AsyncIsr.tla, ValidHighWatermark).
+
+A leader-initiated change bumps only zkVersion, never the leader epoch. The caller delivers each
+proposal to the controller (2.7+) or performs the conditional write (before 2.7) and hands the
+answers to `apply_isr_results`; after that it recomputes the HW (a committed shrink may move it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from . import errors
+from .frames import ISR_CHANGE, KEY, REMOTE, REPLICA, conform, csv, empty, ids, isr_size, locate
+
+_RANK = {"0.8": 0, "0.10": 1, "0.11": 2, "2.0": 3, "2.1": 4, "2.7": 5, "2.8": 6}
+# AlterIsr errors after which the leader gives up and stays pending until the next LeaderAndIsr
+# (Partition.handleAlterIsrError, 2.7-2.8). Any other error drops the change so it is retried.
+STAY_PENDING = ("FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION", errors.UNKNOWN_TOPIC_OR_PARTITION)
+BADVERSION = "BADVERSION"  # a failed conditional ZK write of the state znode (before 2.7)
+
+
+def _rank(profile: str) -> int:
+    return _RANK[profile]
+
+
+def _member(lists: np.ndarray, who: np.ndarray) -> np.ndarray:
+    """Whether each broker id `who[i]` is in the comma-joined list `lists[i]`."""
+    return np.fromiter(((f",{s or ''},").find(f",{int(w)},") >= 0 for s, w in zip(lists, who, strict=True)),
+                       dtype=bool, count=len(who))
+
+
+def _strs(s: pd.Series) -> np.ndarray:
+    return s.fillna("").astype(str).to_numpy()
+
+
+def _proposals(rep: pd.DataFrame, new_isr: list[str], kind: str) -> pd.DataFrame:
+    if rep.empty:
+        return empty(ISR_CHANGE)
+    return conform(pd.DataFrame({
+        "broker": rep["broker"].to_numpy(), "topic": rep["topic"].to_numpy(),
+        "partition": rep["partition"].to_numpy(), "leader_epoch": rep["leader_epoch"].to_numpy(),
+        "zk_version": rep["zk_version"].to_numpy(), "controller_epoch": rep["controller_epoch"].to_numpy(),
+        "isr": np.array(new_isr, dtype=object), "kind": kind,
+    }), ISR_CHANGE)
+
+
+def _leaders(replicas: pd.DataFrame) -> np.ndarray:
+    return (replicas["leader"] == replicas["broker"]).to_numpy()
+
+
+def maybe_expand_isr(
+    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, profile: str
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Partition.maybeExpandIsr (protocol.md 4.2). Returns (replicas, remotes, proposals).
+
+    For each led partition with no ISR change in flight, a follower joins if it is assigned, not
+    in the ISR, its LEO has reached the leader's HW and, from 2.1 (KAFKA-7128), the offset at which
+    the leader's current epoch began. Time lag is not checked. One broker per change, the lowest
+    id first; it goes to the end of the proposed ISR. The change is pending (pending_isr) and the
+    follower counts in the maximal ISR (in_isr) at once, so it holds the HW back from now on.
+    `now` is unused: expansion does not look at time.
+    """
+    del now
+    replicas = replicas.reset_index(drop=True)
+    if replicas.empty or remotes.empty:
+        return replicas, remotes, empty(ISR_CHANGE)
+    remotes = remotes.reset_index(drop=True)
+    open_ = _leaders(replicas) & (_strs(replicas["pending_isr"]) == "")
+    pos = locate(replicas, remotes)
+    ok = pos >= 0
+    ok[ok] = open_[pos[ok]]
+    if not ok.any():
+        return replicas, remotes, empty(ISR_CHANGE)
+    rp = pos[ok]
+    who = remotes["replica"].to_numpy()[ok]
+    leo = remotes["leo"].to_numpy()[ok]
+    cand = (_member(_strs(replicas["replicas"])[rp], who)
+            & ~_member(_strs(replicas["isr"])[rp], who)
+            & (leo >= 0) & (leo >= replicas["hw"].to_numpy()[rp]))
+    if _rank(profile) >= _rank("2.1"):
+        cand &= leo >= replicas["epoch_start_offset"].to_numpy()[rp]
+    if not cand.any():
+        return replicas, remotes, empty(ISR_CHANGE)
+    rows = np.flatnonzero(ok)[cand]
+    pick = pd.DataFrame({"_pos": pos[rows], "_row": rows, "_who": remotes["replica"].to_numpy()[rows]})
+    pick = pick.sort_values(["_pos", "_who"], kind="stable").drop_duplicates("_pos")
+    p = pick["_pos"].to_numpy()
+    new_isr = [csv([*ids(s), w]) for s, w in zip(_strs(replicas["isr"])[p], pick["_who"], strict=True)]
+    replicas = replicas.copy()
+    replicas.loc[p, "pending_isr"] = new_isr
+    remotes = remotes.copy()
+    remotes.loc[pick["_row"].to_numpy(), "in_isr"] = True
+    return replicas, conform(remotes, REMOTE), _proposals(replicas.iloc[p], new_isr, "expand")
+
+
+def out_of_sync_replicas(
+    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: Mapping, profile: str
+) -> pd.DataFrame:
+    """Partition.getOutOfSyncReplicas: the followers in each led partition's committed ISR that
+    are out of sync now (KEY + `replica`), whether or not a shrink check is due.
+
+    From 0.10.2 (profiles "0.10".."2.0"): now - lastCaughtUp > replica.lag.time.max.ms (strict).
+    From 2.1 (KAFKA-7152) a follower whose LEO equals the leader's is never out of sync.
+    0.8 (before KAFKA-1546): its LEO was not set by a fetch for replica.lag.time.max.ms, or (LEO
+    known) it is more than replica.lag.max.messages behind the leader's LEO.
+    """
+    cols = [*KEY, "replica"]
+    replicas = replicas.reset_index(drop=True)
+    if replicas.empty or remotes.empty:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in REMOTE.items() if c in cols})
+    pos = locate(replicas, remotes)
+    ok = pos >= 0
+    ok[ok] = _leaders(replicas)[pos[ok]]
+    r = remotes[ok]
+    rp = pos[ok]
+    who = r["replica"].to_numpy()
+    in_isr = _member(_strs(replicas["isr"])[rp], who) & (who != replicas["broker"].to_numpy()[rp])
+    lag = cfg["replica.lag.time.max.ms"]
+    leo = r["leo"].to_numpy()
+    leader_leo = replicas["leo"].to_numpy()[rp]
+    if _rank(profile) == _rank("0.8"):
+        stuck = (now - r["leo_changed_ms"].to_numpy()) > lag
+        slow = (leo >= 0) & (leader_leo - leo > cfg["replica.lag.max.messages"])
+        out = stuck | slow
+    else:
+        out = (now - r["last_caught_up_ms"].to_numpy()) > lag
+        if _rank(profile) >= _rank("2.1"):
+            out &= leo != leader_leo
+    return r.loc[in_isr & out, cols].reset_index(drop=True)
+
+
+def maybe_shrink_isr(
+    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: Mapping, profile: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The broker's isr-expiration task, Partition.maybeShrinkIsr (protocol.md 4.3).
+    Returns (replicas, proposals).
+
+    The check runs on a led partition when it never ran or replica.lag.time.max.ms / 2 has passed
+    since it last did (the whole lag before 0.10.2, KAFKA-4485: our 0.8 profile), and records
+    `isr_check_ms`. A stuck follower therefore leaves between 1.0x and 1.5x the lag after it last
+    caught up (1x-2x on 0.8). Partitions with a change in flight are skipped. All out-of-sync
+    followers go in one change; the leader always stays, so the ISR never becomes empty. The shrink
+    is only pending: the removed followers keep counting in the maximal ISR (and holding the HW)
+    until it commits.
+    """
+    replicas = replicas.reset_index(drop=True)
+    if replicas.empty:
+        return replicas, empty(ISR_CHANGE)
+    lag = int(cfg["replica.lag.time.max.ms"])
+    period = lag if _rank(profile) == _rank("0.8") else lag // 2
+    last = replicas["isr_check_ms"].to_numpy()
+    due = _leaders(replicas) & ((last < 0) | (now - last >= period))
+    if not due.any():
+        return replicas, empty(ISR_CHANGE)
+    replicas = replicas.copy()
+    replicas.loc[due, "isr_check_ms"] = now
+    run = due & (_strs(replicas["pending_isr"]) == "")
+    gone = out_of_sync_replicas(replicas[run], remotes, now, cfg, profile)
+    if gone.empty:
+        return replicas, empty(ISR_CHANGE)
+    removed = gone.groupby(KEY)["replica"].agg(lambda s: set(s.tolist())).reset_index()
+    p = locate(replicas, removed)
+    new_isr = [csv(i for i in ids(s) if i not in out) for s, out in
+               zip(_strs(replicas["isr"])[p], removed["replica"], strict=True)]
+    keep = np.array([s != "" for s in new_isr], dtype=bool)
+    p = p[keep]
+    new_isr = [s for s, k in zip(new_isr, keep, strict=True) if k]
+    replicas.loc[p, "pending_isr"] = new_isr
+    return replicas, _proposals(replicas.iloc[p], new_isr, "shrink")
+
+
+def apply_isr_results(
+    replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame, now: int
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, int]]:
+    """The leader handles the answers to its ISR changes (protocol.md 4.4). Returns (replicas,
+    remotes, counts) with counts = {isr_shrinks, isr_expands, failed_isr_updates}.
+
+    A result is ignored when the replica no longer leads, has no change pending, or is at another
+    leader epoch (a LeaderAndIsr came in between); a success whose zk_version is not above the
+    local one is ignored too and leaves the change pending (counted as a failure, as Kafka's
+    markFailed). A success commits: isr and zk_version from the result, nothing pending, in_isr :=
+    membership of the new ISR (followers a shrink removed stop counting for the HW, so the caller
+    should recompute the HW next). FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION and
+    UNKNOWN_TOPIC_OR_PARTITION (AlterIsr, 2.7+) leave the change pending: no more ISR changes until
+    the next LeaderAndIsr. Any other error drops the change (pending cleared, in_isr back to the
+    committed ISR) so it is tried again: BADVERSION, the failed ZK write before 2.7, at the next
+    shrink check or expansion; an AlterIsr error that Kafka resends (e.g. NETWORK_EXCEPTION) also
+    makes the next shrink check run at once. `now` is unused.
+    """
+    del now
+    counts = {"isr_shrinks": 0, "isr_expands": 0, "failed_isr_updates": 0}
+    replicas = replicas.reset_index(drop=True)
+    if results.empty or replicas.empty:
+        return replicas, remotes, counts
+    res = results.drop_duplicates(KEY, keep="last").reset_index(drop=True)
+    pos = locate(replicas, res)
+    found = pos >= 0
+    res, pos = res[found].reset_index(drop=True), pos[found]
+    pending = _strs(replicas["pending_isr"])[pos]
+    live = (_leaders(replicas)[pos] & (pending != "")
+            & (res["leader_epoch"].to_numpy() == replicas["leader_epoch"].to_numpy()[pos]))
+    err = res["error"].to_numpy()
+    ok = live & pd.isna(err)
+    stale = ok & (res["zk_version"].to_numpy() <= replicas["zk_version"].to_numpy()[pos])
+    commit = ok & ~stale
+    failed = live & ~ok
+    stay = failed & np.isin(err.astype(str), STAY_PENDING)
+    drop = failed & ~stay
+    counts["failed_isr_updates"] = int(stale.sum() + failed.sum())
+    replicas = replicas.copy()
+    if commit.any():
+        cp = pos[commit]
+        old = isr_size(replicas["isr"].iloc[cp])
+        new = isr_size(res["isr"][commit])
+        counts["isr_expands"] = int((new > old).sum())
+        counts["isr_shrinks"] = int((new < old).sum())
+        replicas.loc[cp, "isr"] = res["isr"].to_numpy()[commit]
+        replicas.loc[cp, "zk_version"] = res["zk_version"].to_numpy()[commit]
+        replicas.loc[cp, "pending_isr"] = ""
+    if drop.any():
+        replicas.loc[pos[drop], "pending_isr"] = ""
+        resend = drop & (err.astype(str) != BADVERSION)
+        replicas.loc[pos[resend], "isr_check_ms"] = -1
+    changed = pos[commit | drop]
+    replicas = conform(replicas, REPLICA)
+    if len(changed) and len(remotes):
+        remotes = remotes.reset_index(drop=True).copy()
+        rp = locate(replicas.iloc[changed].reset_index(drop=True), remotes)
+        hit = rp >= 0
+        isr = _strs(replicas["isr"].iloc[changed])[rp[hit]]
+        remotes.loc[hit, "in_isr"] = _member(isr, remotes["replica"].to_numpy()[hit])
+        remotes = conform(remotes, REMOTE)
+    return replicas, remotes, counts
+
+
+def isr_gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> pd.DataFrame:
+    """Partition's gauges per led partition (protocol.md 4.6), on the committed ISR:
+    under_replicated (|ISR| < |replicas|), under_min_isr (|ISR| < min.insync.replicas of the
+    topic, `min_isr` indexed by topic; 1 when absent) and at_min_isr (|ISR| == it)."""
+    lead = replicas[_leaders(replicas)]
+    isr = isr_size(lead["isr"])
+    rf = isr_size(lead["replicas"])
+    mi = lead["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
+    return pd.DataFrame({
+        "broker": lead["broker"].to_numpy(), "topic": lead["topic"].to_numpy(),
+        "partition": lead["partition"].to_numpy(),
+        "under_replicated": isr < rf, "under_min_isr": isr < mi, "at_min_isr": isr == mi,
+    })
