@@ -128,7 +128,7 @@ class Cluster:
         self.spark_partitions = max(1, min(n, len(sc.brokers)))
         for spec in sc.topics:
             self.control.create_topic(spec, 0)
-        self.control.start(0)
+        self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
         self._save_meta()
 
     def _save_meta(self, **extra: Any) -> None:
@@ -284,6 +284,8 @@ class Cluster:
         if self._outbox:
             packed = []
             for kind, frame, src in self._outbox:
+                if kind != W.START:  # what is sent to a crashed broker is lost, as in _route
+                    frame = frame[~frame["broker"].isin(sorted(self.crashed))]
                 w = W.pack(kind, frame)
                 w["src"] = np.int32(src)
                 packed.append(w)
@@ -301,7 +303,8 @@ class Cluster:
     def _control_messages(self) -> None:
         """The controllers' requests and ISR answers this round, from the broker that sends them."""
         paused = frozenset(self.paused_until)
-        for kind, src, frame in self.control.take_messages(paused, self.crashed):
+        now = self.round * self.round_ms
+        for kind, src, frame in self.control.take_messages(now, paused, self.crashed):
             self._send(CONTROL_KINDS[kind], frame, src)
 
     def _reachable(self, a: int, b: int) -> bool:

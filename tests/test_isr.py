@@ -317,9 +317,12 @@ def test_expansion_adds_one_broker_at_a_time_lowest_id_first():
     props = p.expand(0)
     assert props.isr.tolist() == ["1,2"]
     p.answer(props, 1)
+    p.fetch(3, 10, 1)  # expansion is evaluated when a follower's fetch updates its state
     props = p.expand(1)
     assert props.isr.tolist() == ["1,2,3"]
     p.answer(props, 2)
+    assert p.expand(2).empty  # no fetch from 4 at 2: nothing to evaluate
+    p.fetch(4, 10, 2)
     assert p.expand(2).isr.tolist() == ["1,2,3,4"]
 
 
@@ -428,6 +431,7 @@ def test_2_7_other_errors_drop_the_expansion_and_retry():
     props = p.expand(0)
     p.answer(props, 1, error="NETWORK_EXCEPTION")
     assert p.isr() == {1} and p.maximal() == {1} and p.row.pending_isr == ""
+    p.fetch(2, 10, 2)
     again = p.expand(2)
     assert again.isr.tolist() == ["1,2"] and p.maximal() == {1, 2}
 
@@ -439,7 +443,8 @@ def test_badversion_before_2_7_drops_the_change(profile):
     props = p.expand(0)
     p.answer(props, 1, error="BADVERSION")  # "Cached zkVersion ... skip updating ISR"
     assert p.isr() == {1} and p.maximal() == {1} and p.row.pending_isr == "" and p.row.zk_version == 1
-    assert p.expand(2).isr.tolist() == ["1,2"]  # tried again at the next expansion
+    p.fetch(2, 10, 2)
+    assert p.expand(2).isr.tolist() == ["1,2"]  # tried again at the next fetch
 
 
 def test_badversion_shrink_is_retried_at_the_next_scheduled_check():

@@ -38,10 +38,10 @@ class ControlPlane:
     overrides: dict[str, dict] = field(default_factory=dict)
     session_expiry: dict[int, int] = field(default_factory=dict)  # broker -> when its session ends
     controllers: list[KafkaController] = field(default_factory=list)
-    outbox: list[tuple[int, Requests]] = field(default_factory=list)  # (sending broker, requests)
+    outbox: list[tuple[int, int, Requests]] = field(default_factory=list)  # (sender, made at, requests)
     writes: list[dict] = field(default_factory=list)
     lines: list[tuple] = field(default_factory=list)
-    isr_results: list[pd.DataFrame] = field(default_factory=list)
+    isr_results: list[tuple[int, pd.DataFrame]] = field(default_factory=list)  # (made at, results)
     unclean_elections: int = 0
 
     def start(self, now: int) -> None:
@@ -106,7 +106,7 @@ class ControlPlane:
         broker notices its expired session and registers anew."""
         for c in [c for c in self.controllers if c.broker == b]:
             c.process(now)
-            self._collect(c)
+            self._collect(c, now)
             if self.zk.controller() != b:
                 c.resigned = True
         self.controllers = [c for c in self.controllers if not c.resigned]
@@ -127,7 +127,7 @@ class ControlPlane:
         if c is not None:
             c.queue.append(("controlled_shutdown", b))
             c.process(now)
-            self._collect(c)
+            self._collect(c, now)
         self.controllers = [c for c in self.controllers if c.broker != b]
         self._expire(b)
 
@@ -180,16 +180,16 @@ class ControlPlane:
         for c in list(self.controllers):
             if c.broker not in paused:
                 c.process(now)
-                self._collect(c)
+                self._collect(c, now)
         self.controllers = [c for c in self.controllers if not c.resigned]
 
-    def _collect(self, c: KafkaController) -> None:
+    def _collect(self, c: KafkaController, now: int) -> None:
         out = c.take()
         self.writes += out.writes
         self.lines += out.lines
         self.unclean_elections += c.unclean_elections
         c.unclean_elections = 0
-        self.outbox.append((c.broker, out))
+        self.outbox.append((c.broker, now, out))
 
     def isr_changes(self, proposals: pd.DataFrame, now: int, reachable) -> None:
         """ISR changes leaders asked for. From 2.7 (AlterIsr) they go to the controller, if the
@@ -202,7 +202,7 @@ class ControlPlane:
             ok = np.array([c is not None and reachable(b, c.broker) for b in proposals["broker"]], dtype=bool)
             lost = proposals[~ok]
             if len(lost):  # the request never arrived: the leader gives up the change and retries
-                self.isr_results.append(self._results(lost, error="NETWORK_EXCEPTION"))
+                self.isr_results.append((now, self._results(lost, error="NETWORK_EXCEPTION")))
             if ok.any():
                 c.queue.append(("alter_isr", proposals[ok]))
             return
@@ -221,30 +221,35 @@ class ControlPlane:
                 self.zk.create_isr_change_notification([tp])
             except (BadVersionError, KeyError):
                 rows.append((r.broker, r.topic, r.partition, r.leader_epoch, r.isr, r.zk_version, "BADVERSION"))
-        self.isr_results.append(F.conform(pd.DataFrame(rows, columns=list(F.ISR_RESULT)), F.ISR_RESULT))
+        self.isr_results.append((now, F.conform(pd.DataFrame(rows, columns=list(F.ISR_RESULT)), F.ISR_RESULT)))
         self._enqueue(("isr_change_notification",))
 
     @staticmethod
     def _results(p: pd.DataFrame, error: str) -> pd.DataFrame:
         return F.conform(p.assign(error=error), F.ISR_RESULT)
 
-    def take_messages(self, paused: frozenset, crashed: set[int]) -> list[tuple[str, int, pd.DataFrame]]:
-        """Requests to deliver this round as (kind, sending broker, frame): a paused sender keeps
-        them in its channel queue, a crashed one lost them."""
+    def take_messages(self, now: int, paused: frozenset, crashed: set[int]) -> list[tuple[str, int, pd.DataFrame]]:
+        """Requests the controllers' channels deliver this round, as (kind, sending broker, frame).
+        A request made in one round arrives in the next, like every message; a paused sender keeps
+        its requests queued until it runs again, a crashed one lost them."""
         keep, out = [], []
-        for src, req in self.outbox:
+        for src, made, req in self.outbox:
             if src in crashed:
                 continue
-            if src in paused:
-                keep.append((src, req))
+            if src in paused or made >= now:
+                keep.append((src, made, req))
                 continue
             for kind, frame in req.frames().items():
                 if len(frame):
                     out.append((kind, src, frame))
         self.outbox = keep
-        for r in self.isr_results:
-            out.append(("isr_results", ZOOKEEPER, r))
-        self.isr_results = []
+        keep_r = []
+        for made, r in self.isr_results:
+            if made >= now:
+                keep_r.append((made, r))
+            else:
+                out.append(("isr_results", ZOOKEEPER, r))
+        self.isr_results = keep_r
         return out
 
     # ------------------------------------------------------------------ views
@@ -284,7 +289,7 @@ class ControlPlane:
         parts = self.partition_frame()
         offline = int((~parts["leader"].isin(list(live))).sum()) if len(parts) else 0
         n, self.unclean_elections = self.unclean_elections, 0
-        return {"offline": offline, "unclean_elections": n,
+        return {"offline": offline, "unclean_elections": n, "live_brokers": len(live),
                 "active_controller": 0 if self.zk.controller() is None else 1,
                 "controller_epoch": self.zk.controller_epoch()[0]}
 

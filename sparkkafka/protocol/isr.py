@@ -70,9 +70,10 @@ def maybe_expand_isr(
     the leader's current epoch began. Time lag is not checked. One broker per change, the lowest
     id first; it goes to the end of the proposed ISR. The change is pending (pending_isr) and the
     follower counts in the maximal ISR (in_isr) at once, so it holds the HW back from now on.
-    `now` is unused: expansion does not look at time.
+    Kafka evaluates this only when the follower's fetch updates its state, so only followers
+    whose fetch the leader served at `now` are considered (a crashed follower is never re-added
+    from the LEO it had).
     """
-    del now
     replicas = replicas.reset_index(drop=True)
     if replicas.empty or remotes.empty:
         return replicas, remotes, empty(ISR_CHANGE)
@@ -88,7 +89,8 @@ def maybe_expand_isr(
     leo = remotes["leo"].to_numpy()[ok]
     cand = (_member(_strs(replicas["replicas"])[rp], who)
             & ~_member(_strs(replicas["isr"])[rp], who)
-            & (leo >= 0) & (leo >= replicas["hw"].to_numpy()[rp]))
+            & (leo >= 0) & (leo >= replicas["hw"].to_numpy()[rp])
+            & (remotes["last_fetch_ms"].to_numpy()[ok] == now))
     if _rank(profile) >= _rank("2.1"):
         cand &= leo >= replicas["epoch_start_offset"].to_numpy()[rp]
     if not cand.any():

@@ -65,7 +65,7 @@ def become_leader_or_follower(
                       f"Ignoring LeaderAndIsr request from controller with correlation id 0 epoch "
                       f"{e.controller_epoch} since its controller epoch {e.controller_epoch} is old. "
                       f"Latest known controller epoch is {known.get(e.broker, -1)}"))
-    req = req[~stale_ctrl]
+    req = req[~stale_ctrl & req["broker"].isin(known.index).to_numpy()]  # only running brokers answer
     top = req.groupby("broker")["controller_epoch"].max()
     brokers = brokers.set_index("broker")
     brokers.loc[top.index, "controller_epoch"] = np.maximum(

@@ -57,6 +57,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("round", pa.int64()), ("time_ms", pa.int64()), ("under_replicated", pa.int32()), ("offline", pa.int32()),
         ("under_min_isr", pa.int32()), ("isr_shrinks", pa.int32()), ("isr_expands", pa.int32()),
         ("unclean_elections", pa.int32()), ("active_controller", pa.int32()), ("controller_epoch", pa.int32()),
+        ("live_brokers", pa.int32()),
     ]),
 }
 PARTITION_BY: dict[str, list[str]] = {"log": ["broker", "log_dir"]}
