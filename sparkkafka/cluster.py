@@ -198,6 +198,8 @@ class Cluster:
             self.isolations.clear()
         elif kind == "create_topic":
             c.create_topic(a["topic"], now)
+        elif kind == "delete_topic":
+            c.delete_topic(a["topic"], now)
         elif kind == "set_config":
             c.set_config(a, now)
         elif kind == "controller_failover":
@@ -538,6 +540,7 @@ def describe_run(out: str, **filters: bool) -> list[str]:
     with open(os.path.join(out, "run.json")) as f:
         meta = json.load(f)
     parts = latest_partitions(os.path.join(out, "tables"))
+    parts = parts[parts["topic"].isin(list(meta["topics"]))] if len(parts) else parts  # deleted ones go
     topics = pd.DataFrame([{
         "topic": t, "topic_id": topic_id(meta["seed"], t), "partition_count": info["partitions"],
         "replication_factor": 0, "configs": {k: v for k, v in info["overrides"].items()},

@@ -157,3 +157,43 @@ def test_zombie_controllers_late_leader_and_isr_is_refused(spark, tmp_out):
     assert [r.controller_epoch for r in c.metrics().where("time_ms = 3500").collect()] == [2]
     lines = [r.message for r in c.state_change_log().where("broker = 2").collect()]
     assert any("controller epoch 1 is old" in m and "Latest known controller epoch is 2" in m for m in lines)
+
+
+def test_topic_deletion(spark, tmp_out):
+    """Deletion goes through the controller: StopReplica with delete to every replica, the rows
+    leave the log; while a replica is offline the topic waits."""
+    topics = [{"name": "t", "partitions": 2, "replication_factor": 2, "assignment": {0: [0, 1], 1: [1, 0]}},
+              {"name": "keep", "partitions": 1, "replication_factor": 2, "assignment": {0: [0, 1]}}]
+    c = run(spark, tmp_out, [0, 1], topics,
+            [{"at": 0, "produce": {"topic": "t", "partition": "all", "records": 6, "acks": 1}},
+             {"at": 0, "produce": {"topic": "keep", "partition": 0, "records": 3, "acks": 1}},
+             {"at": 500, "crash": 1}, {"at": 2000, "delete_topic": "t"}, {"at": 3000, "restart": 1}], 4500)
+    lines = [r.message for r in c.state_change_log().collect()]
+    assert any("Topic t is ineligible for deletion" in m for m in lines)
+    assert any("Deletion of topic t successfully completed" in m for m in lines)
+    assert c.log(topic="t").count() == 0
+    assert c.log(topic="keep").count() == 6  # both replicas of the other topic are intact
+    assert not any(x.startswith("Topic: t\t") or "\tTopic: t\t" in x for x in c.describe())
+
+
+def test_topic_deletion_disabled_changes_nothing(spark, tmp_out):
+    c = run(spark, tmp_out, [0, 1], ONE, [produce(0, n=4, acks=1), {"at": 500, "delete_topic": "t"}], 1500,
+            {"delete.topic.enable": False})
+    assert c.log(topic="t").count() == 8
+    assert any("Topic deletion is disabled" in r.message for r in c.state_change_log().collect())
+
+
+@pytest.mark.parametrize("ibp, flaps", [("0.8", True), ("2.8", False), ("2.1", False)])
+def test_isr_flapping_under_the_old_lag_policy(spark, tmp_out, ibp, flaps):
+    """seed-notes 8: with replica.lag.max.messages (IBP 0.8) every burst larger than it expels the
+    followers, which rejoin as soon as they catch up; the time-based policy keeps them."""
+    bursts = [{"at": t, "produce": {"topic": "t", "partition": 0, "records": 10, "acks": 1}}
+              for t in range(1000, 6000, 1000)]
+    c = run(spark, tmp_out, [0, 1], ONE, bursts, 6500,
+            {"inter.broker.protocol.version": ibp, "replica.lag.max.messages": 4})
+    shrinks, expands = c.metrics().agg(Fn.sum("isr_shrinks"), Fn.sum("isr_expands")).first()
+    if flaps:
+        assert shrinks >= 3 and expands >= 3
+    else:
+        assert (shrinks, expands) == (0, 0)
+    assert list(state_at(c, 6500).isr) == [0, 1]

@@ -222,7 +222,7 @@ def test_replication_factor_message_is_kafkas():
 
 
 @pytest.mark.parametrize("entry, field, value", [
-    ({"delete_topic": "t"}, "timeline[0].delete_topic", "t"),
+    ({"fail_log_dir": {"broker": 1, "log_dir": "d0"}}, "timeline[0].fail_log_dir", {"broker": 1, "log_dir": "d0"}),
     ({"elect_leaders": {"election_type": "preferred"}}, "timeline[0].elect_leaders", {"election_type": "preferred"}),
     ({"crash": {"broker": 1, "power_loss": True}}, "timeline[0].crash.power_loss", True),
 ])
@@ -234,7 +234,7 @@ def test_not_yet_supported(entry, field, value):
 
 
 def test_not_yet_supported_only_after_full_validation():
-    bad = [{"at": 0, "delete_topic": "t"}, {"at": 5, "shutdown": 9}]
+    bad = [{"at": 0, "elect_leaders": {"election_type": "preferred"}}, {"at": 5, "shutdown": 9}]
     with pytest.raises(ScenarioError) as info:
         parse_scenario(case(timeline=bad))
     assert type(info.value) is ScenarioError and info.value.field == "timeline[1].shutdown.broker"

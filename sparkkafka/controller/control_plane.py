@@ -76,6 +76,12 @@ class ControlPlane:
         self.zk.create_topic(spec.name, assignment)
         self._enqueue(("new_partitions",))
 
+    def delete_topic(self, topic: str, now: int) -> None:
+        """What the topic tool does: create /admin/delete_topics/<t>; the controller acts on it."""
+        if topic in self.zk.topics() and topic not in self.zk.topics_to_delete():
+            self.zk.mark_topic_for_deletion(topic)
+            self._enqueue(("topic_deletion",))
+
     def set_config(self, a: dict, now: int) -> None:
         if a["entity"] == "topics":
             ov = self.overrides.setdefault(a["name"], {})
@@ -174,7 +180,8 @@ class ControlPlane:
             live = self.zk.live_brokers()
             candidates = sorted((epoch, b) for b, epoch in live.items() if b not in paused)
             if candidates:
-                c = KafkaController.elect(self.zk, candidates[0][1], topic_config=self.topic_config)
+                c = KafkaController.elect(self.zk, candidates[0][1], topic_config=self.topic_config,
+                                          delete_enabled=lambda: bool(self.broker_cfg["delete.topic.enable"]))
                 if c is not None:
                     self.controllers.append(c)
         for c in list(self.controllers):

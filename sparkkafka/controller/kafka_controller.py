@@ -58,6 +58,7 @@ class KafkaController:
     broker: int
     zk: ZooKeeper
     topic_config: Callable[[str], dict]
+    delete_enabled: Callable[[], bool] = lambda: True
     epoch: int = 0
     epoch_version: int = -1
     live: dict[int, int] = field(default_factory=dict)  # broker -> broker epoch, as the context knows
@@ -155,6 +156,7 @@ class KafkaController:
         self._offline_replicas(now, sorted(dead))
         self._elect_offline(now, self._offline_partitions())
         self._on_new_partitions(now)
+        self._on_topic_deletion(now)
 
     def _on_broker_change(self, now: int) -> None:
         """processBrokerChange (7.5): new, dead and bounced brokers from /brokers/ids."""
@@ -188,6 +190,8 @@ class KafkaController:
                 self._send_leader_and_isr(tp, state, v, on)
         self._elect_offline(now, self._offline_partitions())
         self._on_new_partitions(now)
+        if self.zk.topics_to_delete():
+            self._on_topic_deletion(now)  # topics that waited for this broker
 
     def _offline_partitions(self) -> list[TP]:
         return [tp for tp in self.partitions() if not self._online(self._state(tp)[0]["leader"])]
@@ -280,6 +284,32 @@ class KafkaController:
                 self._line(now, tp, f"Changed partition {t}-{p} from NewPartition to OnlinePartition with state "
                                     f"LeaderAndIsr(leader={alive[0]}, leaderEpoch=0, isr={F.csv(alive)}, zkVersion=0)")
                 self._send_leader_and_isr(tp, state, 0, alive, is_new=True)
+
+    def _on_topic_deletion(self, now: int) -> None:
+        """TopicDeletionManager (7.8): with delete.topic.enable=false the request node is just
+        removed; otherwise a topic with an offline replica waits (ineligible), and an eligible one
+        gets StopReplica with delete (leader epoch -2, EpochDuringDelete) to every replica, then its
+        znodes are removed."""
+        for t in sorted(self.zk.topics_to_delete()):
+            if not self.delete_enabled():
+                self.zk.delete_topic_deletion_node(t, expected_controller_epoch_version=self.epoch_version)
+                self._line(now, None, f"Topic deletion is disabled (delete.topic.enable=false): "
+                                      f"request to delete {t} removed, nothing deleted")
+                continue
+            assignment = self.zk.topic_assignment(t)
+            if any(not self._online(b) for reps in assignment.values() for b in reps):
+                self._line(now, None, f"Topic {t} is ineligible for deletion: a replica is offline")
+                continue
+            for p, reps in sorted(assignment.items()):
+                for b in reps:
+                    self._send_stop_replica(b, (t, p), -2, delete=True)
+                self.out.writes.append({"time_ms": now, "topic": t, "partition": p, "leader": -2, "isr": [],
+                                        "leader_epoch": -2, "controller_epoch": self.epoch,
+                                        "replicas": list(reps), "version": -1})
+            self.zk.delete_topic_znodes(t, expected_controller_epoch_version=self.epoch_version)
+            self.zk.delete_topic_deletion_node(t, expected_controller_epoch_version=self.epoch_version)
+            self._line(now, None, f"Deletion of topic {t} successfully completed")
+        self._send_update_metadata()
 
     def _on_config_change(self, now: int, topic: str | None) -> None:
         """Enabling unclean election triggers an offline election round (6.2)."""
