@@ -29,7 +29,7 @@ from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
 from .protocol import errors as kerr
-from .protocol.config import broker_config, profile_of
+from .protocol.config import TOPIC_CONFIGS, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform, csv, empty
 from .scenario import Scenario, load_scenario
 from .scenario.workload import Workload
@@ -137,6 +137,7 @@ class Cluster:
                 "brokers": list(self.scenario.brokers), "log_dirs": list(self.scenario.log_dirs),
                 "live_brokers": sorted(self.control.live()),
                 "controller": self.control.controller_id(),
+                "broker_config": dict(self.scenario.config),
                 "controller_epoch": self.control.zk.controller_epoch()[0],
                 "topics": {t: {"partitions": self.control.partition_count(t),
                                "overrides": self.control.overrides.get(t, {}),
@@ -541,9 +542,13 @@ def describe_run(out: str, **filters: bool) -> list[str]:
         meta = json.load(f)
     parts = latest_partitions(os.path.join(out, "tables"))
     parts = parts[parts["topic"].isin(list(meta["topics"]))] if len(parts) else parts  # deleted ones go
+    static = meta.get("broker_config", {})
+    # Configs: every entry that is not Kafka's default, so static broker settings of topic configs
+    # show too (TopicCommand filters on ConfigEntry.isDefault), then the topic's own overrides.
+    from_broker = {t: static[b] for t, b in TOPIC_CONFIGS.items() if b and b in static}
     topics = pd.DataFrame([{
         "topic": t, "topic_id": topic_id(meta["seed"], t), "partition_count": info["partitions"],
-        "replication_factor": 0, "configs": {k: v for k, v in info["overrides"].items()},
+        "replication_factor": 0, "configs": {**from_broker, **info["overrides"]},
         "min_insync_replicas": info["min.insync.replicas"], "marked_for_deletion": False,
     } for t, info in meta["topics"].items()])
     parts = parts.assign(replicas=parts["replicas"].map(list), isr=parts["isr"].map(list),

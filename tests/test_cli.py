@@ -14,7 +14,7 @@ from sparkkafka.cli import main
 
 GOOD = {
     "name": "cli",
-    "cluster": {"brokers": [1, 2, 3]},
+    "cluster": {"brokers": [1, 2, 3], "config": {"min.insync.replicas": 2}},
     "topics": [{"name": "t", "partitions": 2, "replication_factor": 3}],
     "timeline": [{"at": 0, "produce": {"topic": "t", "records": 4, "acks": "all"}}],
     "run": {"until_ms": 800},
@@ -66,6 +66,7 @@ def test_run_prints_describe_and_summary(spark, tmp_path, capsys):
     text = capsys.readouterr().out
     lines = text.splitlines()
     assert lines[0].startswith("Topic: t\tTopicId: ") and "\tPartitionCount: 2\tReplicationFactor: 3\t" in lines[0]
+    assert lines[0].endswith("\tConfigs: min.insync.replicas=2")  # a static broker setting is not a default
     assert lines[1].startswith("\tTopic: t\tPartition: 0\tLeader: ")
     summary = json.loads(text[text.index("{"):])
     assert summary["acked"] == 4 and summary["lost_acked"] == 0
