@@ -213,3 +213,27 @@ def test_follower_disconnect_backs_off():
     p.rep, req = fetch.fetch_requests(p.rep, 100, {2: frozenset({1})}, CFG)  # leader dies under it
     f = p.rep[p.rep.broker == 2].iloc[0]
     assert not f.fetch_in_flight and f.backoff_until_ms == 100 + CFG["replica.fetch.backoff.ms"]
+
+
+def test_response_to_a_superseded_fetch_is_ignored():
+    """A LeaderAndIsr restarts the follower's fetching: the answer to the request it had in flight
+    (here fenced by the leader's new epoch) must not fail the new one."""
+    p = Pair()
+    p.produce(3)
+    p.follower_fetch(0)
+    old = p.inflight_req
+    bump = [lai(b, 1, [1, 2], [1, 2], epoch=1) for b in (1, 2)]
+    p.rep, p.rem, p.brk, _ = become_leader_or_follower(p.rep, p.rem, p.brk, F.concat(bump, F.LEADER_AND_ISR),
+                                                       ["d0"], 100)
+    p.follower_fetch(100)
+    new = p.inflight_req
+    p.inflight_req = old
+    fenced = p.leader_serve(100)
+    assert fenced.error.tolist() == ["FENCED_LEADER_EPOCH"]
+    p.follower_apply(200)
+    f = p.rep[p.rep.broker == 2].iloc[0]
+    assert f.fetch_in_flight and f.backoff_until_ms == -1  # still waiting for its own request
+    p.inflight_req = new
+    p.leader_serve(200)
+    p.follower_apply(300)
+    assert p.state()[3] == 3

@@ -169,6 +169,7 @@ def serve_fetch(
         "fetch_offset": done["fetch_offset"], "hw": np.nan_to_num(hw.astype(float), nan=-1),
         "log_start_offset": done["_lls"].fillna(-1), "leo": done["leo"].fillna(-1),
         "leader_epoch": done["leader_epoch"].fillna(-1), "error": done["_err"].where(done["_err"] != "", None),
+        "sent_ms": done["sent_ms"],
     })
     keys = done[REQUEST].rename(columns={"src": "_dst"}).drop_duplicates()
     out_recs = recs.merge(keys, on=RESPONSE)
@@ -184,8 +185,9 @@ def apply_fetch_responses(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The follower processes fetch responses (AbstractFetcherThread.processFetchRequest).
 
-    A response from a broker that is no longer this partition's leader, or whose fetch offset is
-    not the log end any more, is dropped. Otherwise records are appended as sent (offsets and
+    A response to anything but the partition's outstanding request (from a broker that is no
+    longer its leader, or to a request a LeaderAndIsr superseded) is dropped, and so are the
+    records of one whose fetch offset is not the log end any more. Otherwise records are appended as sent (offsets and
     epochs kept), then HW := clamp(response HW, logStart, LEO) and logStart := max(own, leader's).
     Errors back the partition off replica.fetch.backoff.ms; FENCED_LEADER_EPOCH stops fetching it
     until the next LeaderAndIsr. Returns (replicas, appended records).
@@ -199,7 +201,8 @@ def apply_fetch_responses(
     leader = replicas["leader"].to_numpy()[pos_h]
     leo = replicas["leo"].to_numpy()[pos_h]
     waiting = replicas["fetch_in_flight"].to_numpy(dtype=bool)[pos_h]
-    mine = hosted & (leader == responses["src"].to_numpy()) & waiting
+    same_request = replicas["fetch_sent_ms"].to_numpy()[pos_h] == responses["sent_ms"].to_numpy()
+    mine = hosted & (leader == responses["src"].to_numpy()) & waiting & same_request
     has_err = responses["error"].notna().to_numpy()
     ok = mine & ~has_err & (responses["fetch_offset"].to_numpy() == leo)
     err = mine & has_err

@@ -52,6 +52,7 @@ FETCH = {
 FETCH_RESPONSE = {
     "broker": I32, "src": I32, "topic": STR, "partition": I32, "fetch_offset": I64,
     "hw": I64, "log_start_offset": I64, "leo": I64, "leader_epoch": I32, "error": STR,
+    "sent_ms": I64,  # echoes the request's, so the follower matches it to its outstanding fetch
 }
 # A produce request's batch for one partition: `count` records with ids record_id.. +count-1.
 PRODUCE = {
