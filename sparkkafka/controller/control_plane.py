@@ -43,6 +43,8 @@ class ControlPlane:
     lines: list[tuple] = field(default_factory=list)
     isr_results: list[tuple[int, pd.DataFrame]] = field(default_factory=list)  # (made at, results)
     unclean_elections: int = 0
+    _frame: pd.DataFrame | None = None
+    _frame_zxid: int = -1
 
     def start(self, now: int) -> None:
         for b in sorted(self.brokers):
@@ -262,19 +264,16 @@ class ControlPlane:
     # ------------------------------------------------------------------ views
     def leaders_of(self, topics: pd.Series, partitions: pd.Series) -> np.ndarray:
         """Current leader of each (topic, partition) in ZooKeeper (-1 for none or unknown)."""
-        cache: dict = {}
-        out = np.empty(len(topics), dtype="int32")
-        for i, (t, p) in enumerate(zip(topics, partitions, strict=True)):
-            key = (t, int(p))
-            if key not in cache:
-                try:
-                    cache[key] = self.zk.get_partition_state(key)[0]["leader"]
-                except KeyError:
-                    cache[key] = -1
-            out[i] = cache[key]
-        return out
+        known = self.partition_frame()
+        idx = pd.MultiIndex.from_arrays([known["topic"].to_numpy(), known["partition"].to_numpy()])
+        pos = idx.get_indexer(pd.MultiIndex.from_arrays([topics.to_numpy(), partitions.to_numpy()]))
+        leaders = np.append(known["leader"].to_numpy(dtype="int32"), np.int32(-1))
+        return leaders[np.where(pos >= 0, pos, -1)]
 
     def partition_frame(self) -> pd.DataFrame:
+        """Every partition's state in ZooKeeper, rebuilt only after ZooKeeper changed."""
+        if self._frame is not None and self._frame_zxid == self.zk.zxid:
+            return self._frame
         rows = []
         for t in self.topics():
             for p, reps in sorted(self.zk.topic_assignment(t).items()):
@@ -282,8 +281,10 @@ class ControlPlane:
                 rows.append({"topic": t, "partition": p, "leader": s["leader"], "isr": list(s["isr"]),
                              "replicas": list(reps), "leader_epoch": s["leader_epoch"],
                              "controller_epoch": s["controller_epoch"], "version": v})
-        return pd.DataFrame(rows, columns=["topic", "partition", "leader", "isr", "replicas", "leader_epoch",
-                                           "controller_epoch", "version"])
+        self._frame = pd.DataFrame(rows, columns=["topic", "partition", "leader", "isr", "replicas",
+                                                  "leader_epoch", "controller_epoch", "version"])
+        self._frame_zxid = self.zk.zxid
+        return self._frame
 
     def controller_id(self) -> int:
         c = self.zk.controller()

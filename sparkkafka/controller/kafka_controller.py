@@ -101,7 +101,7 @@ class KafkaController:
                 "controller_epoch": state["controller_epoch"]}
 
     def _assignment(self, tp: TP) -> list[int]:
-        return list(self.zk.topic_assignment(tp[0])[tp[1]])
+        return self.zk.replicas_of(tp)
 
     def partitions(self) -> list[TP]:
         """Partitions that have a state znode (New partitions have none yet)."""
@@ -227,8 +227,9 @@ class KafkaController:
     def _offline_replicas(self, now: int, brokers: list[int]) -> None:
         """OfflineReplica (4.5): drop each replica from the ISR (leader -1 if it led; the last ISR
         member is kept), leader epoch +1, LeaderAndIsr to the other live replicas."""
+        parts = self.partitions()
         for b in brokers:
-            for tp in self.partitions():
+            for tp in parts:
                 if b not in self._assignment(tp):
                     continue
                 state, v = self._state(tp)

@@ -193,6 +193,10 @@ class ZooKeeper:
             raise NoNodeError(f"/brokers/topics/{name}")
         return self._topics[name]
 
+    def replicas_of(self, tp: TopicPartition) -> list[int]:
+        """One partition's replica list (AR), without copying the topic's whole assignment."""
+        return list(self.topic_znode(tp[0]).replicas[tp[1]])
+
     def topic_assignment(self, name: str) -> dict[int, list[int]]:
         """Partition -> replica list (AR, in order); a fresh dict."""
         return {p: list(rs) for p, rs in self.topic_znode(name).replicas.items()}
