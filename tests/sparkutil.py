@@ -267,72 +267,27 @@ def standalone_cluster(
     logs: list = []
     ok = False
     try:
-        master_log = tmp / "master.log"
-        logs.append(open(master_log, "wb"))
-        master = subprocess.Popen(
-            [
-                spark_class,
-                "org.apache.spark.deploy.master.Master",
-                "--host",
-                LOOPBACK,
-                "--port",
-                str(master_port),
-                "--webui-port",
-                str(master_ui),
-                "--properties-file",
-                str(props),
-            ],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=logs[-1],
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        started.append(master)
-        _wait_until(
-            "standalone master",
-            lambda: _port_open(master_port) and _log_contains(master_log, "I have been elected leader"),
-            timeout=timeout,
-            alive=lambda: master.poll() is None,
-            log=master_log,
-        )
 
-        worker_log = tmp / "worker.log"
-        logs.append(open(worker_log, "wb"))
-        worker = subprocess.Popen(
-            [
-                spark_class,
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                LOOPBACK,
-                "--port",
-                str(worker_port),
-                "--webui-port",
-                str(worker_ui),
-                "--cores",
-                str(cores),
-                "--memory",
-                memory,
-                "--work-dir",
-                str(tmp / "work"),
-                "--properties-file",
-                str(props),
-                url,
-            ],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=logs[-1],
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        started.append(worker)
-        _wait_until(
-            "standalone worker",
-            lambda: _log_contains(worker_log, "Successfully registered with master"),
-            timeout=timeout,
-            alive=lambda: worker.poll() is None,
-            log=worker_log,
-        )
+        def daemon(name: str, cls: str, args: list[str], ready: str, extra=lambda: True) -> None:
+            """Start one Spark daemon in the foreground and wait for its log line."""
+            log = tmp / f"{name}.log"
+            logs.append(open(log, "wb"))
+            proc = subprocess.Popen(
+                [spark_class, cls, "--host", LOOPBACK, *args, "--properties-file", str(props)],
+                env=env, stdin=subprocess.DEVNULL, stdout=logs[-1], stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            started.append(proc)
+            _wait_until(f"standalone {name}", lambda: extra() and _log_contains(log, ready), timeout=timeout,
+                        alive=lambda: proc.poll() is None, log=log)
+
+        daemon("master", "org.apache.spark.deploy.master.Master",
+               ["--port", str(master_port), "--webui-port", str(master_ui)],
+               "I have been elected leader", extra=lambda: _port_open(master_port))
+        daemon("worker", "org.apache.spark.deploy.worker.Worker",
+               ["--port", str(worker_port), "--webui-port", str(worker_ui), "--cores", str(cores),
+                "--memory", memory, "--work-dir", str(tmp / "work"), url],
+               "Successfully registered with master")
         yield url
         ok = True
     finally:

@@ -1,0 +1,256 @@
+"""Leader-epoch cache, OffsetsForLeaderEpoch and the follower's truncation point (protocol.md 5, 3.5-3.6).
+
+Pure Python: one replica's epoch cache is a short list of `(epoch, start_offset)` tuples, strictly
+increasing in both fields (Kafka's `LeaderEpochFileCache`, persisted as `leader-epoch-checkpoint`).
+Every function returns a new list and never mutates its input. As everywhere in sparkkafka, -1 means
+"unknown"/"undefined" (Kafka's UNDEFINED_EPOCH = -1 and UNDEFINED_EPOCH_OFFSET = -1).
+
+The code this follows:
+  * `LeaderEpochFileCache` (core `kafka.server.epoch` up to 3.4, then `storage`
+    `org.apache.kafka.storage.internals.epoch`): assign / isUpdateNeeded / maybeTruncateNonMonotonicEntries,
+    endOffsetFor, truncateFromEnd, truncateFromStart, epochForOffset; the 0.11-1.1 `endOffsetFor`
+    returning an offset only.
+  * `CheckpointFile` / `LeaderEpochCheckpointFile`: the text layout of `leader-epoch-checkpoint`.
+  * `ReplicaManager.lastOffsetForLeaderEpoch` / `Partition.lastOffsetForLeaderEpoch`: the leader's answer.
+  * `AbstractFetcherThread.getOffsetTruncationState` (2.0+) and 0.11's `ReplicaFetcherThread.maybeTruncate`:
+    the follower's truncation point.
+  * `Partition.readRecords` (2.8+, Fetch v12 `lastFetchedEpoch`, KAFKA-10554): the leader's divergence check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+Entry = tuple[int, int]
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+UNDEFINED: Entry = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+OUT_OF_RANGE: Entry = UNDEFINED  # diverging_epoch's stand-in for OFFSET_OUT_OF_RANGE
+
+CHECKPOINT_VERSION = 0
+_RANK = {"0.8": 0, "0.10": 1, "0.11": 2, "2.0": 3, "2.1": 4, "2.7": 5, "2.8": 6}
+
+
+def _rank(profile: str) -> int:
+    return _RANK[profile]
+
+
+def _entries(entries: Iterable[Entry]) -> list[Entry]:
+    return [(int(e), int(o)) for e, o in entries]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cache maintenance (LeaderEpochFileCache)
+# ---------------------------------------------------------------------------------------------------------
+
+def latest_epoch(entries: Iterable[Entry]) -> int:
+    """LeaderEpochFileCache.latestEpoch: the epoch of the last entry, -1 when the cache is empty."""
+    es = _entries(entries)
+    return es[-1][0] if es else UNDEFINED_EPOCH
+
+
+def assign(entries: Iterable[Entry], epoch: int, start_offset: int) -> list[Entry]:
+    """LeaderEpochFileCache.assign(epoch, startOffset) (2.0+ code; golden R6, protocol.md 5.1).
+
+    isUpdateNeeded: an update is needed when the cache is empty, or `epoch` differs from the latest
+    entry's epoch, or `start_offset` is below the latest entry's start. Otherwise the call adds no
+    information and the cache is returned unchanged (so re-assigning the latest epoch with a larger
+    offset is ignored). When needed, maybeTruncateNonMonotonicEntries removes from the tail every entry
+    with epoch >= `epoch` or start >= `start_offset` (it stops at the first that matches neither), then
+    the new entry is appended. Negative values raise ValueError (Kafka: IllegalArgumentException).
+
+    Note the update test looks only at the *latest* entry: assigning an older epoch, even one already
+    present with the same start, wipes every later entry (Kafka does the same).
+    """
+    if epoch < 0 or start_offset < 0:
+        raise ValueError(f"invalid partition leader epoch entry ({epoch}, {start_offset})")
+    es = _entries(entries)
+    if es and es[-1][0] == epoch and start_offset >= es[-1][1]:
+        return es
+    while es and (es[-1][0] >= epoch or es[-1][1] >= start_offset):
+        es.pop()
+    es.append((int(epoch), int(start_offset)))
+    return es
+
+
+def truncate_from_end(entries: Iterable[Entry], offset: int) -> list[Entry]:
+    """LeaderEpochFileCache.truncateFromEnd: remove entries with start >= `offset` (no-op for offset < 0).
+
+    Every log truncation calls it, including a no-op truncation at or after the LEO (KAFKA-10706)."""
+    es = _entries(entries)
+    if offset < 0:
+        return es
+    return [(e, o) for e, o in es if o < offset]
+
+
+def truncate_from_start(entries: Iterable[Entry], offset: int) -> list[Entry]:
+    """LeaderEpochFileCache.truncateFromStart (the log start moved to `offset`).
+
+    Removes the leading entries with start <= `offset` and re-inserts the last removed one's epoch
+    with start `offset`; exclusive, so truncateFromStart(6) keeps an entry starting at 6."""
+    es = _entries(entries)
+    removed = [(e, o) for e, o in es if o <= offset]
+    if not removed:
+        return es
+    return [(removed[-1][0], int(offset))] + es[len(removed):]
+
+
+def epoch_for_offset(entries: Iterable[Entry], offset: int) -> int:
+    """LeaderEpochFileCache.epochForOffset: the epoch holding `offset`, -1 when before the first entry."""
+    found = UNDEFINED_EPOCH
+    for e, o in _entries(entries):
+        if o == offset:
+            return e
+        if o > offset:
+            return found
+        found = e
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lookups
+# ---------------------------------------------------------------------------------------------------------
+
+def end_offset_for(entries: Iterable[Entry], requested_epoch: int, leo: int) -> Entry:
+    """LeaderEpochFileCache.endOffsetFor(requestedEpoch, logEndOffset), 2.0+ (golden R6, protocol.md 5.2).
+
+    1. requested = -1 -> (-1, -1).
+    2. requested = latest epoch -> (requested, leo).
+    3. no entry with a larger epoch -> (-1, -1).
+    4. no entry with epoch <= requested -> (requested, start of the first larger entry).
+    5. else (largest epoch <= requested, start of the first entry with a larger epoch).
+    """
+    es = _entries(entries)
+    if requested_epoch == UNDEFINED_EPOCH:
+        return UNDEFINED
+    if es and es[-1][0] == requested_epoch:
+        return (int(requested_epoch), int(leo))
+    higher = next(((e, o) for e, o in es if e > requested_epoch), None)
+    if higher is None:
+        return UNDEFINED
+    floor = [(e, o) for e, o in es if e <= requested_epoch]
+    if not floor:
+        return (int(requested_epoch), higher[1])
+    return (floor[-1][0], higher[1])
+
+
+def end_offset_for_v0(entries: Iterable[Entry], requested_epoch: int, leo: int) -> int:
+    """The 0.11-1.1 LeaderEpochFileCache.endOffsetFor (OffsetsForLeaderEpoch v0: an offset only).
+
+    requested = -1 -> -1; requested = latest epoch -> leo; requested below the first cached epoch or
+    no larger epoch cached -> -1; else the start of the first entry with a larger epoch."""
+    es = _entries(entries)
+    if requested_epoch == UNDEFINED_EPOCH:
+        return UNDEFINED_EPOCH_OFFSET
+    if es and es[-1][0] == requested_epoch:
+        return int(leo)
+    higher = next((o for e, o in es if e > requested_epoch), None)
+    if higher is None or requested_epoch < es[0][0]:
+        return UNDEFINED_EPOCH_OFFSET
+    return higher
+
+
+# ---------------------------------------------------------------------------------------------------------
+# OffsetsForLeaderEpoch and follower truncation
+# ---------------------------------------------------------------------------------------------------------
+
+def offsets_for_leader_epoch(entries: Iterable[Entry], leo: int, requested_epoch: int,
+                             profile: str) -> Entry:
+    """The leader's OffsetsForLeaderEpoch answer (ReplicaManager/Partition.lastOffsetForLeaderEpoch).
+
+    Returns (epoch, end_offset). Before 0.11 the request does not exist: (-1, -1). 0.11-1.1 (v0) carry
+    an offset only: (-1, end_offset_for_v0). 2.0+ (v1+): end_offset_for, an empty cache giving (-1, -1).
+    Error handling (not leader, FENCED/UNKNOWN_LEADER_EPOCH, protocol.md 3.5/5.3) is the caller's."""
+    r = _rank(profile)
+    if r < _rank("0.11"):
+        return UNDEFINED
+    if r < _rank("2.0"):
+        return (UNDEFINED_EPOCH, end_offset_for_v0(entries, requested_epoch, leo))
+    return end_offset_for(entries, requested_epoch, leo)
+
+
+def truncation_offset(follower_entries: Iterable[Entry], follower_leo: int, follower_hw: int,
+                      leader_answer: Entry, profile: str) -> tuple[int, bool]:
+    """The follower's truncation point (golden R8, protocol.md 5.4-5.5). Returns (offset, done).
+
+    * 0.8/0.10 (ReplicaManager.makeFollowers), or no local epoch (empty cache): (HW, True).
+    * Answer offset -1 (UNDEFINED): the initial fetch offset, i.e. (HW, True).
+    * 0.11-1.1 (ReplicaFetcherThread.maybeTruncate, KIP-101): (min(answer offset, LEO), True).
+    * 2.0+ (AbstractFetcherThread.getOffsetTruncationState, KIP-279), answer (Le, Lo):
+      - Le = -1 (a peer on OffsetsForLeaderEpoch v0): (min(Lo, LEO), True);
+      - the follower's own end_offset_for(Le) = (fe, fo) (UnifiedLog.endOffsetForEpoch, None when fo = -1):
+        None -> (min(Lo, LEO), True); fe != Le -> (min(fo, LEO), False), i.e. truncate there and ask
+        again with the new latest epoch; fe == Le -> (min(fo, Lo, LEO), True).
+    The same arithmetic applies to a Fetch v12 DivergingEpoch (2.8, AbstractFetcherThread.truncateOnFetchResponse).
+    The caller truncates the log and the cache (truncate_from_end) before asking again.
+    """
+    es = _entries(follower_entries)
+    if _rank(profile) < _rank("0.11") or not es:
+        return (int(follower_hw), True)
+    le, lo = int(leader_answer[0]), int(leader_answer[1])
+    if lo == UNDEFINED_EPOCH_OFFSET:
+        return (int(follower_hw), True)
+    if _rank(profile) < _rank("2.0") or le == UNDEFINED_EPOCH:
+        return (min(lo, follower_leo), True)
+    fe, fo = end_offset_for(es, le, follower_leo)
+    if fo == UNDEFINED_EPOCH_OFFSET:
+        return (min(lo, follower_leo), True)
+    if fe != le:
+        return (min(fo, follower_leo), False)
+    return (min(fo, lo, follower_leo), True)
+
+
+def diverging_epoch(leader_entries: Iterable[Entry], leader_leo: int, last_fetched_epoch: int,
+                    fetch_offset: int, *, log_start_offset: int = -1) -> Entry | None:
+    """The leader's Fetch v12 `lastFetchedEpoch` check (Partition.readRecords, 2.8+; golden R9).
+
+    Runs after the currentLeaderEpoch check. `last_fetched_epoch` -1 (absent) skips it: None.
+    (E, O) = end_offset_for(last_fetched_epoch): undefined -> OFFSET_OUT_OF_RANGE, returned as (-1, -1);
+    then fetch_offset < `log_start_offset` (when known, >= 0) -> OFFSET_OUT_OF_RANGE, whether or not
+    the epochs diverge; then E < last_fetched_epoch or O < fetch_offset -> the DivergingEpoch (E, O),
+    sent with no records and without updating the follower's fetch state (KAFKA-13141). Else None.
+    """
+    if last_fetched_epoch == UNDEFINED_EPOCH:
+        return None
+    e, o = end_offset_for(leader_entries, last_fetched_epoch, leader_leo)
+    if e == UNDEFINED_EPOCH or o == UNDEFINED_EPOCH_OFFSET:
+        return OUT_OF_RANGE
+    if 0 <= log_start_offset and fetch_offset < log_start_offset:
+        return OUT_OF_RANGE
+    if e < last_fetched_epoch or o < fetch_offset:
+        return (e, o)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# leader-epoch-checkpoint (CheckpointFile, LeaderEpochCheckpointFile)
+# ---------------------------------------------------------------------------------------------------------
+
+def format_checkpoint(entries: Iterable[Entry]) -> str:
+    """The `leader-epoch-checkpoint` text: version 0, the entry count, then one `epoch startOffset` line
+    each, every line ending in a newline."""
+    es = _entries(entries)
+    return "".join(f"{line}\n" for line in [str(CHECKPOINT_VERSION), str(len(es))] + [f"{e} {o}" for e, o in es])
+
+
+def parse_checkpoint(text: str) -> list[Entry]:
+    """Parse format_checkpoint's text (an empty file is an empty cache). Raises ValueError on a bad
+    version, a malformed line or a count that does not match, as CheckpointFile does (IOException)."""
+    lines = text.splitlines()
+    if not lines:
+        return []
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise ValueError(f"unrecognised leader-epoch-checkpoint version: {lines[0]!r}")
+    if len(lines) < 2:
+        raise ValueError("leader-epoch-checkpoint: missing entry count")
+    count = int(lines[1].strip())
+    out: list[Entry] = []
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) != 2:
+            raise ValueError(f"malformed leader-epoch-checkpoint line: {line!r}")
+        out.append((int(parts[0]), int(parts[1])))
+    if len(out) != count:
+        raise ValueError(f"leader-epoch-checkpoint: expected {count} entries, found {len(out)}")
+    return out
