@@ -46,14 +46,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pyspark.sql import SparkSession
+
     from .cluster import Cluster
     from .scenario import load_scenario
 
     sc = load_scenario(args.scenario)  # validate before any Spark job starts
+    ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
     c = Cluster.from_scenario(sc, out=args.out, overwrite=args.overwrite, master=args.master)
     c.run(progress=not args.no_progress and sys.stderr.isatty())
     print("\n".join(c.describe()))
-    print(json.dumps(c.summary(), indent=2, sort_keys=True))
+    print(json.dumps(c.summary(), indent=2, sort_keys=True), flush=True)
+    if ours and not (args.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):
+        from .engine.session import stop_spark
+
+        stop_spark()  # a session we started: stopping it lets Python workers exit before the JVM does
     return 0
 
 
