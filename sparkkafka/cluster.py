@@ -15,7 +15,6 @@ import shutil
 import time
 import uuid
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
 from .protocol import errors as kerr
 from .protocol.config import TOPIC_CONFIGS, broker_config, profile_of
-from .protocol.frames import PRODUCE, RESULT, concat, conform, csv, empty
+from .protocol.frames import PRODUCE, RESULT, concat, conform
 from .scenario import Scenario, load_scenario
 from .scenario.workload import Workload
 from .storage import tables as T
@@ -565,4 +564,4 @@ def summarize(out: str) -> dict:
     return check(os.path.join(out, "tables"), meta)
 
 
-__all__ = ["Cluster", "read_table_df", "describe_run", "summarize", "Path", "csv", "empty"]
+__all__ = ["Cluster", "describe_run", "latest_partitions", "read_table_df", "summarize"]
