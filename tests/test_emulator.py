@@ -127,9 +127,12 @@ def test_rerun_of_a_committed_round_is_refused(spark, tmp_out):
     assert c.log().count() == n
 
 
-def test_existing_run_is_not_overwritten(spark, tmp_out):
-    sc = scenario([], 100)
-    Cluster.from_scenario(sc, spark=spark, out=tmp_out).run()
+def test_existing_run_is_not_overwritten_and_reopens(spark, tmp_out):
+    sc = scenario([{"at": 0, "produce": {"topic": "t", "partition": 0, "records": 2, "acks": 1}}], 300)
+    first = Cluster.from_scenario(sc, spark=spark, out=tmp_out).run()
+    again = Cluster.for_path(spark, tmp_out)
+    assert again.summary() == first.summary() and again.describe() == first.describe()
+    assert again.log().count() == first.log().count() == 4
     from sparkkafka import ScenarioError
 
     with pytest.raises(ScenarioError) as e:
