@@ -239,16 +239,19 @@ class Cluster:
     def _route(self, prev: DataFrame) -> DataFrame:
         """Last round's output as this round's input: state and messages in flight, less what a
         crash destroys (the broker's memory and everything sent to it) and what a network
-        partition cuts (messages between the two sides)."""
-        cond = Fn.col("kind").isin(list(W.CARRY_KINDS))
+        partition cuts (messages between the two sides). Rows for the driver that the round also
+        produced ride along and are ignored; with no fault in force nothing is filtered, which
+        spares the plan analysis of a filter every round (~20 ms)."""
+        if not self.crashed and not self.isolations:
+            return prev
+        ids = lambda xs: ", ".join(str(int(x)) for x in sorted(xs))  # noqa: E731
+        cond = [f"kind IN ({ids(W.CARRY_KINDS)})"]
         if self.crashed:
-            cond &= ~Fn.col("broker").isin(sorted(self.crashed))
-        msg = Fn.col("kind").isin(list(W.MESSAGE_KINDS))
+            cond.append(f"broker NOT IN ({ids(self.crashed)})")
         for a, o, _ in self.isolations:
-            a_, o_ = sorted(a), sorted(o)
-            cut = (Fn.col("src").isin(a_) & Fn.col("broker").isin(o_)) | (Fn.col("src").isin(o_) & Fn.col("broker").isin(a_))
-            cond &= ~(msg & cut)
-        return prev.where(cond)
+            cut = (f"(src IN ({ids(a)}) AND broker IN ({ids(o)})) OR (src IN ({ids(o)}) AND broker IN ({ids(a)}))")
+            cond.append(f"NOT (kind IN ({ids(W.MESSAGE_KINDS)}) AND ({cut}))")
+        return prev.where(" AND ".join(cond))
 
     def _produce_batches(self, now: int) -> None:
         b = self.workload.batches(now)
@@ -362,7 +365,7 @@ class Cluster:
             for x in self.control.take_lines()]
         if self.state is not None:
             self.state.unpersist()
-        self.state = out.where(Fn.col("kind").isin(list(W.CARRY_KINDS)))
+        self.state = out
         self.round += 1
         if self.round % int(self.scenario.emulator["history.commit.rounds"]) == 0:
             self.flush()

@@ -184,6 +184,7 @@ class _Laps:
 
 def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     """Run one round for every broker present in `wire`; return the output wire rows."""
+    wire = wire[wire["kind"].isin(W.CARRY_KINDS).to_numpy()]  # last round's rows for the driver ride along
     paused = wire["broker"].isin(list(p.paused)).to_numpy() if p.paused else np.zeros(len(wire), bool)
     held = wire[paused]
     wire = wire[~paused]
