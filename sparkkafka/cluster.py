@@ -111,6 +111,7 @@ class Cluster:
         self.round = 0
         self.crashed: set[int] = set()
         self.stopping: set[int] = set()  # clean shutdowns in progress this round
+        self._cut: dict[int, frozenset] = {}  # who cannot reach whom this round
         self.paused_until: dict[int, int] = {}
         self.isolations: list[tuple[frozenset, frozenset, int | None]] = []
         self.events = sorted(sc.timeline, key=lambda e: (e.time_ms(self.round_ms), e.index))
@@ -279,7 +280,7 @@ class Cluster:
             brokers_dir=self.brokers_dir, log_version=log_version, log_dirs=tuple(self.scenario.log_dirs),
             cfg=cfg, min_isr=self.control.min_isr(),
             paused=frozenset(b for b in self.paused_until if b not in self.crashed),
-            unreachable=self._unreachable(),
+            unreachable=self._cut,
         )
 
     def _input(self) -> DataFrame:
@@ -313,7 +314,7 @@ class Cluster:
             self._send(CONTROL_KINDS[kind], frame, src)
 
     def _reachable(self, a: int, b: int) -> bool:
-        return a not in self.crashed and b not in self.crashed and b not in self._unreachable().get(a, ())
+        return b not in self._cut.get(a, ()) and a not in self.crashed
 
     def step(self, rounds: int = 1) -> Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
@@ -326,6 +327,7 @@ class Cluster:
         clock = _Stopwatch(self.timings)
         now = self.round * self.round_ms
         self._apply_due(now)
+        self._cut = self._unreachable()  # who cannot reach whom this round
         self.control.tick(now, frozenset(self.paused_until))
         self._control_messages()
         self._produce_batches(now)
@@ -415,10 +417,9 @@ class Cluster:
 
     def compact(self) -> None:
         """Fold each table's small per-round files (reads over many small files are slow)."""
-        from deltalake import DeltaTable
-
         for name in T.SCHEMAS:
-            DeltaTable(T.table_path(self.tables_dir, name)).optimize.compact()
+            self.writer.table(name).optimize.compact()
+        self.writer.refresh()
 
     # ------------------------------------------------------------------ views
     def _df(self, name: str) -> DataFrame:

@@ -202,7 +202,10 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     before = replicas
     replicas, remotes, brokers, lines = become_leader_or_follower(
         replicas, remotes, brokers, k[W.LEADER_AND_ISR], list(p.log_dirs), p.now)
-    replicas, cuts = truncation.truncate_to_hw(replicas, truncation.new_followers(before, replicas))
+    if len(k[W.LEADER_AND_ISR]):
+        replicas, cuts = truncation.truncate_to_hw(replicas, truncation.new_followers(before, replicas))
+    else:
+        cuts = pd.DataFrame(columns=truncation.CUTS)
     replicas, remotes, deleted, stop_lines = controller_requests.stop_replicas(
         replicas, remotes, brokers, k[W.STOP_REPLICA])
     cuts = pd.concat([cuts, deleted.assign(offset=0)], ignore_index=True) if len(deleted) else cuts
@@ -212,6 +215,8 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     sw.lap("controller_requests")
 
     replicas, remotes, counts = isr.apply_isr_results(replicas, remotes, k[W.ISR_RESULT], p.now)
+    if counts["isr_shrinks"]:  # followers that no longer count may let the HW advance (4.3)
+        replicas = maybe_increment_leader_hw(replicas, remotes, prof, cfg["replica.lag.time.max.ms"], p.now)
     replicas, appended_f = fetch.apply_fetch_responses(
         replicas, k[W.FETCH_RESPONSE], k[W.FETCH_RECORD], p.now, cfg)
     min_isr = pd.Series(p.min_isr, dtype="int64")
@@ -231,7 +236,6 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
         replicas, remotes, log, requests, parked, p.now, cfg)
     replicas, remotes, expand = isr.maybe_expand_isr(replicas, remotes, p.now, prof)
     replicas, shrink = isr.maybe_shrink_isr(replicas, remotes, p.now, cfg, prof)
-    replicas = maybe_increment_leader_hw(replicas, remotes, prof, cfg["replica.lag.time.max.ms"], p.now)
 
     pending, done = produce.complete_delayed_produce(
         replicas, F.concat([k[W.PENDING_PRODUCE], pending_new], F.PENDING), min_isr, p.now)

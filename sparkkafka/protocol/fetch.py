@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors
-from .frames import FETCH, FETCH_RESPONSE, RECORD, REMOTE, concat, conform, empty, locate
+from .frames import FETCH, FETCH_RESPONSE, RECORD, REMOTE, concat, conform, empty, locate, take
 from .high_watermark import follower_hw, maybe_increment_leader_hw
 
 FOREVER = np.iinfo("int64").max
@@ -33,6 +33,14 @@ def record_bytes(records: pd.DataFrame) -> np.ndarray:
     return np.maximum(records["value_bytes"].to_numpy().astype("int64") + key, 1)
 
 
+def _cut_off(src: np.ndarray, dst: np.ndarray, unreachable: Mapping[int, frozenset[int]]) -> np.ndarray:
+    """Whether each src can not reach its dst (a crash or a network partition between them)."""
+    if not unreachable:
+        return np.zeros(len(src), dtype=bool)
+    pairs = np.array([(a << 32) | b for a, bs in unreachable.items() for b in bs if b >= 0], dtype="int64")
+    return np.isin((src.astype("int64") << 32) | np.maximum(dst, 0).astype("int64"), pairs) & (dst >= 0)
+
+
 def fetch_requests(
     replicas: pd.DataFrame, now: int, unreachable: Mapping[int, frozenset[int]], cfg: Mapping
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -44,7 +52,7 @@ def fetch_requests(
     """
     r = replicas.copy()
     follower = (r["leader"] >= 0) & (r["leader"] != r["broker"])
-    cut = np.array([lead in unreachable.get(b, ()) for b, lead in zip(r["broker"], r["leader"], strict=True)], dtype=bool)
+    cut = _cut_off(r["broker"].to_numpy(), r["leader"].to_numpy(), unreachable)
     in_flight = r["fetch_in_flight"].to_numpy(dtype=bool)
     timeout = cfg["replica.socket.timeout.ms"] + cfg["replica.fetch.wait.max.ms"]
     dropped = follower & in_flight & (cut | (now - r["fetch_sent_ms"].to_numpy() >= timeout))
@@ -196,13 +204,11 @@ def apply_fetch_responses(
         return replicas, empty(RECORD)
     replicas = replicas.reset_index(drop=True)  # positions below index rows
     pos = locate(replicas, responses)
-    hosted = pos >= 0
-    pos_h = np.where(hosted, pos, 0)
-    leader = replicas["leader"].to_numpy()[pos_h]
-    leo = replicas["leo"].to_numpy()[pos_h]
-    waiting = replicas["fetch_in_flight"].to_numpy(dtype=bool)[pos_h]
-    same_request = replicas["fetch_sent_ms"].to_numpy()[pos_h] == responses["sent_ms"].to_numpy()
-    mine = hosted & (leader == responses["src"].to_numpy()) & waiting & same_request
+    leader = take(replicas, "leader", pos, -1)
+    leo = take(replicas, "leo", pos, -1)
+    same_request = take(replicas, "fetch_sent_ms", pos, -2) == responses["sent_ms"].to_numpy()
+    waiting = take(replicas, "fetch_in_flight", pos, False).astype(bool)
+    mine = (pos >= 0) & (leader == responses["src"].to_numpy()) & waiting & same_request
     has_err = responses["error"].notna().to_numpy()
     ok = mine & ~has_err & (responses["fetch_offset"].to_numpy() == leo)
     err = mine & has_err

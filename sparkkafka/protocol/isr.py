@@ -85,10 +85,10 @@ def maybe_expand_isr(
     if not ok.any():
         return replicas, remotes, empty(ISR_CHANGE)
     rp = pos[ok]
-    who = remotes["replica"].to_numpy()[ok]
     leo = remotes["leo"].to_numpy()[ok]
-    cand = (_member(_strs(replicas["replicas"])[rp], who)
-            & ~_member(_strs(replicas["isr"])[rp], who)
+    # Remote rows exist only for assigned followers, and with no change in flight their in_isr
+    # flag is exactly committed-ISR membership, so no list parsing is needed here.
+    cand = (~remotes["in_isr"].to_numpy(dtype=bool)[ok]
             & (leo >= 0) & (leo >= replicas["hw"].to_numpy()[rp])
             & (remotes["last_fetch_ms"].to_numpy()[ok] == now))
     if _rank(profile) >= _rank("2.1"):

@@ -7,6 +7,7 @@ are *divergent* when two of them hold different records at the same offset below
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..protocol.consumer import visible_records
@@ -39,14 +40,12 @@ def check(tables_dir: str, meta: dict) -> dict:
     lost = unavailable = 0
     divergent = 0
     if len(reps):
-        committed = visible_records(log, reps)
-        have = set(zip(committed["topic"], committed["partition"], committed["record_id"], strict=True))
-        off_keys = set(zip(offline["topic"], offline["partition"], strict=True)) if len(offline) else set()
-        for t, p, rid in zip(acked["topic"], acked["partition"], acked["record_id"], strict=True):
-            if (t, p) in off_keys:
-                unavailable += 1
-            elif (t, p, rid) not in have:
-                lost += 1
+        committed = visible_records(log, reps)[["topic", "partition", "record_id"]].assign(_in=True)
+        a = acked[["topic", "partition", "record_id"]].merge(committed, how="left", on=["topic", "partition", "record_id"])
+        off = (a.merge(offline[["topic", "partition"]].assign(_off=True), how="left", on=["topic", "partition"])
+               ["_off"].notna().to_numpy() if len(offline) else np.zeros(len(a), bool))
+        unavailable = int(off.sum())
+        lost = int((~off & a["_in"].isna().to_numpy()).sum())
         # divergence: any two replicas disagreeing below both HWs
         hw = reps[["topic", "partition", "broker", "hw"]]
         lg = log.merge(hw, on=["topic", "partition", "broker"])

@@ -36,17 +36,17 @@ class Producer:
         """Records to send in the round starting at `now`."""
         if now < self.start_ms:
             return 0
+        return max(0, self._sent_by(now + round_ms - self.start_ms) - self.sent)
+
+    def _sent_by(self, elapsed_ms: int) -> int:
+        """Records the producer has sent once `elapsed_ms` of its run have passed."""
         if self.total is not None:
-            want = self.total
-        else:
-            elapsed = min(now + round_ms - self.start_ms, self.duration_ms)
-            want = int(np.floor(self.rate_per_sec * elapsed / 1000.0 + 1e-9))
-        return max(0, want - self.sent)
+            return self.total
+        return int(np.floor(self.rate_per_sec * min(elapsed_ms, self.duration_ms) / 1000.0 + 1e-9))
 
     @property
     def finished(self) -> bool:
-        target = self.total if self.total is not None else int(np.floor(self.rate_per_sec * self.duration_ms / 1000.0 + 1e-9))
-        return self.sent >= target
+        return self.sent >= self._sent_by(self.duration_ms or 0)
 
     def batches(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(partition, count) of the next n records, round-robin from the cursor."""

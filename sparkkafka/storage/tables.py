@@ -121,17 +121,17 @@ class TableWriter:
         self._tables: dict[str, DeltaTable] = {}
 
     def table(self, name: str) -> DeltaTable:
+        """The table's handle, current as of this writer's last commit (see `refresh`)."""
         dt = self._tables.get(name)
         if dt is None:
             dt = self._tables[name] = DeltaTable(table_path(self.tables_dir, name))
-        else:
-            dt.update_incremental()
         return dt
 
-    def committed_round(self, name: str) -> int:
-        """The highest round committed to `name` by this run (-1 if none)."""
-        v = self.table(name).transaction_version(self.app_id)
-        return -1 if v is None else int(v)
+    def refresh(self, name: str | None = None) -> None:
+        """Reload handles after someone else committed (compaction); this writer's own commits
+        keep them current (create_write_transaction does not advance the handle by itself)."""
+        for n in [name] if name else list(self._tables):
+            self.table(n).update_incremental()
 
     @property
     def app_id(self) -> str:
@@ -169,6 +169,7 @@ class TableWriter:
                 app_transactions=[Transaction(self.app_id, round_no)],
                 custom_metadata={"sparkkafka.round": str(round_no)}),
         )
+        dt.update_incremental()  # one reload per commit; readers of version() need no other
         return True
 
     def append(self, name: str, table: pa.Table, round_no: int, tag: str) -> None:
