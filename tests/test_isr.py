@@ -29,13 +29,11 @@ class Part:
         self.profile = profile
         self.me = replicas[0]
         self.replicas = list(replicas)
-        log = F.conform(pd.DataFrame([{
-            "broker": self.me, "topic": "t", "partition": 0, "log_dir": "d0", "leader": -1, "leader_epoch": -1,
-            "controller_epoch": -1, "isr": "", "replicas": "", "leo": leo, "hw": 0, "log_start_offset": 0,
-            "last_fetched_epoch": -1 if leo == 0 else max(epoch - 1, 0), "epoch_start_offset": -1,
-            "fetch_in_flight": False, "fetch_sent_ms": -1, "backoff_until_ms": -1,
-            "zk_version": -1, "pending_isr": "", "isr_check_ms": -1,
-        }]), F.REPLICA)
+        log = F.new_replicas(pd.DataFrame([{
+            "broker": self.me, "topic": "t", "partition": 0, "log_dir": "d0", "leo": leo,
+            "last_fetched_epoch": -1 if leo == 0 else max(epoch - 1, 0),
+            "epoch_cache": "" if leo == 0 else f"{max(epoch - 1, 0)}:0",
+        }]))
         self.rep, self.rem, self.brk = log, F.empty(F.REMOTE), new_broker_rows([self.me])
         self.counts = {"isr_shrinks": 0, "isr_expands": 0, "failed_isr_updates": 0}
         self.lai(self.me, isr_, epoch, zk, now)

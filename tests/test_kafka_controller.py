@@ -62,12 +62,10 @@ def test_controller_epoch_fences_a_zombie_controller_write():
 def test_stale_stop_replica_is_refused_whole():
     """H-01 case c: after LeaderAndIsr from controller epoch 10, a StopReplica from epoch 0 stops nothing."""
     brokers = new_broker_rows([1]).assign(controller_epoch=10)
-    rep = F.conform(pd.DataFrame([{"broker": 1, "topic": "t", "partition": 0, "log_dir": "d0", "leader": 2,
-                                   "leader_epoch": 3, "controller_epoch": 10, "isr": "2,1", "replicas": "2,1",
-                                   "leo": 5, "hw": 5, "log_start_offset": 0, "last_fetched_epoch": 3,
-                                   "epoch_start_offset": -1, "fetch_in_flight": False, "fetch_sent_ms": -1,
-                                   "backoff_until_ms": -1, "zk_version": 0, "pending_isr": "",
-                                   "isr_check_ms": -1}]), F.REPLICA)
+    rep = F.new_replicas(pd.DataFrame([{"broker": 1, "topic": "t", "partition": 0, "log_dir": "d0", "leader": 2,
+                                        "leader_epoch": 3, "controller_epoch": 10, "isr": "2,1", "replicas": "2,1",
+                                        "leo": 5, "hw": 5, "last_fetched_epoch": 3, "epoch_cache": "3:0",
+                                        "zk_version": 0}]))
     stop = F.conform(pd.DataFrame([{"broker": 1, "topic": "t", "partition": 0, "leader_epoch": 3,
                                     "controller_epoch": 0, "delete": True}]), F.STOP_REPLICA)
     r, _, deleted, lines = stop_replicas(rep, F.empty(F.REMOTE), brokers, stop)

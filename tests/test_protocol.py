@@ -59,7 +59,7 @@ class Pair:
         return res
 
     def follower_fetch(self, now):
-        self.rep, self.inflight_req = fetch.fetch_requests(self.rep, now, {}, CFG)
+        self.rep, self.inflight_req, _ = fetch.fetch_requests(self.rep, now, {}, CFG)
 
     def leader_serve(self, now):
         self.rep, self.rem, resp, recs, self.parked = fetch.serve_fetch(
@@ -71,7 +71,7 @@ class Pair:
         return resp
 
     def follower_apply(self, now):
-        self.rep, appended = fetch.apply_fetch_responses(self.rep, *self.resp, now, CFG)
+        self.rep, appended, _, _ = fetch.apply_fetch_responses(self.rep, *self.resp, now, CFG)
         self.resp = (F.empty(F.FETCH_RESPONSE), F.empty(F.RECORD))
         return appended
 
@@ -205,12 +205,12 @@ def test_leader_alone_in_isr_commits_at_once():
 
 def test_follower_disconnect_backs_off():
     p = Pair()
-    p.rep, req = fetch.fetch_requests(p.rep, 0, {2: frozenset({1})}, CFG)
+    p.rep, req, _ = fetch.fetch_requests(p.rep, 0, {2: frozenset({1})}, CFG)
     assert req.empty
     assert p.rep[p.rep.broker == 2].backoff_until_ms.iloc[0] == -1  # nothing was in flight
-    p.rep, req = fetch.fetch_requests(p.rep, 0, {}, CFG)
+    p.rep, req, _ = fetch.fetch_requests(p.rep, 0, {}, CFG)
     assert len(req) == 1
-    p.rep, req = fetch.fetch_requests(p.rep, 100, {2: frozenset({1})}, CFG)  # leader dies under it
+    p.rep, req, _ = fetch.fetch_requests(p.rep, 100, {2: frozenset({1})}, CFG)  # leader dies under it
     f = p.rep[p.rep.broker == 2].iloc[0]
     assert not f.fetch_in_flight and f.backoff_until_ms == 100 + CFG["replica.fetch.backoff.ms"]
 

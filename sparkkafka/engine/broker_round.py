@@ -6,9 +6,10 @@ files (committed later by the driver), and packs the brokers' new state, the mes
 and the file actions back into wire rows. Brokers that are paused (a stop-the-world stall) keep
 all their rows untouched: they process nothing and send nothing.
 
-Order inside a round, per broker: (re)start from disk; LeaderAndIsr; fetch responses as a
-follower; produce batches as a leader; fetch requests as a leader (new, then parked ones);
-the produce purgatory; new fetch requests as a follower; HW checkpoint.
+Order inside a round, per broker: (re)start from disk; LeaderAndIsr (with the profile's follower
+truncation); OffsetsForLeaderEpoch answers and fetch responses as a follower; produce batches as a
+leader; OffsetsForLeaderEpoch and fetch requests as a leader (new, then parked ones); the produce
+purgatory; new requests as a follower; flushes, HW and leader-epoch checkpoints.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..protocol import controller_requests, fetch, isr, produce, truncation
+from ..protocol import (
+    controller_requests,
+    fetch,
+    flush,
+    isr,
+    leader_epoch,
+    offsets_for_leader_epoch,
+    produce,
+    truncation,
+)
 from ..protocol import frames as F
 from ..protocol.high_watermark import maybe_increment_leader_hw
 from ..protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
@@ -51,7 +61,8 @@ class RoundParams:
 
 def _recover(p: RoundParams, starting: list[int]) -> pd.DataFrame:
     """Logs of restarting brokers as Kafka's LogManager loads them: LEO and log start from the
-    log itself, HW from the checkpoint clamped into [logStart, LEO], no role until LeaderAndIsr."""
+    log itself, HW from the checkpoint clamped into [logStart, LEO], the leader-epoch cache from its
+    checkpoint cut at the LEO (Log.loadSegments), no role until LeaderAndIsr."""
     parts = []
     for b in starting:
         disk = broker_disk.read_disk(p.brokers_dir, b, list(p.log_dirs))
@@ -66,14 +77,15 @@ def _recover(p: RoundParams, starting: list[int]) -> pd.DataFrame:
         d["log_start_offset"] = d["log_start_offset"].fillna(0)
         d["last_fetched_epoch"] = d["last_fetched_epoch"].fillna(-1)
         d["hw"] = np.clip(d["hw"].fillna(0), d["log_start_offset"], d["leo"])
+        d["recovery_point"] = np.minimum(d["recovery_point"].fillna(0), d["leo"])
+        d["epoch_cache"] = d["epoch_cache"].fillna("")
         parts.append(d)
     d = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if d.empty:
         return F.empty(F.REPLICA)
-    d = d.assign(leader=-1, leader_epoch=-1, controller_epoch=-1, isr="", replicas="", epoch_start_offset=-1,
-                 fetch_in_flight=False, fetch_sent_ms=-1, backoff_until_ms=-1,
-                 zk_version=-1, pending_isr="", isr_check_ms=-1)
-    return F.conform(d, F.REPLICA)
+    r = F.new_replicas(d)
+    has = np.flatnonzero(r["epoch_cache"].str.len().to_numpy() > 0)
+    return leader_epoch.on_truncate(r, has, r["leo"].to_numpy()[has])
 
 
 def _write_log(p: RoundParams, appended: pd.DataFrame, replicas: pd.DataFrame) -> list[dict]:
@@ -89,6 +101,7 @@ def _write_log(p: RoundParams, appended: pd.DataFrame, replicas: pd.DataFrame) -
         "record_id": pa.array(a["record_id"], pa.int64()), "key": pa.array(a["key"], pa.string()),
         "value": pa.nulls(n, pa.binary()), "value_bytes": pa.array(a["value_bytes"], pa.int32()),
         "timestamp": pa.array(a["timestamp"], pa.int64()), "is_future": pa.array(np.zeros(n, bool)),
+        "append_ms": pa.array(np.full(n, p.now), pa.int64()),
     })
     # one file per (broker, log_dir): rows are sorted, so each is one contiguous slice
     bro, dirs = a["broker"].to_numpy(), pd.factorize(a["log_dir"])[0]
@@ -160,6 +173,31 @@ def _checkpoint_hw(p: RoundParams, replicas: pd.DataFrame, brokers: pd.DataFrame
     return out
 
 
+def _flush(p: RoundParams, replicas: pd.DataFrame, found: pd.DataFrame, stopping: set[int]) -> pd.DataFrame:
+    """Kafka's flush rules (protocol/flush.py) and a clean shutdown's flush of every log; the dirs whose
+    flushed offsets moved, or were cut by a truncation, get their flushed-offsets file rewritten."""
+    force = replicas["broker"].isin(list(stopping)).to_numpy()
+    replicas, _ = flush.maybe_flush(replicas, p.cfg.get("topic_flush", {}), p.now, force)
+    old = F.take(found, "recovery_point", F.locate(found, replicas), -1)
+    moved = replicas["recovery_point"].to_numpy() != old
+    for b, d in sorted(set(zip(replicas["broker"].to_numpy()[moved], replicas["log_dir"].to_numpy()[moved], strict=True))):
+        sel = replicas[(replicas["broker"] == b) & (replicas["log_dir"] == d)]
+        broker_disk.write_flushed(p.brokers_dir, int(b), d,
+                                  zip(sel["topic"], sel["partition"], sel["recovery_point"], strict=True))
+    return replicas
+
+
+def _checkpoint_epochs(p: RoundParams, found: pd.DataFrame, replicas: pd.DataFrame) -> None:
+    """Rewrite leader-epoch-checkpoint for every replica whose cache changed this round."""
+    old = F.take(found, "epoch_cache", F.locate(found, replicas), None)
+    new = replicas["epoch_cache"].to_numpy()
+    changed = np.flatnonzero((new != old) & ((new != "") | pd.notna(old)))  # a new log's empty cache needs no file
+    for i in changed:
+        r = replicas.iloc[i]
+        broker_disk.write_epoch_checkpoint(p.brokers_dir, int(r.broker), r.log_dir, r.topic, int(r.partition),
+                                           leader_epoch.decode(r.epoch_cache))
+
+
 def _record_logs(p: RoundParams, before: pd.DataFrame, after: pd.DataFrame) -> None:
     """Rewrite a dir's `partitions` listing when logs were created in it or deleted from it."""
     key = ["broker", "log_dir", "topic", "partition"]
@@ -192,6 +230,7 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     sw = _Laps()
     k = W.split(wire)
     replicas, remotes, tail, brokers = k[W.REPLICA], k[W.REMOTE], k[W.TAIL], k[W.BROKER]
+    wire_replicas = replicas  # as the round found them: what the disk files already say
 
     starting = sorted(set(k[W.START]["broker"].tolist()))
     if starting:
@@ -202,10 +241,13 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     before = replicas
     replicas, remotes, brokers, lines = become_leader_or_follower(
         replicas, remotes, brokers, k[W.LEADER_AND_ISR], list(p.log_dirs), p.now)
+    cuts = pd.DataFrame(columns=truncation.CUTS)
     if len(k[W.LEADER_AND_ISR]):
-        replicas, cuts = truncation.truncate_to_hw(replicas, truncation.new_followers(before, replicas))
-    else:
-        cuts = pd.DataFrame(columns=truncation.CUTS)
+        replicas = replicas.reset_index(drop=True)
+        old_epoch = F.take(before, "leader_epoch", F.locate(before, replicas), -2)
+        new_leader = (replicas["leader"] == replicas["broker"]).to_numpy() & (replicas["leader_epoch"].to_numpy() != old_epoch)
+        replicas = leader_epoch.on_become_leader(replicas, new_leader, prof)
+        replicas, cuts = truncation.become_follower(replicas, truncation.new_followers(before, replicas, prof), prof)
     replicas, remotes, deleted, stop_lines = controller_requests.stop_replicas(
         replicas, remotes, brokers, k[W.STOP_REPLICA])
     cuts = pd.concat([cuts, deleted.assign(offset=0)], ignore_index=True) if len(deleted) else cuts
@@ -217,8 +259,10 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     replicas, remotes, counts = isr.apply_isr_results(replicas, remotes, k[W.ISR_RESULT], p.now)
     if counts["isr_shrinks"]:  # followers that no longer count may let the HW advance (4.3)
         replicas = maybe_increment_leader_hw(replicas, remotes, prof, cfg["replica.lag.time.max.ms"], p.now)
-    replicas, appended_f = fetch.apply_fetch_responses(
+    replicas, epoch_cuts = offsets_for_leader_epoch.apply_answers(replicas, k[W.EPOCH_RESPONSE], p.now, cfg)
+    replicas, appended_f, fetch_cuts, halts = fetch.apply_fetch_responses(
         replicas, k[W.FETCH_RESPONSE], k[W.FETCH_RECORD], p.now, cfg)
+    cuts = pd.concat([c for c in (cuts, epoch_cuts, fetch_cuts) if len(c)] or [cuts], ignore_index=True)
     min_isr = pd.Series(p.min_isr, dtype="int64")
     replicas, appended_l, results, pending_new = produce.append_to_leader(
         replicas, remotes, k[W.PRODUCE], min_isr, p.now, cfg)
@@ -234,17 +278,23 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     sw.lap("storage_reads")
     replicas, remotes, responses, resp_records, parked = fetch.serve_fetch(
         replicas, remotes, log, requests, parked, p.now, cfg)
+    epoch_answers = offsets_for_leader_epoch.answer(replicas, k[W.EPOCH_REQUEST], prof)
     replicas, remotes, expand = isr.maybe_expand_isr(replicas, remotes, p.now, prof)
     replicas, shrink = isr.maybe_shrink_isr(replicas, remotes, p.now, cfg, prof)
 
     pending, done = produce.complete_delayed_produce(
         replicas, F.concat([k[W.PENDING_PRODUCE], pending_new], F.PENDING), min_isr, p.now)
     results = F.concat([results, done], F.RESULT)
-    replicas, new_requests = fetch.fetch_requests(replicas, p.now, p.unreachable, cfg)
+    replicas, new_requests, epoch_requests = fetch.fetch_requests(replicas, p.now, p.unreachable, cfg)
     tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"])
     sw.lap("serve_fetch")
     stopping = set(k[W.SHUTDOWN]["broker"].tolist())
+    halted = set(halts["broker"].tolist())
+    if halted:  # a broker that exits (pre-2.1 out-of-range) loses its memory as in a crash
+        lines = pd.concat([lines, halts.assign(controller_epoch=-1)[lines.columns]], ignore_index=True)
     brokers = _checkpoint_hw(p, replicas, brokers, force=stopping)
+    replicas = _flush(p, replicas, wire_replicas, stopping)
+    _checkpoint_epochs(p, wire_replicas, replicas)
 
     adds = _write_log(p, F.concat([appended_f, appended_l], F.RECORD), replicas)
     adds += _truncate(p, cuts)
@@ -257,16 +307,18 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
                          pd.concat([lines, stop_lines], ignore_index=True))
     sw.lap("write_files")
     gauges = isr.isr_gauges(replicas, min_isr)
-    summary = {"timings": sw.laps, "storage_reads": len(misses), **{k_: int(v) for k_, v in counts.items()},
+    summary = {"timings": sw.laps, "storage_reads": len(misses), "halted": sorted(int(b) for b in halted), **{k_: int(v) for k_, v in counts.items()},
                **{g: int(gauges[g].sum()) for g in ("under_replicated", "under_min_isr", "at_min_isr")}}
     parts = [
         (W.REPLICA, replicas), (W.REMOTE, remotes), (W.TAIL, tail), (W.BROKER, brokers),
         (W.PARKED_FETCH, parked), (W.PENDING_PRODUCE, pending),
         (W.FETCH, new_requests), (W.FETCH_RESPONSE, responses), (W.FETCH_RECORD, resp_records),
         (W.ISR_CHANGE, F.concat([expand, shrink], F.ISR_CHANGE)),
+        (W.EPOCH_REQUEST, epoch_requests), (W.EPOCH_RESPONSE, epoch_answers),
     ]
-    if stopping:  # a broker shutting down cleanly keeps nothing in memory and sends nothing more
-        parts = [(kind, f[~f["broker" if kind not in W.MESSAGE_KINDS else "src"].isin(list(stopping))])
+    if stopping or halted:  # a broker shutting down or exiting keeps nothing in memory and sends nothing more
+        gone = list(stopping | halted)
+        parts = [(kind, f[~f["broker" if kind not in W.MESSAGE_KINDS else "src"].isin(gone)])
                  for kind, f in parts]
     out = W.pack_all([*parts,
                       (W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in adds]})),

@@ -19,7 +19,7 @@ COMMON = {
     "broker": F.I32, "src": F.I32, "topic": F.STR, "partition": F.I32, "replica": F.I32, "log_dir": F.STR,
     "leader": F.I32, "leader_epoch": F.I32, "controller_epoch": F.I32, "isr": F.STR, "replicas": F.STR,
 }
-SLOTS = {F.I64: ["l0", "l1", "l2", "l3", "l4", "l5", "l6"], F.I32: ["i0", "i1", "i2"], F.BOOL: ["f0"],
+SLOTS = {F.I64: ["l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8"], F.I32: ["i0", "i1", "i2"], F.BOOL: ["f0"],
          F.STR: ["s0", "s1", "payload"]}
 
 # Kinds of rows. State kinds are a broker's memory and vanish when it crashes; message kinds are
@@ -27,6 +27,7 @@ SLOTS = {F.I64: ["l0", "l1", "l2", "l3", "l4", "l5", "l6"], F.I32: ["i0", "i1", 
 REPLICA, REMOTE, TAIL, BROKER, PARKED_FETCH, PENDING_PRODUCE = 1, 2, 3, 4, 5, 6
 FETCH, FETCH_RESPONSE, FETCH_RECORD, PRODUCE, LEADER_AND_ISR, START = 10, 11, 12, 13, 14, 15
 STOP_REPLICA, UPDATE_METADATA, ISR_RESULT, SHUTDOWN = 16, 17, 18, 19
+EPOCH_REQUEST, EPOCH_RESPONSE = 23, 24
 ADD, RESULT_SUMMARY, ISR_CHANGE = 20, 21, 22
 
 KIND_SPECS: dict[int, dict[str, str]] = {
@@ -34,13 +35,13 @@ KIND_SPECS: dict[int, dict[str, str]] = {
     PENDING_PRODUCE: F.PENDING, FETCH: F.FETCH, FETCH_RESPONSE: F.FETCH_RESPONSE, FETCH_RECORD: F.RECORD,
     PRODUCE: F.PRODUCE, LEADER_AND_ISR: F.LEADER_AND_ISR, START: {"broker": F.I32},
     STOP_REPLICA: F.STOP_REPLICA, UPDATE_METADATA: F.UPDATE_METADATA, ISR_RESULT: F.ISR_RESULT,
-    SHUTDOWN: {"broker": F.I32},
+    SHUTDOWN: {"broker": F.I32}, EPOCH_REQUEST: F.EPOCH_REQUEST, EPOCH_RESPONSE: F.EPOCH_RESPONSE,
     ADD: {"broker": F.I32, "payload": F.STR}, RESULT_SUMMARY: {"broker": F.I32, "payload": F.STR},
     ISR_CHANGE: F.ISR_CHANGE,
 }
 STATE_KINDS = (REPLICA, REMOTE, TAIL, BROKER, PARKED_FETCH, PENDING_PRODUCE)
 MESSAGE_KINDS = (FETCH, FETCH_RESPONSE, FETCH_RECORD, PRODUCE, LEADER_AND_ISR, START, STOP_REPLICA,
-                 UPDATE_METADATA, ISR_RESULT, SHUTDOWN)
+                 UPDATE_METADATA, ISR_RESULT, SHUTDOWN, EPOCH_REQUEST, EPOCH_RESPONSE)
 CARRY_KINDS = STATE_KINDS + MESSAGE_KINDS
 DRIVER_KINDS = (ADD, RESULT_SUMMARY, ISR_CHANGE)
 

@@ -75,6 +75,7 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     "spark.partitions": 0,  # Spark partitions the brokers are grouped into (0: spark.sql.shuffle.partitions)
     "tail.records": 1000,  # records per led partition kept in memory for followers' fetches
     "read.max.records": 10000,  # records one catch-up read takes from storage per partition
+    "page.cache.writeback.ms": 30000,  # when the OS writes appended data to disk (protocol/flush.py)
 }
 
 # inter.broker.protocol.version -> profile (protocol.md section 0). Kafka accepts "2.8", "2.8-IV1"...

@@ -16,9 +16,22 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from . import errors
-from .frames import FETCH, FETCH_RESPONSE, RECORD, REMOTE, concat, conform, empty, locate, take
+from . import errors, leader_epoch, offsets_for_leader_epoch
+from .frames import (
+    EPOCH_REQUEST,
+    FETCH,
+    FETCH_RESPONSE,
+    RECORD,
+    REMOTE,
+    TRUNCATING,
+    concat,
+    conform,
+    empty,
+    locate,
+    take,
+)
 from .high_watermark import follower_hw, maybe_increment_leader_hw
+from .truncation import truncate
 
 FOREVER = np.iinfo("int64").max
 REQUEST = ["src", "broker", "sent_ms"]  # one fetch request = these + many partitions
@@ -43,12 +56,14 @@ def _cut_off(src: np.ndarray, dst: np.ndarray, unreachable: Mapping[int, frozens
 
 def fetch_requests(
     replicas: pd.DataFrame, now: int, unreachable: Mapping[int, frozenset[int]], cfg: Mapping
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each follower sends a fetch to each leader it has no request outstanding with.
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Each follower sends a request to each leader it has no request outstanding with: a Fetch for
+    its partitions in the Fetching state, OffsetsForLeaderEpoch for those still Truncating.
 
     A request to a leader the follower cannot reach fails at once (the connection is refused or
     reset) and the partitions back off replica.fetch.backoff.ms; a request that got no answer for
     replica.socket.timeout.ms past the leader's wait time is given up and sent again.
+    Returns (replicas, fetch requests, OffsetsForLeaderEpoch requests).
     """
     r = replicas.copy()
     follower = (r["leader"] >= 0) & (r["leader"] != r["broker"])
@@ -59,11 +74,13 @@ def fetch_requests(
     r.loc[dropped, "fetch_in_flight"] = False
     r.loc[dropped & cut, "backoff_until_ms"] = now + cfg["replica.fetch.backoff.ms"]
     busy = r.groupby(["broker", "leader"])["fetch_in_flight"].transform("any").to_numpy(dtype=bool)
-    send = follower & ~busy & ~cut & (r["backoff_until_ms"].to_numpy() <= now)
+    send = (follower & ~busy & ~cut & (r["backoff_until_ms"].to_numpy() <= now)).to_numpy()
     if not send.any():
-        return r, empty(FETCH)
-    s = r[send]
+        return r, empty(FETCH), empty(EPOCH_REQUEST)
+    truncating = r["fetch_state"].to_numpy() == TRUNCATING
     prof = cfg["profile"]
+    epoch_reqs = offsets_for_leader_epoch.requests(r, send & truncating, now, prof)
+    s = r[send & ~truncating]
     req = pd.DataFrame({
         "broker": s["leader"], "src": s["broker"], "topic": s["topic"], "partition": s["partition"],
         "fetch_offset": s["leo"],
@@ -73,7 +90,7 @@ def fetch_requests(
     })
     r.loc[send, "fetch_in_flight"] = True
     r.loc[send, "fetch_sent_ms"] = now
-    return r, conform(req, FETCH)
+    return r, conform(req, FETCH), epoch_reqs
 
 
 def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
@@ -89,6 +106,27 @@ def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
          errors.NOT_LEADER_OR_FOLLOWER, errors.OFFSET_OUT_OF_RANGE],
         default="",
     )
+
+
+def _diverging(m: pd.DataFrame) -> None:
+    """Partition.readRecords' lastFetchedEpoch check (Fetch v12, 2.8; golden R9, C-TR-04), in place:
+    `_de`/`_do` get the DivergingEpoch (-1 when none) and an epoch the leader cannot place becomes
+    OFFSET_OUT_OF_RANGE. A follower whose last epoch is the leader's latest cannot diverge, so only
+    the few other rows reach the epoch cache."""
+    m["_de"], m["_do"] = -1, -1
+    lfe = m["last_fetched_epoch"].to_numpy()
+    check = np.flatnonzero((m["_err"].to_numpy() == "") & (lfe >= 0) & (lfe != m["_lle"].fillna(-1).to_numpy()))
+    if len(check) == 0:
+        return
+    de, do, err = m["_de"].to_numpy().copy(), m["_do"].to_numpy().copy(), m["_err"].to_numpy().copy()
+    for i in check:
+        d = leader_epoch.diverging_epoch(leader_epoch.decode(m["_cache"].iat[i]), int(m["leo"].iat[i]), int(lfe[i]),
+                                         int(m["fetch_offset"].iat[i]), log_start_offset=int(m["_lls"].iat[i]))
+        if d == leader_epoch.OUT_OF_RANGE:
+            err[i] = errors.OFFSET_OUT_OF_RANGE
+        elif d is not None:
+            de[i], do[i] = d
+    m["_de"], m["_do"], m["_err"] = de, do, err
 
 
 def _update_followers(remotes: pd.DataFrame, ok: pd.DataFrame, now: int) -> pd.DataFrame:
@@ -118,7 +156,7 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     """Records each (request, partition) row gets: from fetch_offset up to LEO, at most
     replica.fetch.max.bytes per partition and replica.fetch.response.max.bytes per response, but
     always at least one record for the first partition with data (KIP-74)."""
-    want = m.loc[m["_err"] == "", REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
+    want = m.loc[(m["_err"] == "") & (m["_de"] < 0), REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
     if want.empty or log.empty:
         return empty(RECORD).assign(sent_ms=pd.Series(dtype="int64"), _dst=pd.Series(dtype="int32"))
     lg = log.drop(columns=["src"]).merge(want.rename(columns={"src": "_dst"}), on=["broker", "topic", "partition"])
@@ -146,14 +184,17 @@ def serve_fetch(
     reqs = concat([requests.assign(_new=True), parked.assign(_new=False)], {**FETCH, "_new": "bool"})
     if reqs.empty:
         return replicas, remotes, empty(FETCH_RESPONSE), empty(RECORD), empty(FETCH)
-    side = ["broker", "topic", "partition", "leader", "leader_epoch", "leo", "hw", "log_start_offset"]
+    side = ["broker", "topic", "partition", "leader", "leader_epoch", "leo", "hw", "log_start_offset",
+            "last_fetched_epoch", "epoch_cache"]
     m = reqs.rename(columns={"log_start_offset": "req_log_start"}).merge(
-        replicas[side].rename(columns={"log_start_offset": "_lls"}), on=["broker", "topic", "partition"],
-        how="left", indicator=True)
+        replicas[side].rename(columns={"log_start_offset": "_lls", "last_fetched_epoch": "_lle",
+                                       "epoch_cache": "_cache"}),
+        on=["broker", "topic", "partition"], how="left", indicator=True)
     hosted = (m["_merge"] == "both").to_numpy()
     m["_err"] = _validate(m, hosted)
+    _diverging(m)
     m["_hw_snapshot"] = m["hw"]
-    new_ok = m[m["_new"] & (m["_err"] == "")]
+    new_ok = m[m["_new"] & (m["_err"] == "") & (m["_de"] < 0)]
     remotes = _update_followers(remotes, new_ok, now)
     replicas = maybe_increment_leader_hw(replicas, remotes, cfg["profile"], cfg["replica.lag.time.max.ms"], now)
     m = m.drop(columns=["hw"]).merge(replicas[["broker", "topic", "partition", "hw"]], how="left",
@@ -167,7 +208,8 @@ def serve_fetch(
     has_data = m["_n"].fillna(0).to_numpy() > 0  # one request: any partition with data answers all
     is_new = m["_new"].to_numpy(dtype=bool)
     expired = ~is_new & (m["deadline_ms"].to_numpy() <= now)
-    respond = has_err | has_data | expired | (cfg["replica.fetch.wait.max.ms"] <= 0)
+    has_div = (m["_de"] >= 0).groupby([m[c] for c in REQUEST]).transform("any").to_numpy(dtype=bool)
+    respond = has_err | has_data | has_div | expired | (cfg["replica.fetch.wait.max.ms"] <= 0)
     done, wait = m[respond], m[~respond]
     # New requests answered at once report the HW read before this fetch moved it; parked ones
     # re-read at completion and report the current HW (protocol.md 3.2, 3.3).
@@ -177,7 +219,7 @@ def serve_fetch(
         "fetch_offset": done["fetch_offset"], "hw": np.nan_to_num(hw.astype(float), nan=-1),
         "log_start_offset": done["_lls"].fillna(-1), "leo": done["leo"].fillna(-1),
         "leader_epoch": done["leader_epoch"].fillna(-1), "error": done["_err"].where(done["_err"] != "", None),
-        "sent_ms": done["sent_ms"],
+        "sent_ms": done["sent_ms"], "diverging_epoch": done["_de"], "diverging_end_offset": done["_do"],
     })
     keys = done[REQUEST].rename(columns={"src": "_dst"}).drop_duplicates()
     out_recs = recs.merge(keys, on=RESPONSE)
@@ -190,36 +232,46 @@ def serve_fetch(
 
 def apply_fetch_responses(
     replicas: pd.DataFrame, responses: pd.DataFrame, records: pd.DataFrame, now: int, cfg: Mapping
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The follower processes fetch responses (AbstractFetcherThread.processFetchRequest).
 
     A response to anything but the partition's outstanding request (from a broker that is no
     longer its leader, or to a request a LeaderAndIsr superseded) is dropped, and so are the
-    records of one whose fetch offset is not the log end any more. Otherwise records are appended as sent (offsets and
-    epochs kept), then HW := clamp(response HW, logStart, LEO) and logStart := max(own, leader's).
-    Errors back the partition off replica.fetch.backoff.ms; FENCED_LEADER_EPOCH stops fetching it
-    until the next LeaderAndIsr. Returns (replicas, appended records).
+    records of one whose fetch offset is not the log end any more. Otherwise records are appended
+    as sent (offsets and epochs kept, the epoch cache updated), then HW := clamp(response HW,
+    logStart, LEO) and logStart := max(own, leader's). A DivergingEpoch truncates the log by the
+    KIP-279 rule and touches nothing else (KAFKA-14704); OFFSET_OUT_OF_RANGE runs the out-of-range
+    recovery (out_of_range). Other errors back the partition off replica.fetch.backoff.ms;
+    FENCED_LEADER_EPOCH stops fetching it until the next LeaderAndIsr.
+    Returns (replicas, appended records, log cuts, halts: brokers that exit, as pre-2.1 ones did).
     """
-    if responses.empty:
-        return replicas, empty(RECORD)
     replicas = replicas.reset_index(drop=True)  # positions below index rows
+    no_cuts = truncate(replicas, np.empty(0, "int64"), np.empty(0, "int64"))[1]
+    if responses.empty:
+        return replicas, empty(RECORD), no_cuts, _halts(replicas, [], [], [])
     pos = locate(replicas, responses)
     leader = take(replicas, "leader", pos, -1)
     leo = take(replicas, "leo", pos, -1)
     same_request = take(replicas, "fetch_sent_ms", pos, -2) == responses["sent_ms"].to_numpy()
     waiting = take(replicas, "fetch_in_flight", pos, False).astype(bool)
     mine = (pos >= 0) & (leader == responses["src"].to_numpy()) & waiting & same_request
-    has_err = responses["error"].notna().to_numpy()
-    ok = mine & ~has_err & (responses["fetch_offset"].to_numpy() == leo)
-    err = mine & has_err
+    error = responses["error"].to_numpy()
+    has_err = pd.notna(error)
+    diverging = ~has_err & (responses["diverging_end_offset"].to_numpy() >= 0)
+    ok = mine & ~has_err & ~diverging & (responses["fetch_offset"].to_numpy() == leo)
+    out_of_range = mine & has_err & (error == errors.OFFSET_OUT_OF_RANGE)
+    err = mine & has_err & ~out_of_range
     r = replicas.copy()
     r.loc[pos[mine], "fetch_in_flight"] = False
     if err.any():
-        fenced = (responses["error"].to_numpy()[err] == "FENCED_LEADER_EPOCH")
+        fenced = error[err] == errors.FENCED_LEADER_EPOCH
         r.loc[pos[err], "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"])
+    r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], cfg["profile"])
+    r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
+    cuts = pd.concat([cuts_d, cuts_o], ignore_index=True)
     appended = empty(RECORD)
     if not ok.any():
-        return r, appended
+        return r, appended, cuts, halts
     okr = responses[ok]
     if len(records):
         rk = okr[["broker", "topic", "partition", "src", "fetch_offset"]]
@@ -228,15 +280,62 @@ def apply_fetch_responses(
                            .sort_values(["broker", "topic", "partition", "offset"]), RECORD)
     if len(appended):
         last = appended.groupby(["broker", "topic", "partition"], as_index=False, sort=False).agg(
-            _leo=("offset", "max"), _epoch=("leader_epoch", "last"))
-        lp = locate(r, last)
-        r.loc[lp, "leo"] = last["_leo"].to_numpy() + 1
-        r.loc[lp, "last_fetched_epoch"] = last["_epoch"].to_numpy()
+            _leo=("offset", "max"))
+        r.loc[locate(r, last), "leo"] = last["_leo"].to_numpy() + 1
+        r = leader_epoch.on_append(r, appended, cfg["profile"])
     op = pos[ok]
     ls = np.maximum(r["log_start_offset"].to_numpy()[op], okr["log_start_offset"].to_numpy())
     r.loc[op, "log_start_offset"] = ls
     r.loc[op, "hw"] = follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls)
-    return r, appended
+    return r, appended, cuts, halts
+
+
+def _truncate_diverging(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, profile: str
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """AbstractFetcherThread.truncateOnFetchResponse: the KIP-279 arithmetic on the DivergingEpoch."""
+    offs = [leader_epoch.truncation_offset(leader_epoch.decode(r.at[p, "epoch_cache"]), int(r.at[p, "leo"]),
+                                           int(r.at[p, "hw"]), (int(e), int(o)), profile)[0]
+            for p, e, o in zip(pos, resp["diverging_epoch"], resp["diverging_end_offset"], strict=True)]
+    return truncate(r, pos, np.asarray(offs, dtype="int64"))
+
+
+def out_of_range_recovery(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, cfg: Mapping
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """AbstractFetcherThread.fetchOffsetAndTruncate (protocol.md 3.6, golden C-TR-05), with the
+    leader's LEO and log start as its ListOffsets answers would give them (the response's snapshot).
+
+    Leader LEO below the follower's: truncate to it, except before 2.1 (KAFKA-7414) on a topic with
+    unclean election disabled, where the broker exits ("log truncation is not allowed"). Leader log
+    start above the follower's LEO: the log is emptied and restarts at the leader's log start."""
+    leader_leo = resp["leo"].to_numpy()
+    leader_ls = resp["log_start_offset"].to_numpy()
+    own = r["leo"].to_numpy()[pos]
+    behind = leader_leo < own
+    unclean = cfg.get("topic_unclean", {})
+    old = cfg["profile"] in ("0.8", "0.10", "0.11", "2.0")
+    halt = behind & old & ~np.array([bool(unclean.get(t, cfg["unclean.leader.election.enable"]))
+                                     for t in resp["topic"]], dtype=bool)
+    halts = _halts(r, pos[halt], leader_leo[halt], resp["src"].to_numpy()[halt])
+    cut_pos = pos[behind & ~halt]
+    r, cuts = truncate(r, cut_pos, leader_leo[behind & ~halt])
+    reset = ~behind & (leader_ls > own)
+    if reset.any():  # truncateFullyAndStartAt(leader log start)
+        rp = pos[reset]
+        r, c2 = truncate(r, rp, np.zeros(len(rp), dtype="int64"))
+        for col in ("leo", "hw", "log_start_offset", "recovery_point"):
+            r.loc[rp, col] = leader_ls[reset]
+        cuts = pd.concat([cuts, c2], ignore_index=True)
+    return r, cuts, halts
+
+
+def _halts(r: pd.DataFrame, pos, leader_leo, leader) -> pd.DataFrame:
+    """Brokers that exit, with ReplicaFetcherThread's FATAL line (0.10.2 handleOffsetOutOfRange)."""
+    rows = [(int(r.at[p, "broker"]), r.at[p, "topic"], int(r.at[p, "partition"]),
+             f"[ReplicaFetcherThread-0-{int(ld)}]: Exiting because log truncation is not allowed for partition "
+             f"{r.at[p, 'topic']}-{int(r.at[p, 'partition'])}, current leader's latest offset {int(lo)} is less "
+             f"than replica {int(r.at[p, 'broker'])}'s latest offset {int(r.at[p, 'leo'])}")
+            for p, lo, ld in zip(pos, leader_leo, leader, strict=True)]
+    return pd.DataFrame(rows, columns=["broker", "topic", "partition", "message"])
 
 
 def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame, cap: int) -> pd.DataFrame:

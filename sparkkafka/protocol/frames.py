@@ -27,6 +27,19 @@ REPLICA = {
     "zk_version": I32,  # the partition state's zkVersion as this broker knows it (-1 = unknown)
     "pending_isr": STR,  # "" when the ISR is committed, else the proposed ISR of the change in flight
     "isr_check_ms": I64,  # when the leader's shrink check last ran for it (-1 = never)
+    "epoch_cache": STR,  # leader-epoch cache "epoch:start,epoch:start" ("" = empty; leader_epoch.py)
+    "fetch_state": I32,  # as a follower: FETCHING or TRUNCATING (AbstractFetcherThread's PartitionFetchState)
+    "recovery_point": I64,  # offsets below it are flushed to disk (Log.recoveryPoint)
+    "last_flush_ms": I64,  # when the log was last flushed (Log.lastFlushTime)
+}
+FETCHING, TRUNCATING = 0, 1
+# A replica's state before any LeaderAndIsr: no role, an empty log, nothing in flight.
+REPLICA_DEFAULTS = {
+    "leader": -1, "leader_epoch": -1, "controller_epoch": -1, "isr": "", "replicas": "",
+    "leo": 0, "hw": 0, "log_start_offset": 0, "last_fetched_epoch": -1, "epoch_start_offset": -1,
+    "fetch_in_flight": False, "fetch_sent_ms": -1, "backoff_until_ms": -1,
+    "zk_version": -1, "pending_isr": "", "isr_check_ms": -1,
+    "epoch_cache": "", "fetch_state": FETCHING, "recovery_point": 0, "last_flush_ms": -1,
 }
 # The leader's view of one follower (Kafka's Replica: remote LEO, lastCaughtUpTimeMs ...).
 REMOTE = {
@@ -53,6 +66,16 @@ FETCH_RESPONSE = {
     "broker": I32, "src": I32, "topic": STR, "partition": I32, "fetch_offset": I64,
     "hw": I64, "log_start_offset": I64, "leo": I64, "leader_epoch": I32, "error": STR,
     "sent_ms": I64,  # echoes the request's, so the follower matches it to its outstanding fetch
+    "diverging_epoch": I32, "diverging_end_offset": I64,  # Fetch v12 DivergingEpoch (-1 = none)
+}
+# An OffsetsForLeaderEpoch request's entry (0.11+; current_leader_epoch from v2, 2.1) and its answer.
+EPOCH_REQUEST = {
+    "broker": I32, "src": I32, "topic": STR, "partition": I32, "leader_epoch": I32,
+    "current_leader_epoch": I32, "sent_ms": I64,
+}
+EPOCH_RESPONSE = {
+    "broker": I32, "src": I32, "topic": STR, "partition": I32, "leader_epoch": I32, "end_offset": I64,
+    "error": STR, "sent_ms": I64,
 }
 # A produce request's batch for one partition: `count` records with ids record_id.. +count-1.
 PRODUCE = {
@@ -115,6 +138,12 @@ def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame
     if not parts:
         return empty(spec)
     return conform(pd.concat(parts, ignore_index=True), spec)
+
+
+def new_replicas(df: pd.DataFrame) -> pd.DataFrame:
+    """REPLICA rows from a frame holding at least broker, topic, partition and log_dir: every
+    column it lacks takes its REPLICA_DEFAULTS value."""
+    return conform(df.assign(**{c: v for c, v in REPLICA_DEFAULTS.items() if c not in df.columns}), REPLICA)
 
 
 def ids(csv: str | None) -> list[int]:

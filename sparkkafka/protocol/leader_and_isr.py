@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .frames import BROKER, REMOTE, REPLICA, concat, conform, ids
+from .frames import BROKER, REMOTE, REPLICA, concat, conform, ids, new_replicas
 from .log_manager import assign_log_dirs
 
 STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
@@ -28,14 +28,9 @@ def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: lis
         held = replicas.loc[replicas["broker"] == b, "log_dir"].value_counts().to_dict()
         prefer = [d if isinstance(d, str) and d in log_dirs else None for d in grp["log_dir"]]
         dirs += assign_log_dirs(held, log_dirs, len(grp), prefer)
-    created = pd.DataFrame({
+    created = new_replicas(pd.DataFrame({
         "broker": new["broker"].to_numpy(), "topic": new["topic"].to_numpy(),
-        "partition": new["partition"].to_numpy(), "log_dir": dirs,
-        "leader": -1, "leader_epoch": -1, "controller_epoch": -1, "isr": "", "replicas": "",
-        "leo": 0, "hw": 0, "log_start_offset": 0, "last_fetched_epoch": -1, "epoch_start_offset": -1,
-        "fetch_in_flight": False, "fetch_sent_ms": -1, "backoff_until_ms": -1,
-        "zk_version": -1, "pending_isr": "", "isr_check_ms": -1,
-    })
+        "partition": new["partition"].to_numpy(), "log_dir": dirs}))
     return concat([replicas, created], REPLICA)
 
 

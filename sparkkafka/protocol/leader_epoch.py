@@ -254,3 +254,98 @@ def parse_checkpoint(text: str) -> list[Entry]:
     if len(out) != count:
         raise ValueError(f"leader-epoch-checkpoint: expected {count} entries, found {len(out)}")
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The cache as a REPLICA column, maintained over frames
+# ---------------------------------------------------------------------------------------------------------
+# A replica's cache travels as one string, "epoch:start,epoch:start" ("" when empty): a few entries per
+# replica, changed only when an epoch starts or the log is truncated, so the Python work below runs
+# for those few rows and the common case (records of the epoch already cached) stays vectorised.
+
+def enabled(profile: str) -> bool:
+    """Whether records carry a leader epoch and replicas keep the cache: message format v2, from 0.11
+    (KIP-101). Older formats have no epoch field (read as -1) and the cache stays empty (KAFKA-7897)."""
+    return _rank(profile) >= _rank("0.11")
+
+
+def encode(entries: Iterable[Entry]) -> str:
+    return ",".join(f"{e}:{o}" for e, o in _entries(entries))
+
+
+def decode(text: str | None) -> list[Entry]:
+    if not text:
+        return []
+    return [(int(e), int(o)) for e, o in (x.split(":") for x in text.split(","))]
+
+
+def _latest_of(text: str) -> int:
+    return int(text.rsplit(",", 1)[-1].split(":", 1)[0]) if text else UNDEFINED_EPOCH
+
+
+def on_append(replicas, appended, profile: str):
+    """LeaderEpochFileCache.assign(batch epoch, base offset) for every appended batch (leader or
+    follower, protocol.md 5.1 site a). `appended` holds RECORD rows sorted by offset per partition;
+    an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
+    the cache's latest epoch. Returns the replicas frame (a copy when changed)."""
+    import numpy as np
+
+    from .frames import KEY, locate
+
+    if appended.empty:
+        return replicas
+    a = appended.sort_values([*KEY, "offset"], kind="stable")
+    key_change = np.ones(len(a), dtype=bool)
+    ep = a["leader_epoch"].to_numpy()
+    same = np.ones(len(a), dtype=bool)
+    for c in KEY:
+        v = a[c].to_numpy()
+        same[1:] &= v[1:] == v[:-1]
+    key_change[1:] = ~same[1:]
+    pos = locate(replicas, a)
+    r = replicas.copy()
+    lfe = r["last_fetched_epoch"].to_numpy()
+    prev = np.where(key_change, lfe[np.maximum(pos, 0)], np.r_[-2, ep[:-1]])
+    starts = (pos >= 0) & (ep != prev) & (ep >= 0)
+    last = ~np.r_[same[1:], False]  # the last record of each partition
+    lp = pos[last & (pos >= 0)]
+    if enabled(profile) and starts.any():
+        caches = r["epoch_cache"].to_numpy().copy()
+        for p, e, o in zip(pos[starts], ep[starts], a["offset"].to_numpy()[starts], strict=True):
+            caches[p] = encode(assign(decode(caches[p]), int(e), int(o)))
+        r["epoch_cache"] = caches
+    latest = ([_latest_of(c) for c in r["epoch_cache"].to_numpy()[lp]] if enabled(profile)
+              else ep[last & (pos >= 0)])
+    r.loc[lp, "last_fetched_epoch"] = np.asarray(latest, dtype="int32")
+    return r
+
+
+def on_become_leader(replicas, mask, profile: str):
+    """Partition.makeLeader from 2.1 (KAFKA-7415): a new leader records (its epoch, LEO) at once, before
+    any write, so a follower holding a never-replicated later epoch still finds a higher entry."""
+    if _rank(profile) < _rank("2.1") or not mask.any():
+        return replicas
+    r = replicas.copy()
+    idx = r.index[mask]
+    r.loc[idx, "epoch_cache"] = [
+        encode(assign(decode(c), int(e), int(o)))
+        for c, e, o in zip(r.loc[idx, "epoch_cache"], r.loc[idx, "leader_epoch"], r.loc[idx, "leo"], strict=True)]
+    r.loc[idx, "last_fetched_epoch"] = r.loc[idx, "leader_epoch"].to_numpy()
+    return r
+
+
+def on_truncate(replicas, pos, offsets):
+    """truncateFromEnd(offset) for the replicas at positions `pos` (every log truncation, even one at or
+    past the LEO: KAFKA-10706); last_fetched_epoch follows the cache's new latest epoch."""
+    if len(pos) == 0:
+        return replicas
+    r = replicas.copy()
+    caches = r["epoch_cache"].to_numpy().copy()
+    for p, o in zip(pos, offsets, strict=True):
+        caches[p] = encode(truncate_from_end(decode(caches[p]), int(o)))
+    r["epoch_cache"] = caches
+    col = r.columns.get_loc("last_fetched_epoch")
+    for p in pos:
+        if caches[p] or r.iat[p, col] >= 0:
+            r.iat[p, col] = _latest_of(caches[p])
+    return r

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from . import errors
+from . import errors, leader_epoch
 from .frames import PENDING, RECORD, REPLICA, RESULT, concat, conform, empty, isr_size
 from .high_watermark import maybe_increment_leader_hw
 
@@ -73,11 +73,12 @@ def append_to_leader(
     replicas = replicas.merge(new_leo, on=["broker", "topic", "partition"], how="left")
     has = replicas["new_leo"].notna()
     replicas.loc[has, "leo"] = replicas.loc[has, "new_leo"].astype("int64")
-    replicas.loc[has, "last_fetched_epoch"] = replicas.loc[has, "leader_epoch"]
-    replicas = maybe_increment_leader_hw(conform(replicas, REPLICA), remotes, cfg["profile"],
-                                         cfg["replica.lag.time.max.ms"], now)
+    # Message format v2 (0.11+) stamps each batch with the leader's epoch; older formats carry none (-1).
+    epoch = a["leader_epoch"] if leader_epoch.enabled(cfg["profile"]) else -1
+    records = expand_batches(a.assign(leader_epoch=epoch, src=a["broker"], timestamp=a["sent_ms"]))
+    replicas = leader_epoch.on_append(conform(replicas, REPLICA), records, cfg["profile"])
+    replicas = maybe_increment_leader_hw(replicas, remotes, cfg["profile"], cfg["replica.lag.time.max.ms"], now)
 
-    records = expand_batches(a.assign(leader_epoch=a["leader_epoch"], src=a["broker"], timestamp=a["sent_ms"]))
     ack1 = a[a["acks"] == 1]
     answered = _results(ack1, now, None, ack1["base_offset"], True)
     pend = a[a["acks"] == -1].assign(required_offset=lambda d: d["base_offset"] + d["count"])

@@ -1,9 +1,12 @@
-"""Follower log truncation on becoming follower.
+"""Follower log truncation, per inter.broker.protocol.version (protocol.md 5.4-5.5, 3.6; golden R8).
 
-This version applies the pre-0.11 rule to every profile (ReplicaManager.makeFollowers, protocol.md
-5.5 V-HW): a replica that becomes a follower of a new leader epoch truncates its log to its own
-high watermark before fetching. The leader-epoch rules (KIP-101/279/320, divergence on fetch)
-replace it per inter.broker.protocol.version in later work.
+* 0.8/0.10 (ReplicaManager.makeFollowers): a replica that becomes follower of a new leader truncates
+  its log to its own high watermark, then fetches from there.
+* 0.11-2.7: it enters the fetcher in the Truncating state and asks the leader OffsetsForLeaderEpoch
+  (offsets_for_leader_epoch.py); an empty cache truncates to the HW at once.
+* 2.8 (KAFKA-10554): with a non-empty cache it fetches straight from its LEO with lastFetchedEpoch and
+  truncates when the leader answers with a DivergingEpoch (fetch.py).
+Before 2.1 (KAFKA-7164) only a change of leader restarts the fetcher; from 2.1 any new leader epoch does.
 """
 
 from __future__ import annotations
@@ -11,29 +14,59 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .frames import KEY, REPLICA, conform, locate, take
+from . import leader_epoch
+from .frames import FETCHING, KEY, REPLICA, TRUNCATING, conform, locate, take
 
 CUTS = ["broker", "topic", "partition", "log_dir", "offset"]
+_RANK = {"0.8": 0, "0.10": 1, "0.11": 2, "2.0": 3, "2.1": 4, "2.7": 5, "2.8": 6}
 
 
-def new_followers(before: pd.DataFrame, after: pd.DataFrame) -> np.ndarray:
-    """Rows of `after` that became followers in a new leader epoch (makeFollower ran)."""
-    old_epoch = take(before, "leader_epoch", locate(before, after), -2)
-    follower = (after["leader"].to_numpy() >= 0) & (after["leader"].to_numpy() != after["broker"].to_numpy())
-    return follower & (after["leader_epoch"].to_numpy() != old_epoch)
+def new_followers(before: pd.DataFrame, after: pd.DataFrame, profile: str) -> np.ndarray:
+    """Rows of `after` that makeFollower (re)started: a new leader epoch with another leader, or, from
+    2.1 (KAFKA-7164), any new leader epoch."""
+    pos = locate(before, after)
+    old_epoch = take(before, "leader_epoch", pos, -2)
+    old_leader = take(before, "leader", pos, -2)
+    leader = after["leader"].to_numpy()
+    follower = (leader >= 0) & (leader != after["broker"].to_numpy())
+    changed = after["leader_epoch"].to_numpy() != old_epoch
+    if _RANK[profile] < _RANK["2.1"]:
+        changed &= leader != old_leader
+    return follower & changed
 
 
-def truncate_to_hw(replicas: pd.DataFrame, mask: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Truncate the selected replicas to their HW. Returns (replicas, cuts): each cut removes the
-    replica's records at offset >= `offset` from its log."""
-    sel = mask & (replicas["leo"].to_numpy() > replicas["hw"].to_numpy())
-    cuts = replicas.loc[sel, CUTS[:-1]].assign(offset=replicas.loc[sel, "hw"].to_numpy())
-    if not sel.any():
-        return replicas, cuts.reset_index(drop=True)
-    r = replicas.copy()
-    r.loc[sel, "leo"] = r.loc[sel, "hw"]
-    r.loc[sel, "last_fetched_epoch"] = -1  # unknown until the epoch cache lands (leader-epoch work)
-    return conform(r, REPLICA), cuts.reset_index(drop=True)
+def truncate(replicas: pd.DataFrame, pos: np.ndarray, offsets: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Log.truncateTo(offset) for the replicas at positions `pos`: records at and above the offset go,
+    LEO and HW come down to it (HW = min(HW, offset)), so does the recovery point, and the epoch cache
+    is cut (truncateFromEnd, even when nothing is removed). Returns (replicas, cuts)."""
+    pos = np.asarray(pos, dtype="int64")
+    offsets = np.asarray(offsets, dtype="int64")
+    if len(pos) == 0:
+        return replicas, pd.DataFrame({c: pd.Series(dtype=REPLICA.get(c, "int64")) for c in CUTS})
+    r = leader_epoch.on_truncate(replicas.reset_index(drop=True), pos, offsets)
+    leo = r["leo"].to_numpy()[pos]
+    cut = offsets < leo
+    cuts = r.iloc[pos[cut]][CUTS[:-1]].assign(offset=offsets[cut]).reset_index(drop=True)
+    for col in ("leo", "hw", "recovery_point"):
+        v = r[col].to_numpy().copy()
+        v[pos] = np.minimum(v[pos], offsets)
+        r[col] = v
+    return conform(r, REPLICA), cuts
+
+
+def become_follower(replicas: pd.DataFrame, mask: np.ndarray, profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Put the new followers in `mask` into the fetcher as their profile does (see the module text).
+    Returns (replicas, cuts)."""
+    r = replicas.reset_index(drop=True)
+    has_cache = r["epoch_cache"].astype(str).str.len().to_numpy() > 0
+    to_hw = mask & (~has_cache | (_RANK[profile] < _RANK["0.11"]))
+    state = r["fetch_state"].to_numpy().copy()
+    state[mask] = FETCHING
+    if _RANK["0.11"] <= _RANK[profile] < _RANK["2.8"]:
+        state[mask & ~to_hw] = TRUNCATING
+    r["fetch_state"] = state
+    pos = np.flatnonzero(to_hw)
+    return truncate(r, pos, r["hw"].to_numpy()[pos])
 
 
 def drop_cut_records(records: pd.DataFrame, cuts: pd.DataFrame) -> pd.DataFrame:

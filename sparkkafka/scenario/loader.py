@@ -35,7 +35,7 @@ from sparkkafka.scenario.model import Event, Scenario, TopicSpec
 # Valid events (and "crash.power_loss") whose behaviour is not implemented yet. They are fully
 # validated, then rejected with NotYetSupportedError; remove a name here once it is implemented.
 NOT_YET_SUPPORTED: set[str] = {
-    "reassign", "elect_leaders", "fail_log_dir", "crash.power_loss",
+    "reassign", "elect_leaders", "fail_log_dir",
 }
 
 DEFAULT_TAIL_MS = 10000  # without `run`: stop this long after the last event (and its duration)

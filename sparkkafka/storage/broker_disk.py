@@ -6,6 +6,11 @@ Under OUT/brokers/<id>/<log_dir>/:
   replica.high.watermark.checkpoint.interval.ms (LogManager / ReplicaManager).
 - `partitions`: the logs that exist in the dir (Kafka sees them as `<topic>-<p>` directories),
   rewritten whenever a log is created, so an empty log is found again after a restart.
+- `<topic>-<p>/leader-epoch-checkpoint`: the replica's leader-epoch cache, rewritten on every change
+  (LeaderEpochCheckpointFile, fsynced as Kafka's CheckpointFile is).
+- `flushed-offsets` (the emulator's, not Kafka's): per log, the offset below which its records were
+  flushed (fsync) by Kafka's flush rules or a clean shutdown; a power loss keeps those records and
+  the ones the operating system wrote back, and nothing else (protocol/flush.py).
 Also, executor-side reads of a broker's log from a pinned Delta snapshot (restart recovery and
 catch-up reads for lagging followers).
 """
@@ -22,10 +27,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
+from ..protocol import leader_epoch
 from .tables import table_path
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 PARTITIONS = "partitions"
+EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+FLUSHED = "flushed-offsets"
 
 
 def dir_path(brokers_dir: str, broker: int, log_dir: str) -> str:
@@ -67,24 +75,57 @@ def write_partitions(brokers_dir: str, broker: int, log_dir: str, parts: Iterabl
                   "".join(f"{t} {p}\n" for t, p in sorted(parts)))
 
 
+def _epoch_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int) -> str:
+    return os.path.join(dir_path(brokers_dir, broker, log_dir), f"{topic}-{int(partition)}", EPOCH_CHECKPOINT)
+
+
+def write_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
+                           entries: Iterable[tuple[int, int]]) -> None:
+    _write_atomic(_epoch_path(brokers_dir, broker, log_dir, topic, partition), leader_epoch.format_checkpoint(entries))
+
+
+def read_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int) -> list[tuple[int, int]]:
+    path = _epoch_path(brokers_dir, broker, log_dir, topic, partition)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return leader_epoch.parse_checkpoint(f.read())
+
+
+def write_flushed(brokers_dir: str, broker: int, log_dir: str, entries: Iterable[tuple[str, int, int]]) -> None:
+    _write_atomic(os.path.join(dir_path(brokers_dir, broker, log_dir), FLUSHED), format_checkpoint(entries))
+
+
+def _read_offsets(path: str) -> dict[tuple[str, int], int]:
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return {(t, p): o for t, p, o in parse_checkpoint(f.read())}
+
+
+def read_flushed(brokers_dir: str, broker: int, log_dir: str) -> dict[tuple[str, int], int]:
+    return _read_offsets(os.path.join(dir_path(brokers_dir, broker, log_dir), FLUSHED))
+
+
 def read_disk(brokers_dir: str, broker: int, log_dirs: list[str]) -> pd.DataFrame:
-    """Logs a starting broker finds in its dirs, with their checkpointed HW (0 when missing)."""
+    """Logs a starting broker finds in its dirs, with their checkpointed HW (0 when missing), their
+    flushed offset (0 when missing) and their leader-epoch checkpoint (as leader_epoch.encode text)."""
     rows = []
     for d in log_dirs:
         base = dir_path(brokers_dir, broker, d)
-        hw = {}
-        ck = os.path.join(base, HW_CHECKPOINT)
-        if os.path.exists(ck):
-            with open(ck) as f:
-                hw = {(t, p): o for t, p, o in parse_checkpoint(f.read())}
+        hw = _read_offsets(os.path.join(base, HW_CHECKPOINT))
+        flushed = _read_offsets(os.path.join(base, FLUSHED))
         pf = os.path.join(base, PARTITIONS)
         if os.path.exists(pf):
             with open(pf) as f:
                 for line in f:
                     if line.strip():
                         t, p = line.rsplit(" ", 1)
-                        rows.append((int(broker), t, int(p), d, hw.get((t, int(p)), 0)))
-    return pd.DataFrame(rows, columns=["broker", "topic", "partition", "log_dir", "hw"])
+                        cache = read_epoch_checkpoint(brokers_dir, broker, d, t, int(p))
+                        rows.append((int(broker), t, int(p), d, hw.get((t, int(p)), 0),
+                                     flushed.get((t, int(p)), 0), leader_epoch.encode(cache)))
+    return pd.DataFrame(rows, columns=["broker", "topic", "partition", "log_dir", "hw", "recovery_point",
+                                       "epoch_cache"])
 
 
 def read_log(tables_dir: str, version: int, broker: int, columns: list[str],

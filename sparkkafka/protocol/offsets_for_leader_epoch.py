@@ -1,0 +1,95 @@
+"""OffsetsForLeaderEpoch between a truncating follower and its leader (KIP-101, KIP-279, KIP-320).
+
+The follower (AbstractFetcherThread.maybeTruncate) asks for the end offset of its latest epoch; the
+leader (ReplicaManager/Partition.lastOffsetForLeaderEpoch) answers from its epoch cache, offset only
+on v0 (0.11-1.1), (epoch, offset) from v1 (2.0); from v2 (2.1) the request carries the follower's
+current leader epoch and the leader fences it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, protocol.md
+3.5, 5.3). The follower truncates by leader_epoch.truncation_offset and, when KIP-279 says it is not
+done, asks again with its new latest epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from . import errors, leader_epoch
+from .frames import EPOCH_REQUEST, EPOCH_RESPONSE, FETCHING, REPLICA, TRUNCATING, conform, empty, locate, take
+from .truncation import truncate
+
+FENCING = ("2.1", "2.7", "2.8")  # v2+: current_leader_epoch
+FOREVER = np.iinfo("int64").max
+
+
+def requests(replicas: pd.DataFrame, send: np.ndarray, now: int, profile: str) -> pd.DataFrame:
+    """The request entries of the selected (truncating) followers: their latest epoch, their current one."""
+    s = replicas[send]
+    return conform(pd.DataFrame({
+        "broker": s["leader"], "src": s["broker"], "topic": s["topic"], "partition": s["partition"],
+        "leader_epoch": s["last_fetched_epoch"],
+        "current_leader_epoch": s["leader_epoch"] if profile in FENCING else -1, "sent_ms": now,
+    }), EPOCH_REQUEST)
+
+
+def answer(replicas: pd.DataFrame, reqs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """The leader's answers: errors in Kafka's order (not hosted, fenced/unknown epoch, not leader),
+    else end_offset_for on its cache; an empty cache answers (-1, -1) with no error."""
+    if reqs.empty:
+        return empty(EPOCH_RESPONSE)
+    pos = locate(replicas, reqs)
+    hosted = pos >= 0
+    le = take(replicas, "leader_epoch", pos, -1)
+    cle = reqs["current_leader_epoch"].to_numpy()
+    lead = hosted & (take(replicas, "leader", pos, -1) == reqs["broker"].to_numpy())
+    err = np.select(
+        [~hosted, (cle >= 0) & (cle < le), (cle >= 0) & (cle > le), ~lead],
+        [errors.UNKNOWN_TOPIC_OR_PARTITION, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH,
+         errors.NOT_LEADER_OR_FOLLOWER], default="")
+    caches = take(replicas, "epoch_cache", pos, "")
+    leos = take(replicas, "leo", pos, -1)
+    ans = [leader_epoch.offsets_for_leader_epoch(leader_epoch.decode(c), int(lo), int(e), profile) if ok
+           else leader_epoch.UNDEFINED
+           for c, lo, e, ok in zip(caches, leos, reqs["leader_epoch"].to_numpy(), err == "", strict=True)]
+    return conform(pd.DataFrame({
+        "broker": reqs["src"].to_numpy(), "src": reqs["broker"].to_numpy(), "topic": reqs["topic"].to_numpy(),
+        "partition": reqs["partition"].to_numpy(), "leader_epoch": [a[0] for a in ans],
+        "end_offset": [a[1] for a in ans], "error": np.where(err == "", None, err),
+        "sent_ms": reqs["sent_ms"].to_numpy(),
+    }), EPOCH_RESPONSE)
+
+
+def apply_answers(replicas: pd.DataFrame, responses: pd.DataFrame, now: int, cfg: Mapping
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The follower handles answers to its outstanding request: a stale one (the partition changed
+    leader or epoch since, KAFKA-7786) is dropped; FENCED_LEADER_EPOCH marks the partition failed until
+    the next LeaderAndIsr, other errors back off replica.fetch.backoff.ms; an answer truncates the log
+    and, when done, moves the partition to Fetching. Returns (replicas, cuts)."""
+    r = replicas.reset_index(drop=True)
+    if responses.empty:
+        return r, truncate(r, np.empty(0, "int64"), np.empty(0, "int64"))[1]
+    pos = locate(r, responses)
+    mine = ((pos >= 0) & (take(r, "leader", pos, -1) == responses["src"].to_numpy())
+            & take(r, "fetch_in_flight", pos, False).astype(bool)
+            & (take(r, "fetch_sent_ms", pos, -2) == responses["sent_ms"].to_numpy())
+            & (take(r, "fetch_state", pos, FETCHING) == TRUNCATING))
+    r.loc[pos[mine], "fetch_in_flight"] = False
+    err = responses["error"].to_numpy()
+    failed = mine & pd.notna(err)
+    if failed.any():
+        fenced = err[failed] == errors.FENCED_LEADER_EPOCH
+        r.loc[pos[failed], "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"])
+    ok = np.flatnonzero(mine & pd.isna(err))
+    offs, done = [], []
+    for i in ok:
+        p = pos[i]
+        off, fin = leader_epoch.truncation_offset(
+            leader_epoch.decode(r.at[p, "epoch_cache"]), int(r.at[p, "leo"]), int(r.at[p, "hw"]),
+            (int(responses["leader_epoch"].iat[i]), int(responses["end_offset"].iat[i])), cfg["profile"])
+        offs.append(off)
+        done.append(fin)
+    r, cuts = truncate(r, pos[ok], np.asarray(offs, dtype="int64"))
+    fin_pos = pos[ok][np.asarray(done, dtype=bool)] if len(ok) else pos[ok]
+    r.loc[fin_pos, "fetch_state"] = FETCHING
+    return conform(r, REPLICA), cuts
