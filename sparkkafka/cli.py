@@ -36,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("run")
     for f in FILTERS:
         d.add_argument("--" + f.replace("_", "-"), action="store_true", dest=f)
+    v = sub.add_parser("verify-replicas", help="kafka-replica-verification over a run directory's final state")
+    v.add_argument("run")
+    v.add_argument("--topic-white-list", default=".*", help="regex of the topics to verify (default .*)")
+    v.add_argument("--topics-include", help="the same, by its Kafka 3.0+ name; wins over --topic-white-list")
+    v.add_argument("--report-interval-ms", type=int, default=30000,
+                   help="accepted for Kafka's flags; the one pass over the final state reports once")
     b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
     b.add_argument("--brokers", default="3,12,48")
     b.add_argument("--partitions", default="100,1000,10000")
@@ -75,6 +81,24 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify_replicas(args: argparse.Namespace) -> int:
+    """kafka-replica-verification.sh (ReplicaVerificationTool): exit 1 when two replicas' batch
+    offsets differ, as Kafka's tool does; checksum mismatches are printed and exit 0."""
+    from .tools.replica_verification import topic_filter, verify_run
+
+    regex, name = ((args.topics_include, "topics-include") if args.topics_include is not None
+                   else (args.topic_white_list, "topic-white-list"))
+    if not os.path.exists(os.path.join(args.run, "run.json")):
+        raise ScenarioError("run", args.run, "is not a sparkkafka run directory (no run.json)")
+    topic_filter(regex, name)
+    result = verify_run(args.run, regex)
+    if result.lines:
+        print("\n".join(result.lines), flush=True)
+    if result.error:
+        print(f"sparkkafka: {result.error}", file=sys.stderr)
+    return result.exit_code
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -84,7 +108,8 @@ def _bench(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "describe": _describe, "bench": _bench}[args.cmd](args)
+        return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
+                "bench": _bench}[args.cmd](args)
     except ScenarioError as e:
         print(f"sparkkafka: error: {e}", file=sys.stderr)
         return 2

@@ -121,6 +121,7 @@ class Cluster:
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
         self._driver_rows: dict[str, list[dict]] = defaultdict(list)
         self._produced = 0
+        self._log_actions: list[dict] = []  # log-table actions the driver itself makes (a power loss)
         self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
         n = int(sc.emulator.get("spark.partitions") or 0)
         if n <= 0:
@@ -180,6 +181,8 @@ class Cluster:
             self.crashed.add(b)
             self.paused_until.pop(b, None)
             c.crash(b, now)
+            if a.get("power_loss"):
+                self._lose_power(b, now)
         elif kind == "restart" and b in self.crashed:
             self.crashed.discard(b)
             self._send(W.START, pd.DataFrame({"broker": [b]}))
@@ -209,6 +212,27 @@ class Cluster:
             pass  # crashing a crashed broker, restarting a running one: nothing happens
         else:  # the loader refuses what this version cannot do, before anything runs
             raise ScenarioError(kind, a, f"{kind} is not yet supported by this version of sparkkafka")
+
+    def _lose_power(self, b: int, now: int) -> None:
+        """The broker's machine loses power: its logs keep only what was on disk (protocol/flush.py).
+        The cut is staged into this round's log commit; the broker is down, so no task reads its log."""
+        from .protocol.flush import power_loss_cuts
+        from .storage import broker_disk, log_truncation
+
+        version = self.writer.table("log").version()
+        log = broker_disk.read_log(self.tables_dir, version, b,
+                                   ["log_dir", "topic", "partition", "offset", "append_ms"]).to_pandas()
+        flushed = {(d, t, p): o for d in self.scenario.log_dirs
+                   for (t, p), o in broker_disk.read_flushed(self.brokers_dir, b, d).items()}
+        writeback = int(self.scenario.emulator["page.cache.writeback.ms"])
+        cuts = power_loss_cuts(log, flushed, now, writeback)
+        adds, removes = log_truncation.truncate(self.tables_dir, version, b, cuts,
+                                                f"powerloss-{self.round:08d}-b{b}")
+        self._log_actions += adds + [{**r, "remove": True} for r in removes]
+        self._driver_rows["state_change_log"] += [
+            {"time_ms": now, "broker": b, "controller_epoch": -1, "topic": r.topic, "partition": int(r.partition),
+             "message": f"Power loss: log {r.topic}-{int(r.partition)} in {r.log_dir} lost its unflushed tail "
+                        f"from offset {int(r.offset)}"} for r in cuts.itertuples()]
 
     def _apply_due(self, now: int) -> None:
         self.crashed |= self.stopping  # brokers that shut down last round are gone now
@@ -272,6 +296,9 @@ class Cluster:
     def _params(self, now: int) -> RoundParams:
         cfg = dict(self.broker_cfg)
         cfg["profile"] = self.profile
+        tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
+        cfg["topic_unclean"] = {t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()}
+        cfg["topic_flush"] = {t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()}
         for k, v in self.scenario.emulator.items():
             cfg[f"emulator.{k}"] = v
         log_version = self.writer.table("log").version()
@@ -343,14 +370,20 @@ class Cluster:
         clock.lap("collect")
         adds = [json.loads(p) for p in side.loc[side["kind"] == W.ADD, "payload"]]
         gauges: dict[str, int] = defaultdict(int)
+        halted: list[int] = []
         for p in side.loc[side["kind"] == W.RESULT_SUMMARY, "payload"]:
             summary = json.loads(p)
+            halted += summary.pop("halted", [])
             for k, v in summary.pop("timings").items():
                 self.timings[f"task.{k}"] += v
             for k, v in summary.items():
                 gauges[k] += v
         self.control.isr_changes(W.unpack(W.ISR_CHANGE, side), now, self._reachable)
-        log = [a for a in adds if a["table"] == "log"]
+        for b in sorted(set(halted) - self.crashed):  # it exited: down until a restart event
+            self.crashed.add(b)
+            self.control.crash(b, now)
+        log = [a for a in adds if a["table"] == "log"] + self._log_actions
+        self._log_actions = []
         self.writer.commit("log", [a for a in log if not a.get("remove")], self.round,
                            [a for a in log if a.get("remove")])
         clock.lap("commit")
@@ -410,9 +443,11 @@ class Cluster:
             bar.close()
         self.flush()
         self.compact()
-        summary = self.summary()
+        summary, found = audit_run(self.out)  # the summary and the violations, from one read of the tables
         with open(os.path.join(self.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2, sort_keys=True)
+        write_violations(self.tables_dir, found, summary["rounds"])
+        self.writer.refresh("violations")
         return self
 
     def compact(self) -> None:
@@ -486,7 +521,25 @@ class Cluster:
         return describe_run(self.out, **filters)
 
     def summary(self) -> dict:
+        """What happened to the records (OUT/summary.json); works on any run dir, stepped or run."""
         return summarize(self.out)
+
+    def violations(self) -> DataFrame:
+        """Invariant violations (scenario/checker.py): the `violations` table written by run(), or
+        computed now when the run was only stepped or has moved on since."""
+        if violations_current(self.out):
+            df = self._df("violations")
+        else:
+            from .scenario.checker import violations_table
+
+            df = self.spark.createDataFrame(violations_table(audit_run(self.out)[1]))
+        return df.orderBy("round", "topic", "partition", "kind")
+
+    def verify_replicas(self, topic_white_list: str = ".*") -> list[str]:
+        """kafka-replica-verification's lines over the run's final state (tools/replica_verification.py)."""
+        from .tools.replica_verification import verify_run
+
+        return verify_run(self.out, topic_white_list).lines
 
 
 # ---------------------------------------------------------------------- readers over a run dir
@@ -568,4 +621,44 @@ def summarize(out: str) -> dict:
     return check(os.path.join(out, "tables"), meta)
 
 
-__all__ = ["Cluster", "describe_run", "latest_partitions", "read_table_df", "summarize"]
+def audit_run(out: str) -> tuple[dict, pd.DataFrame]:
+    """The summary and the violations frame of a run (one read of its tables)."""
+    from .scenario.checker import audit
+
+    with open(os.path.join(out, "run.json")) as f:
+        meta = json.load(f)
+    return audit(os.path.join(out, "tables"), meta)
+
+
+VIOLATIONS_ROUND = "sparkkafka.violations.round"  # commit metadata: the run round the table describes
+
+
+def write_violations(tables_dir: str, found: pd.DataFrame, round_no: int) -> None:
+    """Overwrite the `violations` Delta table (created first in run dirs made before it existed)."""
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.transaction import CommitProperties
+
+    from .scenario.checker import violations_table
+
+    path = T.table_path(tables_dir, "violations")
+    if not DeltaTable.is_deltatable(path):
+        DeltaTable.create(path, T.SCHEMAS["violations"], mode="ignore", configuration=T.TABLE_CONFIG)
+    write_deltalake(path, violations_table(found), mode="overwrite",
+                    commit_properties=CommitProperties(custom_metadata={VIOLATIONS_ROUND: str(round_no)}))
+
+
+def violations_current(out: str) -> bool:
+    """Whether OUT/tables/violations was written by run() for the run's current round."""
+    from deltalake import DeltaTable
+
+    path = T.table_path(os.path.join(out, "tables"), "violations")
+    if not DeltaTable.is_deltatable(path):
+        return False
+    with open(os.path.join(out, "run.json")) as f:
+        round_no = json.load(f).get("round", 0)
+    last = DeltaTable(path).history(1)
+    return bool(last) and last[0].get(VIOLATIONS_ROUND) == str(round_no)
+
+
+__all__ = ["Cluster", "audit_run", "describe_run", "latest_partitions", "read_table_df", "summarize",
+           "violations_current", "write_violations"]

@@ -1,64 +1,328 @@
-"""The durability checker: what a run did to acknowledged records, from its tables alone.
+"""The durability checker: what a run did to acknowledged records, and which replication invariants
+it broke, from its tables alone.
 
-Vocabulary from Jepsen and the TLA+ specs: a *lost* record was acknowledged to its producer and is
-absent from its partition's committed log (the leader's log below its HW at the end); replicas
-are *divergent* when two of them hold different records at the same offset below both HWs.
+Vocabulary from Jepsen and the TLA+ spec hachikuji/kafka-specification (KafkaReplication.tla;
+protocol.md 14, golden.md areas F and L). One `violations` row per finding:
+
+* ``lost``: an acknowledged record (produce_results.acked) absent from its partition's committed
+  log, i.e. the final leader's log below its HW (protocol/consumer.visible_records). Partitions
+  offline at the end are not judged: their acked records count as ``unavailable_acked``.
+* ``divergent``: two replicas holding different records at the same offset below both their HWs
+  at the end; one row per partition and replica pair, at the first offset where they differ.
+* ``HwWithinLeo``: a replica_state row with hw > leo ("HW <= LEO on every replica").
+* ``UniqueLeaderPerEpoch``: two brokers leading the same leader epoch of a partition, by the
+  controller's partition_state or the brokers' own replica_state.
+* ``LeaderHwMonotonic``: a leader's HW moving back between consecutive rounds of one epoch.
+* ``StrongIsr``: a replica truncated (its LEO dropped) below the committed offset (the highest
+  leader HW seen so far) while a member of the quorum ISR (the latest partition_state row).
+
+A topic deleted and created again is a new incarnation (its partition_state starts again at
+version 0); the history rules compare rows of one incarnation only. All rules are vectorised
+over the history tables; Python loops run only over the rows found.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..protocol.consumer import visible_records
 from ..storage import tables as T
 
+KINDS: tuple[str, ...] = ("lost", "divergent", "HwWithinLeo", "UniqueLeaderPerEpoch", "LeaderHwMonotonic",
+                          "StrongIsr")
+COLUMNS: list[str] = T.SCHEMAS["violations"].names
+FINAL_ROUND = -1  # the `round` of rows about the run's final state
+ACKS_LABEL = {-1: "all", 1: "1", 0: "0"}
+TP = ["topic", "partition"]
+
 
 def final_replicas(tables_dir: str) -> pd.DataFrame:
-    rs = T.read_table(tables_dir, "replica_state").to_pandas()
-    if rs.empty:
-        return rs
-    last = rs["round"].max()
-    return rs[rs["round"] == last]
+    """The last round's replica_state rows (one per hosted replica)."""
+    return _final(T.read_table(tables_dir, "replica_state").to_pandas())
+
+
+@dataclass(frozen=True)
+class RunTables:
+    """The tables the checker reads, as pandas frames."""
+
+    produce_results: pd.DataFrame
+    log: pd.DataFrame
+    replica_state: pd.DataFrame
+    partition_state: pd.DataFrame
+
+    @classmethod
+    def read(cls, tables_dir: str) -> RunTables:
+        return cls(*(T.read_table(tables_dir, n).to_pandas()
+                     for n in ("produce_results", "log", "replica_state", "partition_state")))
 
 
 def check(tables_dir: str, meta: dict) -> dict:
     """The summary of a run (OUT/summary.json and Cluster.summary())."""
-    results = T.read_table(tables_dir, "produce_results").to_pandas()
-    log = T.read_table(tables_dir, "log").to_pandas()
+    return audit(tables_dir, meta)[0]
+
+
+def violations(tables_dir: str, meta: dict) -> pd.DataFrame:
+    """Every violation found in a run, in the `violations` table's schema (pandas, nullable ints)."""
+    return audit(tables_dir, meta)[1]
+
+
+def audit(tables_dir: str, meta: dict) -> tuple[dict, pd.DataFrame]:
+    """The summary and the violations of a run, reading its tables once."""
+    return audit_tables(RunTables.read(tables_dir), meta)
+
+
+def audit_tables(t: RunTables, meta: dict) -> tuple[dict, pd.DataFrame]:
+    """The summary (every key of the original checker, plus violation counts) and the violations."""
+    results, log = t.produce_results, t.log
     log = log[~log["is_future"]] if len(log) else log
-    reps = final_replicas(tables_dir)
-    from ..cluster import latest_partitions
-
-    parts = latest_partitions(tables_dir)
-    live = set(meta.get("live_brokers", []))
-    offline = parts[~parts["leader"].isin(list(live))] if len(parts) else parts
+    reps = _final(t.replica_state)
+    parts = latest_of(t.partition_state)
+    live = sorted(set(meta.get("live_brokers", [])))
+    offline = parts[~parts["leader"].isin(live)] if len(parts) else parts
     under = parts[[len(i) < len(r) for i, r in zip(parts["isr"], parts["replicas"], strict=True)]] if len(parts) else parts
-
     acked = results[results["acked"]] if len(results) else results
     errors = results["error"].dropna().value_counts().sort_index().to_dict() if len(results) else {}
-    lost = unavailable = 0
-    divergent = 0
-    if len(reps):
-        committed = visible_records(log, reps)[["topic", "partition", "record_id"]].assign(_in=True)
-        a = acked[["topic", "partition", "record_id"]].merge(committed, how="left", on=["topic", "partition", "record_id"])
-        off = (a.merge(offline[["topic", "partition"]].assign(_off=True), how="left", on=["topic", "partition"])
-               ["_off"].notna().to_numpy() if len(offline) else np.zeros(len(a), bool))
-        unavailable = int(off.sum())
-        lost = int((~off & a["_in"].isna().to_numpy()).sum())
-        # divergence: any two replicas disagreeing below both HWs
-        hw = reps[["topic", "partition", "broker", "hw"]]
-        lg = log.merge(hw, on=["topic", "partition", "broker"])
-        lg = lg[lg["offset"] < lg["hw"]][["topic", "partition", "broker", "offset", "record_id", "hw"]]
-        pair = lg.merge(lg, on=["topic", "partition", "offset"], suffixes=("", "_o"))
-        pair = pair[(pair["broker"] < pair["broker_o"]) & (pair["record_id"] != pair["record_id_o"])]
-        divergent = int(len(set(zip(pair["topic"], pair["partition"], pair["broker"], pair["broker_o"], strict=True))))
-    return {
+    now = int(meta.get("time_ms", 0))
+    round_ms = int(meta.get("round_ms") or 100)
+
+    lost, unavailable = _lost(acked, log, reps, parts, offline, now)
+    divergent, divergent_offsets = _divergent(log, reps, now)
+    ps, rs = _incarnations(t.partition_state, t.replica_state)
+    found = pd.concat([f for f in (lost, divergent, _hw_within_leo(rs), _unique_leader(ps, rs, round_ms),
+                                   *_history_rules(ps, rs)) if len(f)] or [_empty()], ignore_index=True)
+    found = _conform(found)
+    by_acks = lost["_acks"].value_counts() if len(lost) else pd.Series(dtype="int64")
+    summary = {
         "scenario": meta.get("scenario"), "seed": meta.get("seed"),
-        "rounds": int(meta.get("round", 0)), "time_ms": int(meta.get("time_ms", 0)),
+        "rounds": int(meta.get("round", 0)), "time_ms": now,
         "produced": int(len(results)), "acked": int(len(acked)),
         "not_acked": int(len(results) - len(acked)), "errors": {k: int(v) for k, v in errors.items()},
-        "lost_acked": int(lost), "unavailable_acked": int(unavailable), "divergent_replicas": divergent,
+        "lost_acked": int(len(lost)), "unavailable_acked": int(unavailable),
+        "divergent_replicas": int(len(divergent)),
         "offline_partitions": int(len(offline)), "under_replicated_partitions": int(len(under)),
         "log_records": int(len(log)),
+        "violations": {k: int((found["kind"] == k).sum()) for k in KINDS},
+        "lost_acked_by_acks": {label: int(by_acks.get(a, 0)) for a, label in ACKS_LABEL.items()},
+        "divergent_offsets": int(divergent_offsets),
     }
+    return summary, found
+
+
+def violations_table(frame: pd.DataFrame) -> pa.Table:
+    """A violations frame as Arrow in the table's schema."""
+    return pa.Table.from_pandas(_conform(frame)[COLUMNS], schema=T.SCHEMAS["violations"], preserve_index=False)
+
+
+def latest_of(ps: pd.DataFrame) -> pd.DataFrame:
+    """The newest partition_state row of every partition (as cluster.latest_partitions)."""
+    if ps.empty:
+        return ps
+    ps = ps.sort_values(["topic", "partition", "time_ms", "version", "leader_epoch"], kind="stable")
+    return ps.groupby(TP, as_index=False).tail(1).reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------- final state
+def _final(rs: pd.DataFrame) -> pd.DataFrame:
+    return rs if rs.empty else rs[rs["round"] == rs["round"].max()]
+
+
+def _lost(acked: pd.DataFrame, log: pd.DataFrame, reps: pd.DataFrame, parts: pd.DataFrame,
+          offline: pd.DataFrame, now: int) -> tuple[pd.DataFrame, int]:
+    """Acked records missing from the committed log of partitions that are online at the end."""
+    if not len(reps) or not len(acked):
+        return _empty(), 0
+    committed = visible_records(log, reps)[[*TP, "record_id"]].drop_duplicates().assign(_in=True)
+    a = acked[[*TP, "record_id", "acks", "offset"]].merge(committed, how="left", on=[*TP, "record_id"])
+    off = (a.merge(offline[TP].assign(_off=True), how="left", on=TP)["_off"].notna().to_numpy()
+           if len(offline) else np.zeros(len(a), bool))
+    lost = a[~off & a["_in"].isna().to_numpy()]
+    if not len(lost):
+        return _empty(), int(off.sum())
+    leaders = (reps[reps["role"] == "leader"].sort_values([*TP, "leader_epoch"], kind="stable")
+               .drop_duplicates(TP, keep="last")[[*TP, "broker", "hw"]].rename(columns={"broker": "_leader"}))
+    lost = lost.merge(parts[[*TP, "replicas"]], how="left", on=TP).merge(leaders, how="left", on=TP)
+    label = lost["acks"].map(ACKS_LABEL).fillna(lost["acks"].astype(str))
+    detail = [f"acked with acks={k} at offset {_num(o)}, absent from the committed log"
+              + (f" (leader {int(b)} below HW {int(h)})" if pd.notna(b) else " (no leader)")
+              for k, o, b, h in zip(label, lost["offset"], lost["_leader"], lost["hw"], strict=True)]
+    out = pd.DataFrame({
+        "round": FINAL_ROUND, "time_ms": now, "kind": "lost", "topic": lost["topic"].to_numpy(),
+        "partition": lost["partition"].to_numpy(), "brokers": [_ids(r) for r in lost["replicas"]],
+        "offset": lost["offset"].to_numpy(), "record_id": lost["record_id"].to_numpy(), "detail": detail,
+        "_acks": lost["acks"].to_numpy(),
+    })
+    return out, int(off.sum())
+
+
+def _divergent(log: pd.DataFrame, reps: pd.DataFrame, now: int) -> tuple[pd.DataFrame, int]:
+    """Replica pairs holding different records at an offset below both HWs, and how many
+    (topic, partition, offset) are affected."""
+    if not len(reps) or not len(log):
+        return _empty(), 0
+    hw = reps[[*TP, "broker", "hw"]]
+    lg = log.merge(hw, on=[*TP, "broker"])
+    lg = lg.loc[lg["offset"] < lg["hw"], [*TP, "broker", "offset", "record_id"]]
+    pair = lg.merge(lg, on=[*TP, "offset"], suffixes=("", "_o"))
+    pair = pair[(pair["broker"] < pair["broker_o"]) & (pair["record_id"] != pair["record_id_o"])]
+    if not len(pair):
+        return _empty(), 0
+    keys = [*TP, "broker", "broker_o"]
+    pair = pair.sort_values([*keys, "offset"], kind="stable")
+    first = pair.drop_duplicates(keys).merge(pair.groupby(keys, as_index=False).size(), on=keys)
+    detail = [f"{n} offset(s) below both HWs differ; at offset {o} replica {a} has record {x}, "
+              f"replica {b} has record {y}"
+              for n, o, a, x, b, y in zip(first["size"], first["offset"], first["broker"], first["record_id"],
+                                          first["broker_o"], first["record_id_o"], strict=True)]
+    out = pd.DataFrame({
+        "round": FINAL_ROUND, "time_ms": now, "kind": "divergent", "topic": first["topic"].to_numpy(),
+        "partition": first["partition"].to_numpy(),
+        "brokers": [[int(a), int(b)] for a, b in zip(first["broker"], first["broker_o"], strict=True)],
+        "offset": first["offset"].to_numpy(), "record_id": None, "detail": detail,
+    })
+    return out, len(pair.drop_duplicates([*TP, "offset"]))
+
+
+# ---------------------------------------------------------------------- history
+def _incarnations(ps: pd.DataFrame, rs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """partition_state sorted in time, and both tables with `_inc`, the topic incarnation
+    (count of version-0 rows so far); constant unless some partition was created twice."""
+    ps = ps.sort_values([*TP, "time_ms", "version", "leader_epoch"], kind="stable").reset_index(drop=True)
+    created = (ps["version"] == 0).astype("int64")
+    if not len(ps) or created.groupby([ps["topic"], ps["partition"]]).sum().max() <= 1:
+        return ps.assign(_inc=0), rs.assign(_inc=0)
+    ps = ps.assign(_inc=created.groupby([ps["topic"], ps["partition"]]).cumsum())
+    if not len(rs):
+        return ps, rs.assign(_inc=0)
+    rs = pd.merge_asof(rs.sort_values("time_ms", kind="stable"),
+                       ps[["time_ms", *TP, "_inc"]].sort_values("time_ms", kind="stable"),
+                       on="time_ms", by=TP)
+    return ps, rs.assign(_inc=rs["_inc"].fillna(0).astype("int64"))
+
+
+def _hw_within_leo(rs: pd.DataFrame) -> pd.DataFrame:
+    bad = rs[rs["hw"] > rs["leo"]]
+    if not len(bad):
+        return _empty()
+    return pd.DataFrame({
+        "round": bad["round"].to_numpy(), "time_ms": bad["time_ms"].to_numpy(), "kind": "HwWithinLeo",
+        "topic": bad["topic"].to_numpy(), "partition": bad["partition"].to_numpy(),
+        "brokers": [[int(b)] for b in bad["broker"]], "offset": bad["hw"].to_numpy(), "record_id": None,
+        "detail": [f"{r} HW {h} is above its LEO {e} (leader epoch {p})"
+                   for r, h, e, p in zip(bad["role"], bad["hw"], bad["leo"], bad["leader_epoch"], strict=True)],
+    })
+
+
+def _unique_leader(ps: pd.DataFrame, rs: pd.DataFrame, round_ms: int) -> pd.DataFrame:
+    """Leader epochs of a partition that more than one broker led (controller's or brokers' view)."""
+    cols = [*TP, "_inc", "leader_epoch", "broker", "time_ms", "round", "source"]
+    a = ps[ps["leader"] >= 0].rename(columns={"leader": "broker"})
+    a = a.assign(round=np.maximum(a["time_ms"].to_numpy(), 0) // max(round_ms, 1), source="partition_state")
+    b = rs[rs["role"] == "leader"].assign(source="replica_state")
+    both = pd.concat([a[cols], b[cols]], ignore_index=True)
+    keys = [*TP, "_inc", "leader_epoch"]
+    n = both.groupby(keys)["broker"].transform("nunique")
+    both = both[n > 1]
+    if not len(both):
+        return _empty()
+    both = both.sort_values([*keys, "time_ms", "source", "broker"], kind="stable")
+    rows = []
+    for key, g in both.groupby(keys, sort=True):
+        second = g[g["broker"] != g["broker"].iloc[0]].iloc[0]  # when a second leader shows up
+        says = "; ".join(f"{src} says {', '.join(str(x) for x in sorted(set(s['broker'].tolist())))}"
+                         for src, s in g.groupby("source", sort=True))
+        rows.append({"round": int(second["round"]), "time_ms": int(second["time_ms"]), "kind": "UniqueLeaderPerEpoch",
+                     "topic": key[0], "partition": int(key[1]), "brokers": sorted(int(x) for x in set(g["broker"])),
+                     "offset": None, "record_id": None,
+                     "detail": f"leader epoch {int(key[3])} has more than one leader ({says})"})
+    return pd.DataFrame(rows)
+
+
+def _history_rules(ps: pd.DataFrame, rs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """LeaderHwMonotonic and StrongIsr: each replica's rows compared with its previous row."""
+    if len(rs) < 2:
+        return _empty(), _empty()
+    s = rs.sort_values([*TP, "_inc", "broker", "round"], kind="stable").reset_index(drop=True)
+    col = {c: s[c].to_numpy() for c in ("topic", "partition", "_inc", "broker", "round", "role", "leo", "hw",
+                                         "leader_epoch")}
+    same = np.ones(len(s) - 1, bool)
+    for c in ("topic", "partition", "_inc", "broker"):
+        same &= col[c][1:] == col[c][:-1]
+    cur = s.iloc[1:].reset_index(drop=True)
+    prev_hw, prev_leo = col["hw"][:-1], col["leo"][:-1]
+
+    back = (same & (col["round"][1:] == col["round"][:-1] + 1) & (col["role"][1:] == "leader")
+            & (col["role"][:-1] == "leader") & (col["leader_epoch"][1:] == col["leader_epoch"][:-1])
+            & (col["hw"][1:] < prev_hw))
+    mono = _empty()
+    if back.any():
+        m = cur[back]
+        mono = pd.DataFrame({
+            "round": m["round"].to_numpy(), "time_ms": m["time_ms"].to_numpy(), "kind": "LeaderHwMonotonic",
+            "topic": m["topic"].to_numpy(), "partition": m["partition"].to_numpy(),
+            "brokers": [[int(b)] for b in m["broker"]], "offset": m["hw"].to_numpy(), "record_id": None,
+            "detail": [f"leader HW moved back from {p} to {h} in leader epoch {e}"
+                       for p, h, e in zip(prev_hw[back], m["hw"], m["leader_epoch"], strict=True)],
+        })
+
+    drop = same & (col["leo"][1:] < prev_leo)
+    if not drop.any():
+        return mono, _empty()
+    c = cur[drop].assign(prev_leo=prev_leo[drop])
+    lead = s[s["role"] == "leader"].groupby([*TP, "_inc", "round"], as_index=False)["hw"].max()
+    lead = lead.sort_values([*TP, "_inc", "round"], kind="stable")
+    lead["committed"] = lead.groupby([*TP, "_inc"])["hw"].cummax()
+    c = pd.merge_asof(c.sort_values("round", kind="stable"),
+                      lead[["round", *TP, "_inc", "committed"]].sort_values("round", kind="stable"),
+                      on="round", by=[*TP, "_inc"])
+    c = pd.merge_asof(c.sort_values("time_ms", kind="stable"),
+                      ps[["time_ms", *TP, "isr"]].sort_values("time_ms", kind="stable"), on="time_ms", by=TP)
+    in_isr = np.array([isinstance(i, list | np.ndarray) and b in list(i) for b, i in zip(c["broker"], c["isr"],
+                                                                                          strict=True)], bool)
+    c = c[in_isr & (c["leo"] < c["committed"]).fillna(False).to_numpy(bool)]
+    if not len(c):
+        return mono, _empty()
+    strong = pd.DataFrame({
+        "round": c["round"].to_numpy(), "time_ms": c["time_ms"].to_numpy(), "kind": "StrongIsr",
+        "topic": c["topic"].to_numpy(), "partition": c["partition"].to_numpy(),
+        "brokers": [[int(b)] for b in c["broker"]], "offset": c["leo"].to_numpy(), "record_id": None,
+        "detail": [f"truncated from LEO {p} to {n}, below the committed offset {int(k)}, while in the ISR "
+                   f"[{','.join(str(int(x)) for x in i)}]"
+                   for p, n, k, i in zip(c["prev_leo"], c["leo"], c["committed"], c["isr"], strict=True)],
+    })
+    return mono, strong
+
+
+# ---------------------------------------------------------------------- frames
+def _empty() -> pd.DataFrame:
+    return _conform(pd.DataFrame({c: [] for c in COLUMNS}))
+
+
+def _conform(df: pd.DataFrame) -> pd.DataFrame:
+    """Column types of the violations schema, rows in a canonical order (round, topic, partition,
+    kind, brokers, offset, record_id), so equal runs give equal tables."""
+    out = pd.DataFrame({
+        "round": df["round"].astype("int64"), "time_ms": df["time_ms"].astype("int64"),
+        "kind": df["kind"].astype(object), "topic": df["topic"].astype(object),
+        "partition": df["partition"].astype("int32"),
+        "brokers": pd.Series([_ids(b) for b in df["brokers"]], index=df.index, dtype=object),
+        "offset": pd.array(df["offset"], dtype="Int64"), "record_id": pd.array(df["record_id"], dtype="Int64"),
+        "detail": df["detail"].astype(object),
+    })
+    out = out.assign(_b=[tuple(b) for b in out["brokers"]])
+    out = out.sort_values(["round", "topic", "partition", "kind", "_b", "offset", "record_id"], kind="stable")
+    return out.drop(columns="_b").reset_index(drop=True)
+
+
+def _ids(value: Any) -> list[int]:
+    if isinstance(value, list | tuple | np.ndarray):
+        return sorted(int(x) for x in value)
+    return []
+
+
+def _num(value: Any) -> str:
+    return "none" if value is None or pd.isna(value) else str(int(value))

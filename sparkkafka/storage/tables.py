@@ -28,7 +28,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("broker", pa.int32()), ("log_dir", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
         ("offset", pa.int64()), ("leader_epoch", pa.int32()), ("record_id", pa.int64()),
         ("key", pa.string()), ("value", pa.binary()), ("value_bytes", pa.int32()), ("timestamp", pa.int64()),
-        ("is_future", pa.bool_()),
+        ("is_future", pa.bool_()), ("append_ms", pa.int64()),  # when this replica appended it (emulated)
     ]),
     "replica_state": pa.schema([
         ("round", pa.int64()), ("time_ms", pa.int64()), ("broker", pa.int32()), ("topic", pa.string()),
@@ -58,6 +58,12 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("under_min_isr", pa.int32()), ("isr_shrinks", pa.int32()), ("isr_expands", pa.int32()),
         ("unclean_elections", pa.int32()), ("active_controller", pa.int32()), ("controller_epoch", pa.int32()),
         ("live_brokers", pa.int32()),
+    ]),
+    # written once at the end of Cluster.run() by the durability checker (scenario/checker.py)
+    "violations": pa.schema([
+        ("round", pa.int64()), ("time_ms", pa.int64()), ("kind", pa.string()), ("topic", pa.string()),
+        ("partition", pa.int32()), ("brokers", LIST), ("offset", pa.int64()), ("record_id", pa.int64()),
+        ("detail", pa.string()),
     ]),
 }
 PARTITION_BY: dict[str, list[str]] = {"log": ["broker", "log_dir"]}
