@@ -94,28 +94,40 @@ def fetch_requests(
 
 
 def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
-    """Per-partition errors of a follower fetch, in Partition.fetchRecords' order."""
+    """Per-partition errors of a follower fetch found before reading, in Partition.fetchRecords'
+    order. The read's own range check comes after the divergence check (_out_of_range)."""
     cle = m["current_leader_epoch"].to_numpy()
     le = m["leader_epoch"].fillna(-1).to_numpy()
     leader = hosted & (m["leader"].fillna(-1).to_numpy() == m["broker"].to_numpy())
-    off = m["fetch_offset"].to_numpy()
-    out_of_range = (off < m["_lls"].fillna(0).to_numpy()) | (off > m["leo"].fillna(0).to_numpy())
     return np.select(
-        [~hosted, (cle >= 0) & (cle < le), (cle >= 0) & (cle > le), ~leader, out_of_range],
+        [~hosted, (cle >= 0) & (cle < le), (cle >= 0) & (cle > le), ~leader],
         [errors.UNKNOWN_TOPIC_OR_PARTITION, "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH",
-         errors.NOT_LEADER_OR_FOLLOWER, errors.OFFSET_OUT_OF_RANGE],
+         errors.NOT_LEADER_OR_FOLLOWER],
         default="",
     )
+
+
+def _out_of_range(m: pd.DataFrame) -> None:
+    """Log.read's range check, in place: a fetch offset outside [logStart, LEO] is OFFSET_OUT_OF_RANGE.
+    Partition.readRecords runs it after the lastFetchedEpoch check, so a diverging follower whose
+    fetch offset is past the leader's LEO gets its DivergingEpoch (golden C-TR-03 b, C-TR-04 (10,18))."""
+    off = m["fetch_offset"].to_numpy()
+    bad = (off < m["_lls"].fillna(0).to_numpy()) | (off > m["leo"].fillna(0).to_numpy())
+    bad &= (m["_err"].to_numpy() == "") & (m["_de"].to_numpy() < 0)
+    m["_err"] = np.where(bad, errors.OFFSET_OUT_OF_RANGE, m["_err"].to_numpy())
 
 
 def _diverging(m: pd.DataFrame) -> None:
     """Partition.readRecords' lastFetchedEpoch check (Fetch v12, 2.8; golden R9, C-TR-04), in place:
     `_de`/`_do` get the DivergingEpoch (-1 when none) and an epoch the leader cannot place becomes
-    OFFSET_OUT_OF_RANGE. A follower whose last epoch is the leader's latest cannot diverge, so only
-    the few other rows reach the epoch cache."""
+    OFFSET_OUT_OF_RANGE. A follower whose last epoch is the leader's latest diverges only when its
+    fetch offset is past the leader's LEO (endOffsetFor gives (latest, LEO)), so only the few other
+    rows reach the epoch cache."""
     m["_de"], m["_do"] = -1, -1
     lfe = m["last_fetched_epoch"].to_numpy()
-    check = np.flatnonzero((m["_err"].to_numpy() == "") & (lfe >= 0) & (lfe != m["_lle"].fillna(-1).to_numpy()))
+    past_leo = m["fetch_offset"].to_numpy() > m["leo"].fillna(0).to_numpy()
+    check = np.flatnonzero((m["_err"].to_numpy() == "") & (lfe >= 0)
+                           & ((lfe != m["_lle"].fillna(-1).to_numpy()) | past_leo))
     if len(check) == 0:
         return
     de, do, err = m["_de"].to_numpy().copy(), m["_do"].to_numpy().copy(), m["_err"].to_numpy().copy()
@@ -193,6 +205,7 @@ def serve_fetch(
     hosted = (m["_merge"] == "both").to_numpy()
     m["_err"] = _validate(m, hosted)
     _diverging(m)
+    _out_of_range(m)
     m["_hw_snapshot"] = m["hw"]
     new_ok = m[m["_new"] & (m["_err"] == "") & (m["_de"] < 0)]
     remotes = _update_followers(remotes, new_ok, now)
