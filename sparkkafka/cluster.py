@@ -317,8 +317,9 @@ class Cluster:
         if self._outbox:
             packed = []
             for kind, frame, src in self._outbox:
-                if kind != W.START:  # what is sent to a crashed broker is lost, as in _route
-                    frame = frame[~frame["broker"].isin(sorted(self.crashed))]
+                if kind != W.START:  # what is sent to a crashed or cut-off broker is lost, as in _route
+                    lost = set(self.crashed) | set(self._cut.get(src, ()))
+                    frame = frame[~frame["broker"].isin(sorted(lost))]
                 w = W.pack(kind, frame)
                 w["src"] = np.int32(src)
                 packed.append(w)

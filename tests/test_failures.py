@@ -152,9 +152,9 @@ def test_zombie_controllers_late_leader_and_isr_is_refused(spark, tmp_out):
     session: its queued requests reach broker 2 after the new controller's, with the old epoch."""
     c = run(spark, tmp_out, [0, 1, 2], [{"name": "t", "partitions": 1, "replication_factor": 3,
                                          "assignment": {0: [1, 2, 0]}}],
-            [{"at": 300, "crash": 2}, {"at": 600, "restart": 2},
-             {"at": 700, "pause": {"broker": 0, "duration_ms": 2000}}], 3500)
-    assert [r.controller_epoch for r in c.metrics().where("time_ms = 3500").collect()] == [2]
+            [{"at": 300, "crash": 2}, {"at": 1400, "restart": 2},  # after its session ended at 1300
+             {"at": 1500, "pause": {"broker": 0, "duration_ms": 2000}}], 4500)
+    assert [r.controller_epoch for r in c.metrics().where("time_ms = 4500").collect()] == [2]
     lines = [r.message for r in c.state_change_log().where("broker = 2").collect()]
     assert any("controller epoch 1 is old" in m and "Latest known controller epoch is 2" in m for m in lines)
 

@@ -224,7 +224,6 @@ def test_replication_factor_message_is_kafkas():
 @pytest.mark.parametrize("entry, field, value", [
     ({"fail_log_dir": {"broker": 1, "log_dir": "d0"}}, "timeline[0].fail_log_dir", {"broker": 1, "log_dir": "d0"}),
     ({"elect_leaders": {"election_type": "preferred"}}, "timeline[0].elect_leaders", {"election_type": "preferred"}),
-    ({"crash": {"broker": 1, "power_loss": True}}, "timeline[0].crash.power_loss", True),
 ])
 def test_not_yet_supported(entry, field, value):
     with pytest.raises(NotYetSupportedError) as info:

@@ -37,6 +37,7 @@ class ControlPlane:
     zk: ZooKeeper = field(default_factory=ZooKeeper)
     overrides: dict[str, dict] = field(default_factory=dict)
     session_expiry: dict[int, int] = field(default_factory=dict)  # broker -> when its session ends
+    waiting: dict[int, int] = field(default_factory=dict)  # restarted broker -> when its old session ends
     controllers: list[KafkaController] = field(default_factory=list)
     outbox: list[tuple[int, int, Requests]] = field(default_factory=list)  # (sender, made at, requests)
     writes: list[dict] = field(default_factory=list)
@@ -102,7 +103,9 @@ class ControlPlane:
         return set(self.zk.live_brokers())
 
     def crash(self, b: int, now: int) -> None:
-        self.session_expiry[b] = now + int(self.broker_cfg["zookeeper.session.timeout.ms"])
+        if b not in self.session_expiry:  # crashing again before re-registering keeps the old session's end
+            self.session_expiry[b] = now + int(self.broker_cfg["zookeeper.session.timeout.ms"])
+        self.waiting.pop(b, None)
         self.controllers = [c for c in self.controllers if c.broker != b]  # its memory is gone
 
     def pause(self, b: int, start: int, end: int) -> None:
@@ -122,10 +125,14 @@ class ControlPlane:
             self._register(b)
 
     def restart(self, b: int, now: int) -> None:
-        """A crashed broker starts again; if its old session is still open this is a bounce."""
+        """A crashed broker starts again. While its old session is still open, Kafka's registration
+        fails (KafkaZkClient.registerBroker: /brokers/ids/<id> exists, owned by another session), so it
+        registers only after that session has expired and the controller has seen it go (the next
+        round): the failure is always processed, and the broker comes back through onBrokerStartup."""
+        if b in self.session_expiry and b in self.zk.live_brokers():
+            self.waiting[b] = self.session_expiry[b]
+            return
         self.session_expiry.pop(b, None)
-        if b in self.zk.live_brokers():
-            self._expire(b)
         self._register(b)
 
     def shutdown(self, b: int, now: int) -> None:
@@ -175,12 +182,17 @@ class ControlPlane:
     def tick(self, now: int, paused: frozenset) -> None:
         """Expire sessions that are due, elect a controller if there is none, let every
         controller whose broker runs handle its events."""
+        for b, t in sorted(self.waiting.items()):
+            if t < now:  # its old session ended in an earlier round
+                del self.waiting[b]
+                self._register(b)
         for b, t in sorted(self.session_expiry.items()):
             if t <= now:
                 self._expire(b)
         if self.zk.controller() is None:
             live = self.zk.live_brokers()
-            candidates = sorted((epoch, b) for b, epoch in live.items() if b not in paused)
+            down = set(self.session_expiry) | set(self.waiting)  # a session kept open by no process
+            candidates = sorted((epoch, b) for b, epoch in live.items() if b not in paused and b not in down)
             if candidates:
                 c = KafkaController.elect(self.zk, candidates[0][1], topic_config=self.topic_config,
                                           delete_enabled=lambda: bool(self.broker_cfg["delete.topic.enable"]))
