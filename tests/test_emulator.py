@@ -76,7 +76,8 @@ def test_follower_crash_restart_catches_up_from_checkpoint(spark, tmp_out):
         {"at": 0, "produce": {"topic": "t", "partition": 0, "rate_per_sec": 100, "duration_ms": 4000, "acks": 1}},
         {"at": 1500, "crash": 2},
         {"at": 3000, "restart": 2},
-    ], 6000, cluster={"brokers": [1, 2], "config": {"replica.high.watermark.checkpoint.interval.ms": 1000}})
+    ], 6000, cluster={"brokers": [1, 2], "config": {"replica.high.watermark.checkpoint.interval.ms": 1000,
+                                                     "zookeeper.session.timeout.ms": 1000}})
     c = Cluster.from_scenario(sc, spark=spark, out=tmp_out)
     c.run()
     rs = c.replica_state()
@@ -147,13 +148,14 @@ def test_consumers_read_only_below_the_leader_hw(spark, tmp_out):
     """With the follower crashed the static ISR holds the HW: acks=1 records are in the leader's
     log but invisible to consumers until the follower is back and has caught up."""
     sc = scenario([{"at": 0, "crash": 2},
-                   {"at": 100, "produce": {"topic": "t", "partition": 0, "records": 3, "acks": 1}}], 500)
+                   {"at": 100, "produce": {"topic": "t", "partition": 0, "records": 3, "acks": 1}}], 500,
+                  cluster={"brokers": [1, 2], "config": {"zookeeper.session.timeout.ms": 1000}})
     c = Cluster.from_scenario(sc, spark=spark, out=tmp_out)
     c.run()
     assert c.log(topic="t", partition=0).where("broker = 1").count() == 3
     assert c.consume("t", 0).count() == 0
-    c.apply({"restart": 2})
-    c.step(12)
+    c.apply({"restart": 2})  # registers once its old session has ended (1000 ms)
+    c.step(20)
     assert [r.offset for r in c.consume("t", 0).collect()] == [0, 1, 2]
 
 
