@@ -84,14 +84,11 @@ def _describe(args: argparse.Namespace) -> int:
 def _verify_replicas(args: argparse.Namespace) -> int:
     """kafka-replica-verification.sh (ReplicaVerificationTool): exit 1 when two replicas' batch
     offsets differ, as Kafka's tool does; checksum mismatches are printed and exit 0."""
-    from .tools.replica_verification import topic_filter, verify_run
+    from .tools.replica_verification import verify_run
 
     regex, name = ((args.topics_include, "topics-include") if args.topics_include is not None
                    else (args.topic_white_list, "topic-white-list"))
-    if not os.path.exists(os.path.join(args.run, "run.json")):
-        raise ScenarioError("run", args.run, "is not a sparkkafka run directory (no run.json)")
-    topic_filter(regex, name)
-    result = verify_run(args.run, regex)
+    result = verify_run(args.run, regex, name)
     if result.lines:
         print("\n".join(result.lines), flush=True)
     if result.error:

@@ -297,6 +297,7 @@ class Cluster:
         cfg = dict(self.broker_cfg)
         cfg["profile"] = self.profile
         tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
+        min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
         cfg["topic_unclean"] = {t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()}
         cfg["topic_flush"] = {t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()}
         for k, v in self.scenario.emulator.items():
@@ -305,7 +306,7 @@ class Cluster:
         return RoundParams(
             run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
             brokers_dir=self.brokers_dir, log_version=log_version, log_dirs=tuple(self.scenario.log_dirs),
-            cfg=cfg, min_isr=self.control.min_isr(),
+            cfg=cfg, min_isr=min_isr,
             paused=frozenset(b for b in self.paused_until if b not in self.crashed),
             unreachable=self._cut,
         )
@@ -449,6 +450,7 @@ class Cluster:
             json.dump(summary, f, indent=2, sort_keys=True)
         write_violations(self.tables_dir, found, summary["rounds"])
         self.writer.refresh("violations")
+        self._summary = (self.round, summary)  # summary() needs no second read of the tables
         return self
 
     def compact(self) -> None:
@@ -523,6 +525,9 @@ class Cluster:
 
     def summary(self) -> dict:
         """What happened to the records (OUT/summary.json); works on any run dir, stepped or run."""
+        cached = getattr(self, "_summary", None)
+        if cached is not None and cached[0] == getattr(self, "round", None):
+            return json.loads(json.dumps(cached[1]))  # a copy the caller may change
         return summarize(self.out)
 
     def violations(self) -> DataFrame:
@@ -585,11 +590,9 @@ def _has_delta_jvm(spark: SparkSession) -> bool:
 
 def latest_partitions(tables_dir: str) -> pd.DataFrame:
     """The newest partition_state row of every partition."""
-    ps = T.read_table(tables_dir, "partition_state").to_pandas()
-    if ps.empty:
-        return ps
-    ps = ps.sort_values(["topic", "partition", "time_ms", "version", "leader_epoch"], kind="stable")
-    return ps.groupby(["topic", "partition"], as_index=False).tail(1).reset_index(drop=True)
+    from .scenario.checker import latest_of
+
+    return latest_of(T.read_table(tables_dir, "partition_state").to_pandas())
 
 
 def describe_run(out: str, **filters: bool) -> list[str]:
@@ -615,11 +618,7 @@ def describe_run(out: str, **filters: bool) -> list[str]:
 
 def summarize(out: str) -> dict:
     """What happened to the records of a run, from its tables alone."""
-    from .scenario.checker import check
-
-    with open(os.path.join(out, "run.json")) as f:
-        meta = json.load(f)
-    return check(os.path.join(out, "tables"), meta)
+    return audit_run(out)[0]
 
 
 def audit_run(out: str) -> tuple[dict, pd.DataFrame]:

@@ -20,7 +20,7 @@ from sparkkafka.protocol import frames as F
 from sparkkafka.protocol import offsets_for_leader_epoch as ofle
 from sparkkafka.protocol.config import broker_config
 from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
-from sparkkafka.protocol.truncation import become_follower, new_followers, truncate
+from sparkkafka.protocol.truncation import on_leader_and_isr, truncate
 
 LEADER, FOLLOWER = 1, 2
 FOREVER = np.iinfo("int64").max
@@ -154,12 +154,7 @@ class Duo:
         before = self.rep
         self.rep, self.rem, self.brk, _ = become_leader_or_follower(self.rep, self.rem, self.brk, reqs, ["d0"],
                                                                     self.now)
-        self.rep = self.rep.reset_index(drop=True)
-        old_epoch = F.take(before, "leader_epoch", F.locate(before, self.rep), -2)
-        new_leader = ((self.rep["leader"] == self.rep["broker"]).to_numpy()
-                      & (self.rep["leader_epoch"].to_numpy() != old_epoch))
-        self.rep = leader_epoch.on_become_leader(self.rep, new_leader, self.profile)
-        self.rep, cuts = become_follower(self.rep, new_followers(before, self.rep, self.profile), self.profile)
+        self.rep, cuts = on_leader_and_isr(before, self.rep, self.profile)
         self._cut(cuts)
         return cuts
 

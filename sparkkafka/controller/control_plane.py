@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..protocol import frames as F
-from ..protocol.config import broker_config, topic_config
+from ..protocol.config import at_least, broker_config, topic_config
 from ..scenario.model import TopicSpec
 from .kafka_controller import KafkaController, Requests
 from .placement import assign_replicas_to_brokers
@@ -61,9 +61,6 @@ class ControlPlane:
 
     def partition_count(self, topic: str) -> int:
         return len(self.zk.topic_assignment(topic))
-
-    def min_isr(self) -> dict[str, int]:
-        return {t: int(self.topic_config(t)["min.insync.replicas"]) for t in self.topics()}
 
     def create_topic(self, spec: TopicSpec, now: int) -> None:
         """What AdminZkClient does: place the replicas (Kafka's AdminUtils, over the registered
@@ -218,7 +215,7 @@ class ControlPlane:
         the version it knows, and leaves an isr_change_notification."""
         if proposals.empty:
             return
-        if self.profile in ("2.7", "2.8"):
+        if at_least(self.profile, "2.7"):
             c = self.active()
             ok = np.array([c is not None and reachable(b, c.broker) for b in proposals["broker"]], dtype=bool)
             lost = proposals[~ok]

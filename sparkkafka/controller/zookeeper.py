@@ -298,11 +298,18 @@ class ZooKeeper:
     def delete_isr_change_notification(
         self, name: str, *, expected_controller_epoch_version: int | None = None
     ) -> None:
-        self._fence(expected_controller_epoch_version)
-        if name not in self._isr_changes:
-            raise NoNodeError(f"/isr_change_notification/{name}")
+        self._delete_child(self._isr_changes, "/isr_change_notification", name, expected_controller_epoch_version)
+
+    def _delete_child(self, children: dict | set, parent: str, name: str, expected: int | None) -> None:
+        """A controller's fenced delete of parent/name (NoNodeError when it is not there)."""
+        self._fence(expected)
+        if name not in children:
+            raise NoNodeError(f"{parent}/{name}")
         self._write()
-        del self._isr_changes[name]
+        if isinstance(children, dict):
+            del children[name]
+        else:
+            children.discard(name)
 
     # -- /admin/delete_topics (AdminZkClient.deleteTopic, TopicDeletionManager) --
 
@@ -319,11 +326,7 @@ class ZooKeeper:
     def delete_topic_deletion_node(
         self, name: str, *, expected_controller_epoch_version: int | None = None
     ) -> None:
-        self._fence(expected_controller_epoch_version)
-        if name not in self._delete_topics:
-            raise NoNodeError(f"/admin/delete_topics/{name}")
-        self._write()
-        self._delete_topics.discard(name)
+        self._delete_child(self._delete_topics, "/admin/delete_topics", name, expected_controller_epoch_version)
 
     # -- /admin/reassign_partitions, /admin/preferred_replica_election: opaque JSON-native dicts --
 

@@ -173,12 +173,13 @@ def _checkpoint_hw(p: RoundParams, replicas: pd.DataFrame, brokers: pd.DataFrame
     return out
 
 
-def _flush(p: RoundParams, replicas: pd.DataFrame, found: pd.DataFrame, stopping: set[int]) -> pd.DataFrame:
+def _flush(p: RoundParams, replicas: pd.DataFrame, before: pd.DataFrame, found: np.ndarray,
+           stopping: set[int]) -> pd.DataFrame:
     """Kafka's flush rules (protocol/flush.py) and a clean shutdown's flush of every log; the dirs whose
     flushed offsets moved, or were cut by a truncation, get their flushed-offsets file rewritten."""
     force = replicas["broker"].isin(list(stopping)).to_numpy()
     replicas, _ = flush.maybe_flush(replicas, p.cfg.get("topic_flush", {}), p.now, force)
-    old = F.take(found, "recovery_point", F.locate(found, replicas), -1)
+    old = F.take(before, "recovery_point", found, -1)
     moved = replicas["recovery_point"].to_numpy() != old
     for b, d in sorted(set(zip(replicas["broker"].to_numpy()[moved], replicas["log_dir"].to_numpy()[moved], strict=True))):
         sel = replicas[(replicas["broker"] == b) & (replicas["log_dir"] == d)]
@@ -187,15 +188,14 @@ def _flush(p: RoundParams, replicas: pd.DataFrame, found: pd.DataFrame, stopping
     return replicas
 
 
-def _checkpoint_epochs(p: RoundParams, found: pd.DataFrame, replicas: pd.DataFrame) -> None:
+def _checkpoint_epochs(p: RoundParams, before: pd.DataFrame, found: np.ndarray, replicas: pd.DataFrame) -> None:
     """Rewrite leader-epoch-checkpoint for every replica whose cache changed this round."""
-    old = F.take(found, "epoch_cache", F.locate(found, replicas), None)
+    old = F.take(before, "epoch_cache", found, None)
     new = replicas["epoch_cache"].to_numpy()
     changed = np.flatnonzero((new != old) & ((new != "") | pd.notna(old)))  # a new log's empty cache needs no file
-    for i in changed:
-        r = replicas.iloc[i]
-        broker_disk.write_epoch_checkpoint(p.brokers_dir, int(r.broker), r.log_dir, r.topic, int(r.partition),
-                                           leader_epoch.decode(r.epoch_cache))
+    cols = [replicas[c].to_numpy()[changed] for c in ("broker", "log_dir", "topic", "partition")]
+    for b, d, t, part, text in zip(*cols, new[changed], strict=True):
+        broker_disk.write_epoch_checkpoint(p.brokers_dir, int(b), d, t, int(part), leader_epoch.decode(text))
 
 
 def _record_logs(p: RoundParams, before: pd.DataFrame, after: pd.DataFrame) -> None:
@@ -241,13 +241,9 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     before = replicas
     replicas, remotes, brokers, lines = become_leader_or_follower(
         replicas, remotes, brokers, k[W.LEADER_AND_ISR], list(p.log_dirs), p.now)
-    cuts = pd.DataFrame(columns=truncation.CUTS)
+    cuts = truncation.no_cuts()
     if len(k[W.LEADER_AND_ISR]):
-        replicas = replicas.reset_index(drop=True)
-        old_epoch = F.take(before, "leader_epoch", F.locate(before, replicas), -2)
-        new_leader = (replicas["leader"] == replicas["broker"]).to_numpy() & (replicas["leader_epoch"].to_numpy() != old_epoch)
-        replicas = leader_epoch.on_become_leader(replicas, new_leader, prof)
-        replicas, cuts = truncation.become_follower(replicas, truncation.new_followers(before, replicas, prof), prof)
+        replicas, cuts = truncation.on_leader_and_isr(before, replicas, prof)
     replicas, remotes, deleted, stop_lines = controller_requests.stop_replicas(
         replicas, remotes, brokers, k[W.STOP_REPLICA])
     cuts = pd.concat([cuts, deleted.assign(offset=0)], ignore_index=True) if len(deleted) else cuts
@@ -293,8 +289,9 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     if halted:  # a broker that exits (pre-2.1 out-of-range) loses its memory as in a crash
         lines = pd.concat([lines, halts.assign(controller_epoch=-1)[lines.columns]], ignore_index=True)
     brokers = _checkpoint_hw(p, replicas, brokers, force=stopping)
-    replicas = _flush(p, replicas, wire_replicas, stopping)
-    _checkpoint_epochs(p, wire_replicas, replicas)
+    found = F.locate(wire_replicas, replicas)  # each replica's row as the round found it
+    replicas = _flush(p, replicas, wire_replicas, found, stopping)
+    _checkpoint_epochs(p, wire_replicas, found, replicas)
 
     adds = _write_log(p, F.concat([appended_f, appended_l], F.RECORD), replicas)
     adds += _truncate(p, cuts)

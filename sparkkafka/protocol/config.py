@@ -91,6 +91,11 @@ _ALIASES = {
 }
 
 
+def at_least(profile: str, version: str) -> bool:
+    """Whether `profile` has the behaviour introduced in profile `version` (both from PROFILES)."""
+    return PROFILES.index(profile) >= PROFILES.index(version)
+
+
 def profile_of(ibp: str) -> str | None:
     """Map an inter.broker.protocol.version string ("2.8", "2.7-IV2", "0.10.2") to a profile."""
     base = str(ibp).split("-")[0]
@@ -102,13 +107,12 @@ def profile_of(ibp: str) -> str | None:
 
 def version_defaults(profile: str) -> dict[str, Any]:
     """Defaults that changed across versions (protocol.md section 0)."""
-    old = {"0.8": 0, "0.10": 1, "0.11": 2, "2.0": 3, "2.1": 4, "2.7": 5, "2.8": 6}[profile]
     out: dict[str, Any] = {}
-    if old <= 1:  # true until 0.11.0
+    if not at_least(profile, "0.11"):  # true until 0.11.0
         out["unclean.leader.election.enable"] = True
-    if old <= 1:  # false before 1.0
+    if not at_least(profile, "0.11"):  # false before 1.0
         out["delete.topic.enable"] = False
-    if old <= 3:  # 10000 / 6000 before 2.5 (the 2.1 profile spans 2.1-2.6 and keeps 2.8's values)
+    if not at_least(profile, "2.1"):  # 10000 / 6000 before 2.5 (the 2.1 profile spans 2.1-2.6 and keeps 2.8's values)
         out["replica.lag.time.max.ms"] = 10000
         out["zookeeper.session.timeout.ms"] = 6000
     return out

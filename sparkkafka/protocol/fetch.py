@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch, offsets_for_leader_epoch
+from .config import at_least
 from .frames import (
     EPOCH_REQUEST,
     FETCH,
@@ -31,13 +32,11 @@ from .frames import (
     take,
 )
 from .high_watermark import follower_hw, maybe_increment_leader_hw
-from .truncation import truncate
+from .truncation import no_cuts, truncate
 
 FOREVER = np.iinfo("int64").max
 REQUEST = ["src", "broker", "sent_ms"]  # one fetch request = these + many partitions
 RESPONSE = ["_dst", "broker", "sent_ms"]  # the same request, seen from the records read for it
-EPOCH_FENCING = ("2.1", "2.7", "2.8")  # KIP-320: current_leader_epoch on Fetch
-FETCH_LAST_EPOCH = ("2.8",)  # KAFKA-10554: last_fetched_epoch on Fetch v12
 
 
 def record_bytes(records: pd.DataFrame) -> np.ndarray:
@@ -84,8 +83,8 @@ def fetch_requests(
     req = pd.DataFrame({
         "broker": s["leader"], "src": s["broker"], "topic": s["topic"], "partition": s["partition"],
         "fetch_offset": s["leo"],
-        "current_leader_epoch": s["leader_epoch"] if prof in EPOCH_FENCING else -1,
-        "last_fetched_epoch": s["last_fetched_epoch"] if prof in FETCH_LAST_EPOCH else -1,
+        "current_leader_epoch": s["leader_epoch"] if at_least(prof, "2.1") else -1,  # KIP-320
+        "last_fetched_epoch": s["last_fetched_epoch"] if at_least(prof, "2.8") else -1,  # KAFKA-10554, v12
         "log_start_offset": s["log_start_offset"], "sent_ms": now, "deadline_ms": -1,
     })
     r.loc[send, "fetch_in_flight"] = True
@@ -259,9 +258,8 @@ def apply_fetch_responses(
     Returns (replicas, appended records, log cuts, halts: brokers that exit, as pre-2.1 ones did).
     """
     replicas = replicas.reset_index(drop=True)  # positions below index rows
-    no_cuts = truncate(replicas, np.empty(0, "int64"), np.empty(0, "int64"))[1]
     if responses.empty:
-        return replicas, empty(RECORD), no_cuts, _halts(replicas, [], [], [])
+        return replicas, empty(RECORD), no_cuts(), _halts(replicas, [], [], [])
     pos = locate(replicas, responses)
     leader = take(replicas, "leader", pos, -1)
     leo = take(replicas, "leo", pos, -1)
@@ -325,7 +323,7 @@ def out_of_range_recovery(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, 
     own = r["leo"].to_numpy()[pos]
     behind = leader_leo < own
     unclean = cfg.get("topic_unclean", {})
-    old = cfg["profile"] in ("0.8", "0.10", "0.11", "2.0")
+    old = not at_least(cfg["profile"], "2.1")
     halt = behind & old & ~np.array([bool(unclean.get(t, cfg["unclean.leader.election.enable"]))
                                      for t in resp["topic"]], dtype=bool)
     halts = _halts(r, pos[halt], leader_leo[halt], resp["src"].to_numpy()[halt])

@@ -32,9 +32,10 @@ def maybe_flush(replicas: pd.DataFrame, topic_flush: Mapping[str, tuple[int, int
     Returns (replicas, which rows flushed)."""
     if replicas.empty:
         return replicas, np.zeros(0, dtype=bool)
-    cfg = [topic_flush.get(t, (LONG_MAX, None)) for t in replicas["topic"]]
-    msgs = np.array([min(int(m), LONG_MAX) for m, _ in cfg], dtype="int64")
-    ms = np.array([LONG_MAX if x is None else min(int(x), LONG_MAX) for _, x in cfg], dtype="int64")
+    topic = replicas["topic"]
+    msgs = topic.map({t: min(int(m), LONG_MAX) for t, (m, _) in topic_flush.items()}).fillna(LONG_MAX)
+    ms = topic.map({t: LONG_MAX if x is None else min(int(x), LONG_MAX) for t, (_, x) in topic_flush.items()})
+    msgs, ms = msgs.to_numpy("int64"), ms.fillna(LONG_MAX).to_numpy("int64")
     leo, rp = replicas["leo"].to_numpy(), replicas["recovery_point"].to_numpy()
     last = replicas["last_flush_ms"].to_numpy()
     dirty = leo > rp

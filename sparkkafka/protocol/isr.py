@@ -22,17 +22,13 @@ import numpy as np
 import pandas as pd
 
 from . import errors
+from .config import at_least
 from .frames import ISR_CHANGE, KEY, REMOTE, REPLICA, conform, csv, empty, ids, isr_size, locate
 
-_RANK = {"0.8": 0, "0.10": 1, "0.11": 2, "2.0": 3, "2.1": 4, "2.7": 5, "2.8": 6}
 # AlterIsr errors after which the leader gives up and stays pending until the next LeaderAndIsr
 # (Partition.handleAlterIsrError, 2.7-2.8). Any other error drops the change so it is retried.
 STAY_PENDING = ("FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION", errors.UNKNOWN_TOPIC_OR_PARTITION)
 BADVERSION = "BADVERSION"  # a failed conditional ZK write of the state znode (before 2.7)
-
-
-def _rank(profile: str) -> int:
-    return _RANK[profile]
 
 
 def _member(lists: np.ndarray, who: np.ndarray) -> np.ndarray:
@@ -91,7 +87,7 @@ def maybe_expand_isr(
     cand = (~remotes["in_isr"].to_numpy(dtype=bool)[ok]
             & (leo >= 0) & (leo >= replicas["hw"].to_numpy()[rp])
             & (remotes["last_fetch_ms"].to_numpy()[ok] == now))
-    if _rank(profile) >= _rank("2.1"):
+    if at_least(profile, "2.1"):
         cand &= leo >= replicas["epoch_start_offset"].to_numpy()[rp]
     if not cand.any():
         return replicas, remotes, empty(ISR_CHANGE)
@@ -132,13 +128,13 @@ def out_of_sync_replicas(
     lag = cfg["replica.lag.time.max.ms"]
     leo = r["leo"].to_numpy()
     leader_leo = replicas["leo"].to_numpy()[rp]
-    if _rank(profile) == _rank("0.8"):
+    if profile == "0.8":
         stuck = (now - r["leo_changed_ms"].to_numpy()) > lag
         slow = (leo >= 0) & (leader_leo - leo > cfg["replica.lag.max.messages"])
         out = stuck | slow
     else:
         out = (now - r["last_caught_up_ms"].to_numpy()) > lag
-        if _rank(profile) >= _rank("2.1"):
+        if at_least(profile, "2.1"):
             out &= leo != leader_leo
     return r.loc[in_isr & out, cols].reset_index(drop=True)
 
@@ -161,7 +157,7 @@ def maybe_shrink_isr(
     if replicas.empty:
         return replicas, empty(ISR_CHANGE)
     lag = int(cfg["replica.lag.time.max.ms"])
-    period = lag if _rank(profile) == _rank("0.8") else lag // 2
+    period = lag if profile == "0.8" else lag // 2
     last = replicas["isr_check_ms"].to_numpy()
     due = _leaders(replicas) & ((last < 0) | (now - last >= period))
     if not due.any():

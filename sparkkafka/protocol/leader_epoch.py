@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .config import at_least
+
 Entry = tuple[int, int]
 
 UNDEFINED_EPOCH = -1
@@ -29,11 +31,6 @@ UNDEFINED: Entry = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 OUT_OF_RANGE: Entry = UNDEFINED  # diverging_epoch's stand-in for OFFSET_OUT_OF_RANGE
 
 CHECKPOINT_VERSION = 0
-_RANK = {"0.8": 0, "0.10": 1, "0.11": 2, "2.0": 3, "2.1": 4, "2.7": 5, "2.8": 6}
-
-
-def _rank(profile: str) -> int:
-    return _RANK[profile]
 
 
 def _entries(entries: Iterable[Entry]) -> list[Entry]:
@@ -162,10 +159,9 @@ def offsets_for_leader_epoch(entries: Iterable[Entry], leo: int, requested_epoch
     Returns (epoch, end_offset). Before 0.11 the request does not exist: (-1, -1). 0.11-1.1 (v0) carry
     an offset only: (-1, end_offset_for_v0). 2.0+ (v1+): end_offset_for, an empty cache giving (-1, -1).
     Error handling (not leader, FENCED/UNKNOWN_LEADER_EPOCH, protocol.md 3.5/5.3) is the caller's."""
-    r = _rank(profile)
-    if r < _rank("0.11"):
+    if not at_least(profile, "0.11"):
         return UNDEFINED
-    if r < _rank("2.0"):
+    if not at_least(profile, "2.0"):
         return (UNDEFINED_EPOCH, end_offset_for_v0(entries, requested_epoch, leo))
     return end_offset_for(entries, requested_epoch, leo)
 
@@ -186,12 +182,12 @@ def truncation_offset(follower_entries: Iterable[Entry], follower_leo: int, foll
     The caller truncates the log and the cache (truncate_from_end) before asking again.
     """
     es = _entries(follower_entries)
-    if _rank(profile) < _rank("0.11") or not es:
+    if not at_least(profile, "0.11") or not es:
         return (int(follower_hw), True)
     le, lo = int(leader_answer[0]), int(leader_answer[1])
     if lo == UNDEFINED_EPOCH_OFFSET:
         return (int(follower_hw), True)
-    if _rank(profile) < _rank("2.0") or le == UNDEFINED_EPOCH:
+    if not at_least(profile, "2.0") or le == UNDEFINED_EPOCH:
         return (min(lo, follower_leo), True)
     fe, fo = end_offset_for(es, le, follower_leo)
     if fo == UNDEFINED_EPOCH_OFFSET:
@@ -266,7 +262,7 @@ def parse_checkpoint(text: str) -> list[Entry]:
 def enabled(profile: str) -> bool:
     """Whether records carry a leader epoch and replicas keep the cache: message format v2, from 0.11
     (KIP-101). Older formats have no epoch field (read as -1) and the cache stays empty (KAFKA-7897)."""
-    return _rank(profile) >= _rank("0.11")
+    return at_least(profile, "0.11")
 
 
 def encode(entries: Iterable[Entry]) -> str:
@@ -323,7 +319,7 @@ def on_append(replicas, appended, profile: str):
 def on_become_leader(replicas, mask, profile: str):
     """Partition.makeLeader from 2.1 (KAFKA-7415): a new leader records (its epoch, LEO) at once, before
     any write, so a follower holding a never-replicated later epoch still finds a higher entry."""
-    if _rank(profile) < _rank("2.1") or not mask.any():
+    if not at_least(profile, "2.1") or not mask.any():
         return replicas
     r = replicas.copy()
     idx = r.index[mask]
@@ -344,8 +340,7 @@ def on_truncate(replicas, pos, offsets):
     for p, o in zip(pos, offsets, strict=True):
         caches[p] = encode(truncate_from_end(decode(caches[p]), int(o)))
     r["epoch_cache"] = caches
-    col = r.columns.get_loc("last_fetched_epoch")
-    for p in pos:
-        if caches[p] or r.iat[p, col] >= 0:
-            r.iat[p, col] = _latest_of(caches[p])
+    lfe = r["last_fetched_epoch"].to_numpy().copy()
+    lfe[pos] = [_latest_of(caches[p]) for p in pos]
+    r["last_fetched_epoch"] = lfe
     return r

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
+from .config import at_least
 from .frames import EPOCH_REQUEST, EPOCH_RESPONSE, FETCHING, REPLICA, TRUNCATING, conform, empty, locate, take
-from .truncation import truncate
+from .truncation import no_cuts, truncate
 
-FENCING = ("2.1", "2.7", "2.8")  # v2+: current_leader_epoch
 FOREVER = np.iinfo("int64").max
 
 
@@ -29,7 +29,7 @@ def requests(replicas: pd.DataFrame, send: np.ndarray, now: int, profile: str) -
     return conform(pd.DataFrame({
         "broker": s["leader"], "src": s["broker"], "topic": s["topic"], "partition": s["partition"],
         "leader_epoch": s["last_fetched_epoch"],
-        "current_leader_epoch": s["leader_epoch"] if profile in FENCING else -1, "sent_ms": now,
+        "current_leader_epoch": s["leader_epoch"] if at_least(profile, "2.1") else -1, "sent_ms": now,
     }), EPOCH_REQUEST)
 
 
@@ -68,7 +68,7 @@ def apply_answers(replicas: pd.DataFrame, responses: pd.DataFrame, now: int, cfg
     and, when done, moves the partition to Fetching. Returns (replicas, cuts)."""
     r = replicas.reset_index(drop=True)
     if responses.empty:
-        return r, truncate(r, np.empty(0, "int64"), np.empty(0, "int64"))[1]
+        return r, no_cuts()
     pos = locate(r, responses)
     mine = ((pos >= 0) & (take(r, "leader", pos, -1) == responses["src"].to_numpy())
             & take(r, "fetch_in_flight", pos, False).astype(bool)

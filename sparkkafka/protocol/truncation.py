@@ -15,24 +15,31 @@ import numpy as np
 import pandas as pd
 
 from . import leader_epoch
+from .config import at_least
 from .frames import FETCHING, KEY, REPLICA, TRUNCATING, conform, locate, take
 
 CUTS = ["broker", "topic", "partition", "log_dir", "offset"]
-_RANK = {"0.8": 0, "0.10": 1, "0.11": 2, "2.0": 3, "2.1": 4, "2.7": 5, "2.8": 6}
 
 
-def new_followers(before: pd.DataFrame, after: pd.DataFrame, profile: str) -> np.ndarray:
-    """Rows of `after` that makeFollower (re)started: a new leader epoch with another leader, or, from
-    2.1 (KAFKA-7164), any new leader epoch."""
+def on_leader_and_isr(before: pd.DataFrame, after: pd.DataFrame, profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What becoming leader or follower does to the logs, given the replicas before and after
+    LeaderAndIsr (leader_and_isr.become_leader_or_follower): a new leader epoch's leader records its
+    epoch start (leader_epoch.on_become_leader, KAFKA-7415); a replica whose fetcher makeFollower
+    (re)starts (a new leader epoch with another leader or, from 2.1 (KAFKA-7164), any new leader
+    epoch) enters it as its profile does (become_follower). Returns (replicas, cuts)."""
+    after = after.reset_index(drop=True)
     pos = locate(before, after)
-    old_epoch = take(before, "leader_epoch", pos, -2)
-    old_leader = take(before, "leader", pos, -2)
-    leader = after["leader"].to_numpy()
-    follower = (leader >= 0) & (leader != after["broker"].to_numpy())
-    changed = after["leader_epoch"].to_numpy() != old_epoch
-    if _RANK[profile] < _RANK["2.1"]:
-        changed &= leader != old_leader
-    return follower & changed
+    new_epoch = after["leader_epoch"].to_numpy() != take(before, "leader_epoch", pos, -2)
+    leader, broker = after["leader"].to_numpy(), after["broker"].to_numpy()
+    after = leader_epoch.on_become_leader(after, (leader == broker) & new_epoch, profile)
+    if not at_least(profile, "2.1"):
+        new_epoch &= leader != take(before, "leader", pos, -2)
+    return become_follower(after, (leader >= 0) & (leader != broker) & new_epoch, profile)
+
+
+def no_cuts() -> pd.DataFrame:
+    """An empty cuts frame (broker, topic, partition, log_dir, offset)."""
+    return pd.DataFrame({c: pd.Series(dtype=REPLICA.get(c, "int64")) for c in CUTS})
 
 
 def truncate(replicas: pd.DataFrame, pos: np.ndarray, offsets: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -42,7 +49,7 @@ def truncate(replicas: pd.DataFrame, pos: np.ndarray, offsets: np.ndarray) -> tu
     pos = np.asarray(pos, dtype="int64")
     offsets = np.asarray(offsets, dtype="int64")
     if len(pos) == 0:
-        return replicas, pd.DataFrame({c: pd.Series(dtype=REPLICA.get(c, "int64")) for c in CUTS})
+        return replicas, no_cuts()
     r = leader_epoch.on_truncate(replicas.reset_index(drop=True), pos, offsets)
     leo = r["leo"].to_numpy()[pos]
     cut = offsets < leo
@@ -59,10 +66,10 @@ def become_follower(replicas: pd.DataFrame, mask: np.ndarray, profile: str) -> t
     Returns (replicas, cuts)."""
     r = replicas.reset_index(drop=True)
     has_cache = r["epoch_cache"].astype(str).str.len().to_numpy() > 0
-    to_hw = mask & (~has_cache | (_RANK[profile] < _RANK["0.11"]))
+    to_hw = mask & (~has_cache | (not at_least(profile, "0.11")))
     state = r["fetch_state"].to_numpy().copy()
     state[mask] = FETCHING
-    if _RANK["0.11"] <= _RANK[profile] < _RANK["2.8"]:
+    if at_least(profile, "0.11") and not at_least(profile, "2.8"):
         state[mask & ~to_hw] = TRUNCATING
     r["fetch_state"] = state
     pos = np.flatnonzero(to_hw)

@@ -119,7 +119,7 @@ def violations_table(frame: pd.DataFrame) -> pa.Table:
 
 
 def latest_of(ps: pd.DataFrame) -> pd.DataFrame:
-    """The newest partition_state row of every partition (as cluster.latest_partitions)."""
+    """The newest partition_state row of every partition."""
     if ps.empty:
         return ps
     ps = ps.sort_values(["topic", "partition", "time_ms", "version", "leader_epoch"], kind="stable")

@@ -26,6 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from .java_hash import spread, string_hash
+
 __all__ = ["KAFKA_28_TOPIC_CONFIGS", "describe_lines", "topic_id"]
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -200,19 +202,8 @@ def _java_str(value: Any) -> str:
 # --- java.util.HashMap iteration order (JDK 8-17) ---------------------------------------------------------
 
 
-def _java_string_hash(text: str) -> int:
-    """``String.hashCode`` over UTF-16 code units, as an unsigned 32-bit int."""
-    units = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
-    return h
-
-
 def _spread(key: str) -> int:
-    """``HashMap.hash``: the key's hashCode with its high half folded into the low half."""
-    h = _java_string_hash(key)
-    return h ^ (h >> 16)
+    return spread(string_hash(key))
 
 
 class _JavaHashMap:

@@ -37,6 +37,7 @@ import pandas as pd
 
 from ..errors import ScenarioError
 from ..storage import tables as T
+from .java_hash import concurrent_hash_map_slots, string_hash
 
 __all__ = ["Verification", "crc32c", "record_checksums", "timestamp", "topic_filter", "verify", "verify_run"]
 
@@ -134,27 +135,9 @@ def record_checksums(log: pd.DataFrame) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- iteration order
-def _java_string_hash(text: str) -> int:
-    units = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
-    return h
-
-
 def _topic_partition_hash(topic: str, partition: int) -> int:
     """``TopicPartition.hashCode``: 31 * (31 + partition) + topic.hashCode(), as int."""
-    return (31 * (31 + partition) + _java_string_hash(topic)) & 0xFFFFFFFF
-
-
-def _chm_order(hashes: Sequence[int]) -> list[int]:
-    """Positions of keys (given in insertion order) in ``ConcurrentHashMap`` iteration order: table of 16
-    slots doubled whenever the count reaches 3/4 of it, slot = spread hash & (size - 1)."""
-    size = 16
-    while len(hashes) >= size - (size >> 2):
-        size <<= 1
-    slot = [((h ^ (h >> 16)) & 0x7FFFFFFF) & (size - 1) for h in hashes]
-    return sorted(range(len(hashes)), key=lambda i: (slot[i], i))
+    return (31 * (31 + partition) + string_hash(topic)) & 0xFFFFFFFF
 
 
 # ---------------------------------------------------------------------- the verification pass
@@ -170,17 +153,14 @@ def verify(log: pd.DataFrame, replicas: pd.DataFrame, topics: Sequence[str], tim
     out = Verification([f"{ts}: verification process is started."])
     reps = replicas[replicas["topic"].isin(chosen)][["topic", "partition", "broker", "hw", "log_start_offset"]]
     parts = reps[["topic", "partition"]].drop_duplicates().sort_values(["topic", "partition"])
-    order = _chm_order([_topic_partition_hash(t, int(p)) for t, p in zip(parts["topic"], parts["partition"],
-                                                                            strict=True)])
-    parts = parts.iloc[order].reset_index(drop=True).assign(p_rank=np.arange(len(parts)))
+    hashes = [_topic_partition_hash(t, int(p)) for t, p in zip(parts["topic"], parts["partition"], strict=True)]
+    slots = concurrent_hash_map_slots(np.array(hashes, np.int64), np.full(len(parts), len(parts)))
+    parts = parts.iloc[np.lexsort((np.arange(len(parts)), slots))].reset_index(drop=True)
+    parts = parts.assign(p_rank=np.arange(len(parts)))
     reps = reps.merge(parts, on=["topic", "partition"])
     # replica order within a partition: the tool's Pool[Int, ...] (Integer.hashCode is the id itself)
     count = reps.groupby("p_rank")["broker"].transform("size").to_numpy()
-    size = np.full(len(reps), 16, np.int64)
-    while (grow := count >= size - (size >> 2)).any():
-        size[grow] <<= 1
-    b = reps["broker"].to_numpy(np.int64) & 0xFFFFFFFF
-    reps = reps.assign(_slot=((b ^ (b >> 16)) & 0x7FFFFFFF) & (size - 1))
+    reps = reps.assign(_slot=concurrent_hash_map_slots(reps["broker"].to_numpy(np.int64), count))
     reps = reps.sort_values(["p_rank", "_slot", "broker"], kind="stable")
     reps = reps.assign(r_rank=reps.groupby("p_rank").cumcount().to_numpy(),
                        start=reps.groupby("p_rank")["log_start_offset"].transform("max").to_numpy())
@@ -220,16 +200,18 @@ def verify(log: pd.DataFrame, replicas: pd.DataFrame, topics: Sequence[str], tim
     return out
 
 
-def verify_run(out: str, topic_white_list: str = ".*") -> Verification:
-    """The tool over a run directory's final state."""
+def verify_run(out: str, topic_white_list: str = ".*", option: str = "topic-white-list") -> Verification:
+    """The tool over a run directory's final state; bad input (no run dir, a bad regex given as
+    `option`) raises ScenarioError before any table is read."""
+    from ..scenario.checker import final_replicas
+
     if not os.path.exists(os.path.join(out, "run.json")):
         raise ScenarioError("run", out, "is not a sparkkafka run directory (no run.json)")
-    topic_filter(topic_white_list)  # bad input before any table is read
+    topic_filter(topic_white_list, option)
     with open(os.path.join(out, "run.json")) as f:
         meta = json.load(f)
     tables_dir = os.path.join(out, "tables")
-    rs = T.read_table(tables_dir, "replica_state").to_pandas()
-    final = rs[rs["round"] == rs["round"].max()] if len(rs) else rs
-    topics = list(meta["topics"]) if "topics" in meta else sorted(set(rs["topic"]))
+    final = final_replicas(tables_dir)
+    topics = list(meta["topics"]) if "topics" in meta else sorted(set(final["topic"]))
     log = T.read_table(tables_dir, "log").to_pandas()
     return verify(log, final, topics, int(meta.get("time_ms", 0)), topic_white_list)
