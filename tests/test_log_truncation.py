@@ -46,6 +46,7 @@ def _file_table(rows: list[tuple]) -> pa.Table:
         "value_bytes": pa.array([100] * n, pa.int32()),
         "timestamp": pa.array([1000 + r for r in d["record_id"]], pa.int64()),
         "is_future": pa.array(d["is_future"], pa.bool_()),
+        "append_ms": pa.array([1000 + r for r in d["record_id"]], pa.int64()),
     }).cast(T.SCHEMAS["log"])
 
 
