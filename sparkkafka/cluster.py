@@ -28,7 +28,7 @@ from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
 from .protocol import errors as kerr
-from .protocol.config import TOPIC_CONFIGS, broker_config, profile_of
+from .protocol.config import LONG_MAX, TOPIC_CONFIGS, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform
 from .scenario import Scenario, load_scenario
 from .scenario.workload import Workload
@@ -87,7 +87,8 @@ class Cluster:
 
     @classmethod
     def for_path(cls, spark: SparkSession | None, path: str) -> Cluster:
-        """Reopen a run directory to inspect its tables."""
+        """Reopen a run directory: its tables can be read, and (runs saved by this version) it can be
+        continued with run(until_ms) / step() and acted on by apply() and the operator tools."""
         if not os.path.exists(os.path.join(path, "run.json")):
             raise ScenarioError("path", path, "is not a sparkkafka run directory (no run.json)")
         if spark is None:
@@ -97,7 +98,67 @@ class Cluster:
         c = cls(spark, path)
         with open(os.path.join(path, "run.json")) as f:
             c.meta = json.load(f)
+        c._restore()
         return c
+
+    # ------------------------------------------------------------------ the run directory is the cluster
+    _DRIVER_STATE = ("scenario", "run_id", "round_ms", "broker_cfg", "profile", "control", "workload", "round",
+                     "crashed", "stopping", "paused_until", "isolations", "events", "next_event", "_outbox",
+                     "_produced", "offline_dirs", "alter_dir_responses", "spark_partitions", "tool_state")
+
+    @property
+    def resumable(self) -> bool:
+        return self.scenario is not None and hasattr(self, "control")
+
+    def save(self) -> None:
+        """Write what the driver holds (controller, ZooKeeper, producers, timeline position) and the
+        brokers' in-memory state (the last round's output rows) into the run directory, so another
+        process can continue the run or act on it. Each save writes a new state folder, then drops
+        the older ones (a reader of the old one is never overwritten underneath)."""
+        from pyspark import cloudpickle
+
+        self.flush()
+        state_root = os.path.join(self.out, "state")
+        folder = None
+        if self.state is not None:
+            folder = os.path.join(state_root, f"round-{self.round:08d}-{uuid.uuid4().hex[:6]}")
+            self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(folder)
+        blob = {k: getattr(self, k) for k in self._DRIVER_STATE if hasattr(self, k)}
+        blob["state_folder"] = folder
+        tmp = os.path.join(self.out, "driver.pkl.tmp")
+        with open(tmp, "wb") as f:
+            cloudpickle.dump(blob, f)
+        os.replace(tmp, os.path.join(self.out, "driver.pkl"))
+        if os.path.isdir(state_root):
+            for old in os.listdir(state_root):
+                if folder is None or os.path.join(state_root, old) != folder:
+                    shutil.rmtree(os.path.join(state_root, old), ignore_errors=True)
+
+    def _restore(self) -> None:
+        path = os.path.join(self.out, "driver.pkl")
+        if not os.path.exists(path):
+            return  # a run saved before runs could be continued: its tables can still be read
+        import pickle
+
+        with open(path, "rb") as f:
+            blob = pickle.load(f)
+        folder = blob.pop("state_folder")
+        for k, v in blob.items():
+            setattr(self, k, v)
+        self.writer = TableWriter(self.tables_dir, self.run_id)
+        self._cut = {}
+        self._history_adds = defaultdict(list)
+        self._driver_rows = defaultdict(list)
+        self._log_actions = []
+        self.timings = defaultdict(float)
+        self.state = None
+        if folder and os.path.isdir(folder):
+            self.state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
+
+    def _require_resumable(self) -> None:
+        if not self.resumable:
+            raise ScenarioError("run", self.out, "was written by an older sparkkafka (no driver.pkl): it can be "
+                                                 "read but not continued")
 
     def _start(self) -> None:
         sc = self.scenario
@@ -105,7 +166,8 @@ class Cluster:
         self.round_ms = sc.round_ms
         self.broker_cfg = broker_config(sc.config)
         self.profile = profile_of(self.broker_cfg["inter.broker.protocol.version"])
-        self.control = ControlPlane(list(sc.brokers), sc.racks, self.broker_cfg, sc.seed, self.profile)
+        self.control = ControlPlane(list(sc.brokers), sc.racks, self.broker_cfg, sc.seed, self.profile,
+                                    emulator=dict(sc.emulator))
         self.workload = Workload(self.round_ms, int(self.broker_cfg["request.timeout.ms"]))
         self.writer = TableWriter(self.tables_dir, self.run_id)
         self.round = 0
@@ -113,6 +175,8 @@ class Cluster:
         self.stopping: set[int] = set()  # clean shutdowns in progress this round
         self._cut: dict[int, frozenset] = {}  # who cannot reach whom this round
         self.paused_until: dict[int, int] = {}
+        self.offline_dirs: dict[int, set[str]] = {}  # failed log dirs per broker (KIP-112); they stay failed
+        self.alter_dir_responses: list[pd.DataFrame] = []  # AlterReplicaLogDirs answers, for the tools
         self.isolations: list[tuple[frozenset, frozenset, int | None]] = []
         self.events = sorted(sc.timeline, key=lambda e: (e.time_ms(self.round_ms), e.index))
         self.next_event = 0
@@ -123,6 +187,7 @@ class Cluster:
         self._produced = 0
         self._log_actions: list[dict] = []  # log-table actions the driver itself makes (a power loss)
         self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
+        self.tool_state: dict[str, Any] = {}  # what operator tools remember between calls (throttles set, moves)
         n = int(sc.emulator.get("spark.partitions") or 0)
         if n <= 0:
             n = int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
@@ -208,6 +273,14 @@ class Cluster:
             c.set_config(a, now)
         elif kind == "controller_failover":
             c.controller_failover(now)
+        elif kind == "reassign":
+            self.reassign(a["plan"], a.get("throttle"), a.get("log_dirs_throttle"), via=a.get("via", "api"), now=now)
+        elif kind == "elect_leaders":
+            parts = None if a.get("partitions") is None else [tuple(x) for x in a["partitions"]]
+            self.elect_leaders(a["election_type"], parts, now=now)
+        elif kind == "fail_log_dir":
+            self.offline_dirs.setdefault(b, set()).add(a["log_dir"])
+            self._send(W.LOG_DIR_FAILURE, pd.DataFrame({"broker": [b], "log_dir": [a["log_dir"]]}))
         elif kind in ("crash", "restart", "shutdown", "pause"):
             pass  # crashing a crashed broker, restarting a running one: nothing happens
         else:  # the loader refuses what this version cannot do, before anything runs
@@ -300,6 +373,21 @@ class Cluster:
         min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
         cfg["topic_unclean"] = {t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()}
         cfg["topic_flush"] = {t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()}
+        cfg["round_ms"] = self.round_ms
+        # KIP-73 / KIP-113 quotas per broker (only brokers with a finite rate) and throttled replica lists
+        quota: dict[str, dict[int, int]] = {}
+        for key, name in (("leader", "leader.replication.throttled.rate"),
+                          ("follower", "follower.replication.throttled.rate"),
+                          ("alter_dirs", "replica.alter.log.dirs.io.max.bytes.per.second")):
+            rates = {b: int(self.control.broker_value(b, name)) for b in self.scenario.brokers}
+            rates = {b: r for b, r in rates.items() if r < LONG_MAX}
+            if rates:
+                quota[key] = rates
+        cfg["quota"] = quota
+        cfg["throttled_replicas"] = {
+            t: (c["leader.replication.throttled.replicas"], c["follower.replication.throttled.replicas"])
+            for t, c in tcfg.items()
+            if c["leader.replication.throttled.replicas"] or c["follower.replication.throttled.replicas"]}
         for k, v in self.scenario.emulator.items():
             cfg[f"emulator.{k}"] = v
         log_version = self.writer.table("log").version()
@@ -309,6 +397,7 @@ class Cluster:
             cfg=cfg, min_isr=min_isr,
             paused=frozenset(b for b in self.paused_until if b not in self.crashed),
             unreachable=self._cut,
+            offline_dirs={b: frozenset(d) for b, d in self.offline_dirs.items()},
         )
 
     def _input(self) -> DataFrame:
@@ -342,14 +431,112 @@ class Cluster:
         for kind, src, frame in self.control.take_messages(now, paused, self.crashed):
             self._send(CONTROL_KINDS[kind], frame, src)
 
+    # ------------------------------------------------------------------ admin requests (the operator tools' calls)
+    def _now(self, now: int | None) -> int:
+        return self.round * self.round_ms if now is None else now
+
+    def _admin_key(self) -> str:
+        self.tool_state["admin_seq"] = self.tool_state.get("admin_seq", 0) + 1
+        return f"admin-{self.tool_state['admin_seq']}"
+
+    def reassign(self, plan: dict, throttle: int | None = None, log_dirs_throttle: int | None = None,
+                 via: str = "api", now: int | None = None) -> dict:
+        """AlterPartitionReassignments for a Kafka reassignment plan (validated by the caller), the
+        throttles `kafka-reassign-partitions --execute` sets, and AlterReplicaLogDirs for its explicit
+        log dirs. Returns {(topic, partition): None or (error, message)} from the controller;
+        via="zookeeper" writes /admin/reassign_partitions instead (results then {})."""
+        now = self._now(now)
+        c = self.control
+        moves = {}
+        for e in plan["partitions"]:
+            tp = (e["topic"], int(e["partition"]))
+            cur = c.zk.topic_assignment(tp[0]).get(tp[1], []) if tp[0] in c.zk.topics() else []
+            if list(cur) != list(e["replicas"]):
+                moves[tp] = (cur, list(e["replicas"]))
+        if throttle is not None and throttle >= 0 and moves:
+            from .tools.reassign_partitions import throttle_configs
+
+            leader, follower = throttle_configs(moves)
+            brokers = sorted({b for cur, tgt in moves.values() for b in [*cur, *tgt]})
+            for b in brokers:
+                c.set_config({"entity": "brokers", "name": b, "config": {
+                    "leader.replication.throttled.rate": int(throttle),
+                    "follower.replication.throttled.rate": int(throttle)}}, now)
+            for t in sorted(set(leader) | set(follower)):
+                c.set_config({"entity": "topics", "name": t, "config": {
+                    "leader.replication.throttled.replicas": leader.get(t, ""),
+                    "follower.replication.throttled.replicas": follower.get(t, "")}}, now)
+        dir_moves = [(e["topic"], int(e["partition"]), int(b), d) for e in plan["partitions"]
+                     for b, d in zip(e["replicas"], e.get("log_dirs") or ["any"] * len(e["replicas"]), strict=True)
+                     if d != "any"]
+        if log_dirs_throttle is not None and log_dirs_throttle >= 0 and dir_moves:
+            for b in sorted({m[2] for m in dir_moves}):
+                c.set_config({"entity": "brokers", "name": b, "config": {
+                    "replica.alter.log.dirs.io.max.bytes.per.second": int(log_dirs_throttle)}}, now)
+        if via == "zookeeper":
+            c.reassign_via_zookeeper({"version": 1, "partitions": [
+                {"topic": e["topic"], "partition": int(e["partition"]), "replicas": list(e["replicas"])}
+                for e in plan["partitions"]]}, now)
+            results: dict = {}
+        else:
+            targets = {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in plan["partitions"]}
+            results = c.admin(self._admin_key(), ("reassign", targets), now)
+            if results is None:
+                results = {tp: ("NOT_CONTROLLER", "This is not the correct controller for this cluster.")
+                           for tp in targets}
+        if dir_moves:
+            self.alter_replica_log_dirs(pd.DataFrame(
+                [(b, t, p, d) for t, p, b, d in dir_moves], columns=["broker", "topic", "partition", "log_dir"]))
+            self.tool_state.setdefault("dir_moves", {}).update({(t, p, b): d for t, p, b, d in dir_moves})
+        lines = [f"Reassignment requested for {t}-{p}: " + ("accepted" if r is None else f"{r[0]}: {r[1]}")
+                 for (t, p), r in sorted(results.items())]
+        self._driver_rows["state_change_log"] += [
+            {"time_ms": now, "broker": -1, "controller_epoch": -1, "topic": None, "partition": None,
+             "message": "[Admin] " + x} for x in lines]
+        return results
+
+    def cancel_reassignments(self, tps: list[tuple[str, int]], now: int | None = None) -> dict:
+        """AlterPartitionReassignments with a null target for each partition (cancellation)."""
+        results = self.control.admin(self._admin_key(), ("reassign", {tp: None for tp in tps}), self._now(now))
+        return results if results is not None else {}
+
+    def elect_leaders(self, election_type: str, partitions: list[tuple[str, int]] | None = None,
+                      now: int | None = None) -> dict:
+        """ElectLeaders (KIP-460) through the controller: {(topic, partition): None or (error, message)}."""
+        results = self.control.admin(self._admin_key(), ("elect_leaders", election_type, partitions),
+                                     self._now(now))
+        if results is None:
+            return {tp: ("NOT_CONTROLLER", "This is not the correct controller for this cluster.")
+                    for tp in (partitions or [])}
+        return results
+
+    def clear_throttles(self, brokers: list[int], topics: list[str], now: int | None = None) -> None:
+        """What --verify / --cancel do once nothing is moving: remove the five throttle settings."""
+        now = self._now(now)
+        for b in brokers:
+            self.control.set_config({"entity": "brokers", "name": b, "config": {
+                "leader.replication.throttled.rate": None, "follower.replication.throttled.rate": None,
+                "replica.alter.log.dirs.io.max.bytes.per.second": None}}, now)
+        for t in topics:
+            self.control.set_config({"entity": "topics", "name": t, "config": {
+                "leader.replication.throttled.replicas": None,
+                "follower.replication.throttled.replicas": None}}, now)
+
+    def alter_replica_log_dirs(self, entries: pd.DataFrame) -> None:
+        """AlterReplicaLogDirs requests (broker, topic, partition, log_dir) sent to the brokers now (KIP-113)."""
+        from .protocol.frames import ALTER_LOG_DIRS
+
+        self._send(W.ALTER_LOG_DIRS, conform(entries, ALTER_LOG_DIRS))
+
     def _reachable(self, a: int, b: int) -> bool:
         return b not in self._cut.get(a, ()) and a not in self.crashed
 
     def step(self, rounds: int = 1) -> Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
+        self._require_resumable()
         for _ in range(rounds):
             self._round()
-        self.flush()
+        self.save()
         return self
 
     def _round(self) -> None:
@@ -381,6 +568,12 @@ class Cluster:
             for k, v in summary.items():
                 gauges[k] += v
         self.control.isr_changes(W.unpack(W.ISR_CHANGE, side), now, self._reachable)
+        offline = W.unpack(W.OFFLINE_REPLICA, side)
+        if len(offline):
+            self.control.offline_replicas(offline, now)
+        answers = W.unpack(W.ALTER_LOG_DIRS_RESPONSE, side)
+        if len(answers):
+            self.alter_dir_responses.append(answers.assign(time_ms=now))
         for b in sorted(set(halted) - self.crashed):  # it exited: down until a restart event
             self.crashed.add(b)
             self.control.crash(b, now)
@@ -416,6 +609,9 @@ class Cluster:
             res = concat(self._driver_rows.pop("produce_results_batches"), RESULT)
             self._history_adds["produce_results"].append(
                 T.write_file(self.tables_dir, "produce_results", expand_results(res), tag))
+        for r in self._driver_rows.get("partition_state", []):
+            r.setdefault("adding", [])
+            r.setdefault("removing", [])
         for name in ("partition_state", "metrics", "state_change_log"):
             rows = self._driver_rows.pop(name, [])
             if rows:
@@ -430,6 +626,7 @@ class Cluster:
 
     def run(self, until_ms: int | None = None, progress: bool = False) -> Cluster:
         """Run until `until_ms` (default: the scenario's end), then write OUT/summary.json."""
+        self._require_resumable()
         end = self.scenario.end_ms if until_ms is None else until_ms
         total = max(0, end // self.round_ms + 1 - self.round)
         bar = None
@@ -443,7 +640,7 @@ class Cluster:
                 bar.update(1)
         if bar is not None:
             bar.close()
-        self.flush()
+        self.save()
         self.compact()
         summary, found = audit_run(self.out)  # the summary and the violations, from one read of the tables
         with open(os.path.join(self.out, "summary.json"), "w") as f:

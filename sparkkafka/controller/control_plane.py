@@ -44,6 +44,9 @@ class ControlPlane:
     lines: list[tuple] = field(default_factory=list)
     isr_results: list[tuple[int, pd.DataFrame]] = field(default_factory=list)  # (made at, results)
     unclean_elections: int = 0
+    emulator: dict = field(default_factory=dict)  # the scenario's emulator settings
+    dynamic: dict[int, dict] = field(default_factory=dict)  # per-broker dynamic configs (kafka-configs --entity-name B)
+    admin_results: dict[str, dict] = field(default_factory=dict)  # admin request key -> per-partition result
     _frame: pd.DataFrame | None = None
     _frame_zxid: int = -1
 
@@ -88,9 +91,14 @@ class ControlPlane:
             for k, v in a["config"].items():
                 ov.pop(k, None) if v is None else ov.__setitem__(k, v)
             topic = a["name"]
-        else:
+        elif a["name"] == "default":  # cluster-wide dynamic default (--entity-default)
             for k, v in a["config"].items():
                 self.broker_cfg[k] = broker_config({}).get(k) if v is None else v
+            topic = None
+        else:
+            mine = self.dynamic.setdefault(int(a["name"]), {})
+            for k, v in a["config"].items():
+                mine.pop(k, None) if v is None else mine.__setitem__(k, v)
             topic = None
         if any(k == "unclean.leader.election.enable" for k in a["config"]):
             self._enqueue(("config_change", topic))
@@ -192,17 +200,70 @@ class ControlPlane:
             candidates = sorted((epoch, b) for b, epoch in live.items() if b not in paused and b not in down)
             if candidates:
                 c = KafkaController.elect(self.zk, candidates[0][1], topic_config=self.topic_config,
-                                          delete_enabled=lambda: bool(self.broker_cfg["delete.topic.enable"]))
+                                          delete_enabled=self._delete_enabled, broker_config=self._broker_cfg)
                 if c is not None:
                     self.controllers.append(c)
+        c = self.active()
+        if (c is not None and c.next_rebalance_ms is not None and now >= c.next_rebalance_ms
+                and bool(self.broker_cfg["auto.leader.rebalance.enable"])):
+            c.queue.append(("auto_rebalance",))
+            c.next_rebalance_ms = now + 1000 * int(self.broker_cfg["leader.imbalance.check.interval.seconds"])
         for c in list(self.controllers):
             if c.broker not in paused:
                 c.process(now)
                 self._collect(c, now)
         self.controllers = [c for c in self.controllers if not c.resigned]
 
+    def _delete_enabled(self) -> bool:
+        return bool(self.broker_cfg["delete.topic.enable"])
+
+    def _broker_cfg(self) -> dict:
+        return {**self.broker_cfg, **{f"emulator.{k}": v for k, v in self.emulator.items()}}
+
+    def broker_value(self, b: int, name: str):
+        """A broker's effective config: its own dynamic value, else the cluster default / static one."""
+        return self.dynamic.get(b, {}).get(name, self.broker_cfg[name])
+
+    # ------------------------------------------------------------------ admin requests (AdminClient -> controller)
+    def admin(self, key: str, event: tuple, now: int) -> dict | None:
+        """Hand an admin request to the active controller and let it act now, as the controller's
+        event thread does when the request arrives; returns its per-partition results (None when no
+        controller is active: the request fails with NOT_CONTROLLER)."""
+        c = self.active()
+        if c is None:
+            return None
+        c.queue.append((event[0], key, *event[1:]))
+        c.process(now)
+        self._collect(c, now)
+        return self.admin_results.pop(key, None)
+
+    def reassign_via_zookeeper(self, plan: dict, now: int) -> None:
+        """The pre-2.4 path (and `kafka-reassign-partitions --zookeeper`): write /admin/reassign_partitions;
+        the controller's watch picks it up."""
+        if self.zk.reassign_partitions() is None:
+            self.zk.create_reassign_partitions(plan)
+        else:
+            self.zk.set_reassign_partitions(plan)
+        self._enqueue(("zk_reassign",))
+
+    def offline_replicas(self, replicas: pd.DataFrame, now: int) -> None:
+        """Replicas brokers reported on failed log dirs (KIP-112's log_dir_event_notification)."""
+        self._enqueue(("log_dir_failure", replicas))
+
+    def reassignments(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """ListPartitionReassignments: (replicas, adding, removing) of every moving partition."""
+        out = {}
+        for t in self.topics():
+            z = self.zk.topic_znode(t)
+            for p, reps in z.replicas.items():
+                if z.adding.get(p) or z.removing.get(p):
+                    out[(t, p)] = (list(reps), list(z.adding.get(p, ())), list(z.removing.get(p, ())))
+        return out
+
     def _collect(self, c: KafkaController, now: int) -> None:
         out = c.take()
+        for key, res in out.admin_results:
+            self.admin_results[key] = res
         self.writes += out.writes
         self.lines += out.lines
         self.unclean_elections += c.unclean_elections

@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..protocol import frames as F
-from .election import Election, controlled_shutdown_election, offline_election, remove_replica_from_isr
+from . import reassignment as ra
+from .election import (
+    Election,
+    controlled_shutdown_election,
+    offline_election,
+    preferred_election,
+    reassign_election,
+    remove_replica_from_isr,
+)
 from .zookeeper import BadVersionError, ControllerMovedError, ZooKeeper
 
 TP = tuple[str, int]
@@ -35,6 +43,7 @@ class Requests:
     writes: list[dict] = field(default_factory=list)
     lines: list[tuple] = field(default_factory=list)
     isr_results: list[tuple] = field(default_factory=list)  # AlterIsr responses, frame ISR_RESULT
+    admin_results: list[tuple] = field(default_factory=list)  # (request key, {tp: (error, message) | None})
 
     def frames(self) -> dict[str, pd.DataFrame]:
         return {
@@ -67,6 +76,11 @@ class KafkaController:
     resigned: bool = False
     unclean_elections: int = 0
     out: Requests = field(default_factory=Requests)
+    reassigning: dict[TP, ra.ReplicaAssignment] = field(default_factory=dict)  # partitionsBeingReassigned
+    zk_reassigning: set[TP] = field(default_factory=set)  # those from /admin/reassign_partitions
+    offline_replicas: dict[int, set[TP]] = field(default_factory=dict)  # replicasOnOfflineDirs (KIP-112)
+    broker_config: Callable[[], dict] = dict  # the controller's broker configs (auto rebalance)
+    next_rebalance_ms: int | None = None  # when the next auto leader-rebalance check runs
 
     # ------------------------------------------------------------------ election of the controller
     @classmethod
@@ -91,9 +105,15 @@ class KafkaController:
 
     def _write(self, tp: TP, state: dict, version: int, now: int) -> int:
         v = self.zk.set_partition_state(tp, state, version, expected_controller_epoch_version=self.epoch_version)
-        self.out.writes.append({"time_ms": now, "topic": tp[0], "partition": tp[1], **self._row(state),
-                                "replicas": self._assignment(tp), "version": v})
+        self._record(now, tp, state, v)
         return v
+
+    def _record(self, now: int, tp: TP, state: dict, version: int) -> None:
+        """A partition_state row: the state znode with the topic znode's replicas, adding, removing."""
+        z = self.zk.topic_znode(tp[0])
+        self.out.writes.append({"time_ms": now, "topic": tp[0], "partition": tp[1], **self._row(state),
+                                "replicas": list(z.replicas[tp[1]]), "adding": list(z.adding.get(tp[1], ())),
+                                "removing": list(z.removing.get(tp[1], ())), "version": version})
 
     @staticmethod
     def _row(state: dict) -> dict:
@@ -116,8 +136,13 @@ class KafkaController:
     def _online(self, b: int) -> bool:
         return b in self.live and b not in self.shutting_down
 
-    def _send_leader_and_isr(self, tp: TP, state: dict, version: int, to: list[int], is_new: bool = False) -> None:
-        reps = F.csv(self._assignment(tp))
+    def _replica_online(self, b: int, tp: TP) -> bool:
+        """isReplicaOnline: the broker is live and the replica is not on one of its failed log dirs."""
+        return self._online(b) and tp not in self.offline_replicas.get(b, ())
+
+    def _send_leader_and_isr(self, tp: TP, state: dict, version: int, to: list[int], is_new: bool = False,
+                             replicas: list[int] | None = None) -> None:
+        reps = F.csv(self._assignment(tp) if replicas is None else replicas)
         for b in to:
             self.out.leader_and_isr.append((b, tp[0], tp[1], state["leader"], state["leader_epoch"], self.epoch,
                                             F.csv(state["isr"]), reps, is_new, None, version))
@@ -157,6 +182,16 @@ class KafkaController:
         self._elect_offline(now, self._offline_partitions())
         self._on_new_partitions(now)
         self._on_topic_deletion(now)
+        # initializePartitionReassignments: moves stored in the topic znodes and /admin/reassign_partitions
+        for tp in self.partitions():
+            a = self._full(tp)
+            if a.is_being_reassigned:
+                self.reassigning[tp] = a
+        self._on_zk_reassign(now)
+        for tp in sorted(self.reassigning):
+            if tp in self.reassigning:
+                self._on_partition_reassignment(now, tp, self.reassigning[tp])
+        self.next_rebalance_ms = now + 5000  # the first check 5 s after becoming controller
 
     def _on_broker_change(self, now: int) -> None:
         """processBrokerChange (7.5): new, dead and bounced brokers from /brokers/ids."""
@@ -182,6 +217,8 @@ class KafkaController:
 
     def _on_broker_startup(self, now: int, new: list[int]) -> None:
         self._line(now, None, f"New broker startup callback for {', '.join(map(str, new))}")
+        for b in new:
+            self.offline_replicas.pop(b, None)  # a restart brings its failed dirs' replicas back
         self._send_update_metadata()
         for tp in self.partitions():
             on = [b for b in self._assignment(tp) if b in new]
@@ -190,11 +227,15 @@ class KafkaController:
                 self._send_leader_and_isr(tp, state, v, on)
         self._elect_offline(now, self._offline_partitions())
         self._on_new_partitions(now)
+        # maybeResumeReassignments: moves waiting for one of these brokers go on
+        for tp, a in sorted(self.reassigning.items()):
+            if set(a.target) & set(new):
+                self._on_partition_reassignment(now, tp, a)
         if self.zk.topics_to_delete():
             self._on_topic_deletion(now)  # topics that waited for this broker
 
     def _offline_partitions(self) -> list[TP]:
-        return [tp for tp in self.partitions() if not self._online(self._state(tp)[0]["leader"])]
+        return [tp for tp in self.partitions() if not self._replica_online(self._state(tp)[0]["leader"], tp)]
 
     def _elect_offline(self, now: int, tps: list[TP], force_unclean: bool = False) -> None:
         """Offline partition election (6.2): first live ISR replica, else (unclean) first live one."""
@@ -203,7 +244,7 @@ class KafkaController:
             if state["controller_epoch"] > self.epoch:
                 continue
             unclean = force_unclean or bool(self.topic_config(tp[0])["unclean.leader.election.enable"])
-            live = [b for b in self._assignment(tp) if self._online(b)]
+            live = [b for b in self._assignment(tp) if self._replica_online(b, tp)]
             e = offline_election(self._assignment(tp), state["isr"], live, unclean)
             if e is None:
                 self._line(now, tp, f"Failed to elect leader for partition {tp[0]}-{tp[1]}: no live replica "
@@ -346,12 +387,263 @@ class KafkaController:
             results.append((r.broker, r.topic, r.partition, r.leader_epoch, r.isr, nv, err))
         if len(requests):
             self._send_update_metadata()
+        for tp in sorted({(t, p) for t, p in zip(requests["topic"], requests["partition"], strict=True)}):
+            self._on_reassignment_isr_change(now, tp)
 
     def _on_isr_change_notification(self, now: int) -> None:
         """Before 2.7 leaders write their ISR themselves and leave a notification; the controller
         re-reads those partitions and propagates them with UpdateMetadata (4.4)."""
         for name, _parts in self.zk.isr_change_notifications():
             self.zk.delete_isr_change_notification(name)
+        self._send_update_metadata()
+        for tp in sorted(self.reassigning):  # the state-znode watch of reassigning partitions (pre-2.7)
+            self._on_reassignment_isr_change(now, tp)
+
+    # ------------------------------------------------------------------ reassignment (protocol.md 8.2)
+    def _full(self, tp: TP) -> ra.ReplicaAssignment:
+        z = self.zk.topic_znode(tp[0])
+        return ra.ReplicaAssignment(tuple(z.replicas[tp[1]]), tuple(z.adding.get(tp[1], ())),
+                                    tuple(z.removing.get(tp[1], ())))
+
+    def _known(self, tp: TP) -> bool:
+        return tp[0] in self.zk.topics() and tp[1] in self.zk.topic_znode(tp[0]).replicas \
+            and tp[0] not in self.zk.topics_to_delete()
+
+    def _on_reassign(self, now: int, key: str, targets: dict[TP, list[int] | None]) -> None:
+        """processApiPartitionReassignment (AlterPartitionReassignments): per partition, None cancels.
+        Results: None, or (Kafka error name, message)."""
+        results: dict[TP, tuple[str, str] | None] = {}
+        for tp, target in sorted(targets.items()):
+            if not self._known(tp):
+                results[tp] = ("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+                continue
+            current = self._full(tp)
+            if target is None:
+                if tp not in self.reassigning:
+                    results[tp] = ("NO_REASSIGNMENT_IN_PROGRESS", "No reassignment in progress")
+                    continue
+                target = list(current.origin)
+            else:
+                err = ra.validate_replicas(target, current.reassign_to(target).adding, set(self.live))
+                if err:
+                    results[tp] = ("INVALID_REPLICA_ASSIGNMENT", err)
+                    continue
+            if tp in self.zk_reassigning:  # an API reassignment replaces the znode's entry
+                self._remove_zk_entry(tp)
+            self._on_partition_reassignment(now, tp, current.reassign_to(target))
+            results[tp] = None
+        self.out.admin_results.append((key, results))
+
+    def _on_zk_reassign(self, now: int) -> None:
+        """processZkPartitionReassignment: the moves written to /admin/reassign_partitions."""
+        data = self.zk.reassign_partitions()
+        if not data:
+            return
+        for e in data.get("partitions", []):
+            tp = (e["topic"], int(e["partition"]))
+            if not self._known(tp):
+                self._remove_zk_entry(tp)
+                continue
+            self.zk_reassigning.add(tp)
+            self._on_partition_reassignment(now, tp, self._full(tp).reassign_to([int(b) for b in e["replicas"]]))
+
+    def _remove_zk_entry(self, tp: TP) -> None:
+        """removePartitionsFromZkReassignment: the znode loses the entry, and goes when empty."""
+        self.zk_reassigning.discard(tp)
+        data = self.zk.reassign_partitions()
+        if data is None:
+            return
+        left = [e for e in data.get("partitions", []) if (e["topic"], int(e["partition"])) != tp]
+        if left:
+            self.zk.set_reassign_partitions({**data, "partitions": left},
+                                            expected_controller_epoch_version=self.epoch_version)
+        else:
+            self.zk.delete_reassign_partitions(expected_controller_epoch_version=self.epoch_version)
+
+    def _on_reassignment_isr_change(self, now: int, tp: TP) -> None:
+        """processPartitionReassignmentIsrChange: a committed ISR change may complete a move."""
+        a = self.reassigning.get(tp)
+        if a is not None and self.zk.has_partition_state(tp) and ra.is_complete(a, self._state(tp)[0]["isr"]):
+            self._on_partition_reassignment(now, tp, a)
+
+    def _on_partition_reassignment(self, now: int, tp: TP, a: ra.ReplicaAssignment) -> None:
+        """onPartitionReassignment: U (store the move), then A (not complete: epoch bump, start the new
+        replicas) or B (complete: new leader if needed, stop and delete the removed replicas, store AR = TRS)."""
+        current = self._full(tp)
+        if current != a:  # U1/U2, and U3: adding replicas of a superseded move are stopped at once
+            self.zk.set_assignment(tp[0], {**self.zk.topic_assignment(tp[0]), tp[1]: list(a.replicas)},
+                                   {**{p: list(x) for p, x in self.zk.topic_znode(tp[0]).adding.items()},
+                                    tp[1]: list(a.adding)},
+                                   {**{p: list(x) for p, x in self.zk.topic_znode(tp[0]).removing.items()},
+                                    tp[1]: list(a.removing)},
+                                   expected_controller_epoch_version=self.epoch_version)
+            self._line(now, tp, f"Updated assignment of {tp[0]}-{tp[1]} to replicas={F.csv(a.replicas)} "
+                                f"adding={F.csv(a.adding)} removing={F.csv(a.removing)}")
+            if self.zk.has_partition_state(tp):
+                st, v = self._state(tp)
+                self._record(now, tp, st, v)
+            unneeded = [r for r in current.replicas if r not in a.replicas]
+            if unneeded:
+                self._stop_removed_replicas(now, tp, unneeded, list(a.replicas))
+        self.reassigning[tp] = a
+        if not self.zk.has_partition_state(tp):
+            return
+        state, v = self._state(tp)
+        if not ra.is_complete(a, state["isr"]):
+            # A1: bump the leader epoch, LeaderAndIsr with the full assignment to every replica; A2: start the new ones
+            new = {**state, "leader_epoch": state["leader_epoch"] + 1, "controller_epoch": self.epoch}
+            nv = self._write(tp, new, v, now)
+            self._line(now, tp, f"Sent LeaderAndIsr request (leader={new['leader']}, leaderEpoch={new['leader_epoch']}, "
+                                f"isr={F.csv(new['isr'])}) with new replica assignment {F.csv(a.replicas)} "
+                                f"for partition being reassigned {tp[0]}-{tp[1]}")
+            self._send_leader_and_isr(tp, new, nv, [b for b in a.origin if self._online(b)])
+            self._send_leader_and_isr(tp, new, nv, [b for b in a.adding if self._online(b)], is_new=True)
+            return
+        # B1/B2: the new replicas are online; the controller's assignment is the target from now on
+        target = list(a.target)
+        live = [b for b in target if self._replica_online(b, tp)]
+        if state["leader"] not in target or not self._replica_online(state["leader"], tp):
+            e = reassign_election(target, state["isr"], live)  # B3: ReassignPartitionLeaderElectionStrategy
+            if e is None:
+                self._line(now, tp, f"Failed to elect leader for partition {tp[0]}-{tp[1]} under strategy "
+                                    f"ReassignPartitionLeaderElectionStrategy")
+            else:
+                new = {"leader": e.leader, "leader_epoch": state["leader_epoch"] + 1, "isr": list(e.isr),
+                       "controller_epoch": self.epoch}
+                nv = self._write(tp, new, v, now)
+                self._line(now, tp, f"Changed partition {tp[0]}-{tp[1]} from OnlinePartition to OnlinePartition "
+                                    f"with state LeaderAndIsr(leader={e.leader}, leaderEpoch={new['leader_epoch']}, "
+                                    f"isr={F.csv(e.isr)}, zkVersion={nv})")
+                self._send_leader_and_isr(tp, new, nv, live, replicas=target)
+        else:
+            new = {**state, "leader_epoch": state["leader_epoch"] + 1, "controller_epoch": self.epoch}
+            nv = self._write(tp, new, v, now)
+            self._send_leader_and_isr(tp, new, nv, live, replicas=target)
+        self._stop_removed_replicas(now, tp, list(a.removing), target)  # B4
+        self.zk.set_assignment(tp[0], {**self.zk.topic_assignment(tp[0]), tp[1]: target},  # B5: AR = TRS, last
+                               {p: list(x) for p, x in self.zk.topic_znode(tp[0]).adding.items() if p != tp[1]},
+                               {p: list(x) for p, x in self.zk.topic_znode(tp[0]).removing.items() if p != tp[1]},
+                               expected_controller_epoch_version=self.epoch_version)
+        st, sv = self._state(tp)
+        self._record(now, tp, st, sv)
+        self.reassigning.pop(tp, None)  # B6
+        if tp in self.zk_reassigning:
+            self._remove_zk_entry(tp)
+        self._line(now, tp, f"Completed reassignment of {tp[0]}-{tp[1]} to replicas {F.csv(target)}")
+        self._send_update_metadata()  # B7
+
+    def _stop_removed_replicas(self, now: int, tp: TP, removed: list[int], remaining: list[int]) -> None:
+        """stopRemovedReplicasOfReassignedPartition: OfflineReplica (StopReplica without delete, out of
+        the ISR with an epoch bump each), then ReplicaDeletionStarted (StopReplica with delete); the
+        controller does not wait for the deletion."""
+        for b in removed:
+            state, v = self._state(tp)
+            if self._online(b):
+                self._send_stop_replica(b, tp, state["leader_epoch"], delete=False)
+            if b in state["isr"]:
+                leader, isr = remove_replica_from_isr(state["leader"], state["isr"], b)
+                new = {"leader": leader, "leader_epoch": state["leader_epoch"] + 1, "isr": list(isr),
+                       "controller_epoch": self.epoch}
+                nv = self._write(tp, new, v, now)
+                self._line(now, tp, f"Removed replica {b} from ISR of {tp[0]}-{tp[1]}: LeaderAndIsr(leader={leader}, "
+                                    f"leaderEpoch={new['leader_epoch']}, isr={F.csv(isr)}, zkVersion={nv})")
+                self._send_leader_and_isr(tp, new, nv, [x for x in remaining if x != b and self._online(x)],
+                                          replicas=remaining)
+                state = new
+        for b in removed:
+            if self._online(b):
+                self._send_stop_replica(b, tp, self._state(tp)[0]["leader_epoch"], delete=True)
+
+    # ------------------------------------------------------------------ elections on request (6.4, 11.4, 10)
+    def _on_elect_leaders(self, now: int, key: str, election_type: str, tps: list[TP] | None) -> None:
+        """processReplicaLeaderElection (ElectLeaders, KIP-460). Results: None (elected), or (error, message)."""
+        results: dict[TP, tuple[str, str] | None] = {}
+        wanted = self.partitions() if tps is None else sorted(set(tps))
+        for tp in wanted:
+            if not self._known(tp) or not self.zk.has_partition_state(tp):
+                results[tp] = ("UNKNOWN_TOPIC_OR_PARTITION", "The partition does not exist.")
+                continue
+            state, v = self._state(tp)
+            reps = self._assignment(tp)
+            if election_type == "preferred":
+                needed = state["leader"] != reps[0]
+            else:
+                needed = state["leader"] < 0 or not self._online(state["leader"])
+            if not needed:
+                if tps is not None:  # the broker drops these for an all-partitions request
+                    results[tp] = ("ELECTION_NOT_NEEDED", "Leader election not needed for topic partition.")
+                continue
+            results[tp] = self._elect_one(now, tp, state, v, election_type)
+        self.out.admin_results.append((key, results))
+
+    def _elect_one(self, now: int, tp: TP, state: dict, v: int, election_type: str) -> tuple[str, str] | None:
+        reps = self._assignment(tp)
+        live = [b for b in reps if self._replica_online(b, tp)]
+        if election_type == "preferred":
+            e = preferred_election(reps, state["isr"], live)
+            if e is None:
+                return "PREFERRED_LEADER_NOT_AVAILABLE", "Failed to elect leader for partition " \
+                    f"{tp[0]}-{tp[1]} under strategy PreferredReplicaPartitionLeaderElectionStrategy"
+        else:
+            e = offline_election(reps, state["isr"], live, unclean_allowed=True)
+            if e is None:
+                return "ELIGIBLE_LEADERS_NOT_AVAILABLE", "Failed to elect leader for partition " \
+                    f"{tp[0]}-{tp[1]} under strategy OfflinePartitionLeaderElectionStrategy(true)"
+        self._apply_election(now, tp, state, v, e, live)
+        return None
+
+    def _on_auto_rebalance(self, now: int) -> None:
+        """checkAndTriggerAutoLeaderRebalance (protocol.md 10): per preferred broker, an imbalance above
+        leader.imbalance.per.broker.percentage runs preferred elections, but (2.8) only while no
+        partition is being reassigned anywhere; later Kafka dropped that condition (golden I-03 b, c),
+        which `emulator.auto.rebalance.during.reassignment: true` selects."""
+        cfg = self.broker_config()
+        pct = float(cfg.get("leader.imbalance.per.broker.percentage", 10))
+        during = bool(cfg.get("emulator.auto.rebalance.during.reassignment", False))
+        by_broker: dict[int, list[TP]] = {}
+        for tp in self.partitions():
+            if tp[0] not in self.zk.topics_to_delete():
+                by_broker.setdefault(self._assignment(tp)[0], []).append(tp)
+        for b, tps in sorted(by_broker.items()):
+            off = [tp for tp in tps if self._state(tp)[0]["leader"] != b]
+            if len(off) / len(tps) <= pct / 100:
+                continue
+            for tp in off:
+                if not during and self.reassigning:
+                    continue
+                state, v = self._state(tp)
+                reps = self._assignment(tp)
+                if self._replica_online(reps[0], tp) and reps[0] in state["isr"]:
+                    self._line(now, tp, f"Starting auto preferred replica leader election for {tp[0]}-{tp[1]}")
+                    self._elect_one(now, tp, state, v, "preferred")
+
+    # ------------------------------------------------------------------ log-dir failure (KIP-112, 9.5)
+    def _on_log_dir_failure(self, now: int, replicas: pd.DataFrame) -> None:
+        """onReplicasBecomeOffline for replicas a broker reported on failed log dirs: elect leaders
+        elsewhere for the partitions they led, then take them out of the ISRs."""
+        newly: list[tuple[int, TP]] = []
+        for r in replicas.itertuples():
+            tp = (r.topic, int(r.partition))
+            if tp not in self.offline_replicas.setdefault(int(r.broker), set()):
+                self.offline_replicas[int(r.broker)].add(tp)
+                newly.append((int(r.broker), tp))
+        if not newly:
+            return
+        self._line(now, None, "Replicas " + ", ".join(f"[{t}-{p}, broker {b}]" for b, (t, p) in newly)
+                   + " went offline (KAFKA_STORAGE_ERROR)")
+        led = sorted({tp for b, tp in newly if self.zk.has_partition_state(tp) and self._state(tp)[0]["leader"] == b})
+        self._elect_offline(now, led)
+        for b, tp in newly:
+            if not self.zk.has_partition_state(tp):
+                continue
+            state, v = self._state(tp)
+            if b in state["isr"]:
+                leader, isr = remove_replica_from_isr(state["leader"], state["isr"], b)
+                new = {"leader": leader, "leader_epoch": state["leader_epoch"] + 1, "isr": list(isr),
+                       "controller_epoch": self.epoch}
+                nv = self._write(tp, new, v, now)
+                self._send_leader_and_isr(tp, new, nv, [x for x in self._assignment(tp)
+                                                        if x != b and self._replica_online(x, tp)])
         self._send_update_metadata()
 
     def take(self) -> Requests:

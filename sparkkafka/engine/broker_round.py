@@ -24,11 +24,13 @@ import pandas as pd
 import pyarrow as pa
 
 from ..protocol import (
+    alter_log_dirs,
     controller_requests,
     fetch,
     flush,
     isr,
     leader_epoch,
+    log_dir_failure,
     offsets_for_leader_epoch,
     produce,
     truncation,
@@ -57,42 +59,66 @@ class RoundParams:
     paused: frozenset = frozenset()
     unreachable: dict = field(default_factory=dict)
     write_history: bool = True
+    offline_dirs: dict = field(default_factory=dict)  # broker -> frozenset of its failed log dirs (KIP-112)
 
 
-def _recover(p: RoundParams, starting: list[int]) -> pd.DataFrame:
-    """Logs of restarting brokers as Kafka's LogManager loads them: LEO and log start from the
-    log itself, HW from the checkpoint clamped into [logStart, LEO], the leader-epoch cache from its
-    checkpoint cut at the LEO (Log.loadSegments), no role until LeaderAndIsr."""
-    parts = []
+def _load(disk: pd.DataFrame, log: pd.DataFrame, how: str) -> pd.DataFrame:
+    """Logs as LogManager loads them: LEO and log start from the log itself, HW from the checkpoint
+    clamped into [logStart, LEO], the leader-epoch cache from its checkpoint (cut at the LEO by the caller)."""
+    log = log.sort_values(["topic", "partition", "offset"])
+    g = log.groupby(["broker", "log_dir", "topic", "partition"], as_index=False).agg(
+        leo=("offset", "max"), log_start_offset=("offset", "min"), last_fetched_epoch=("leader_epoch", "last"))
+    g["leo"] += 1
+    d = disk.merge(g, on=["broker", "log_dir", "topic", "partition"], how=how)
+    d["leo"] = d["leo"].fillna(0)
+    d["log_start_offset"] = d["log_start_offset"].fillna(0)
+    d["last_fetched_epoch"] = d["last_fetched_epoch"].fillna(-1)
+    d["hw"] = np.clip(d["hw"].fillna(0), d["log_start_offset"], d["leo"])
+    d["recovery_point"] = np.minimum(d["recovery_point"].fillna(0), d["leo"])
+    d["epoch_cache"] = d["epoch_cache"].fillna("")
+    return d
+
+
+def _recover(p: RoundParams, starting: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Logs of restarting brokers as Kafka's LogManager loads them (_load), no role until LeaderAndIsr;
+    nothing from a dir that failed (RoundParams.offline_dirs). Future logs (KIP-113 moves) are loaded
+    too, their movers idle until the first LeaderAndIsr; a future log whose current log is not loaded is
+    left alone. Returns (replicas, futures)."""
+    parts, fparts = [], []
+    cols = ["broker", "log_dir", "topic", "partition", "offset", "leader_epoch"]
     for b in starting:
-        disk = broker_disk.read_disk(p.brokers_dir, b, list(p.log_dirs))
-        log = broker_disk.read_log(p.tables_dir, p.log_version, b,
-                                   ["broker", "log_dir", "topic", "partition", "offset", "leader_epoch"]).to_pandas()
-        log = log.sort_values(["topic", "partition", "offset"])
-        g = log.groupby(["broker", "log_dir", "topic", "partition"], as_index=False).agg(
-            leo=("offset", "max"), log_start_offset=("offset", "min"), last_fetched_epoch=("leader_epoch", "last"))
-        g["leo"] += 1
-        d = disk.merge(g, on=["broker", "log_dir", "topic", "partition"], how="outer")
-        d["leo"] = d["leo"].fillna(0)
-        d["log_start_offset"] = d["log_start_offset"].fillna(0)
-        d["last_fetched_epoch"] = d["last_fetched_epoch"].fillna(-1)
-        d["hw"] = np.clip(d["hw"].fillna(0), d["log_start_offset"], d["leo"])
-        d["recovery_point"] = np.minimum(d["recovery_point"].fillna(0), d["leo"])
-        d["epoch_cache"] = d["epoch_cache"].fillna("")
-        parts.append(d)
+        live = [d for d in p.log_dirs if d not in p.offline_dirs.get(b, ())]
+        disk = broker_disk.read_disk(p.brokers_dir, b, live)
+        log = broker_disk.read_log(p.tables_dir, p.log_version, b, cols, future=False).to_pandas()
+        parts.append(_load(disk, log[log["log_dir"].isin(live)], "outer"))
+        fdisk = broker_disk.read_disk(p.brokers_dir, b, live, future=True)
+        if len(fdisk):
+            flog = broker_disk.read_log(p.tables_dir, p.log_version, b, cols, future=True).to_pandas()
+            fparts.append(_load(fdisk, flog[flog["log_dir"].isin(live)], "left"))
     d = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if d.empty:
-        return F.empty(F.REPLICA)
+        return F.empty(F.REPLICA), F.empty(F.FUTURE)
     r = F.new_replicas(d)
     has = np.flatnonzero(r["epoch_cache"].str.len().to_numpy() > 0)
-    return leader_epoch.on_truncate(r, has, r["leo"].to_numpy()[has])
+    r = leader_epoch.on_truncate(r, has, r["leo"].to_numpy()[has])
+    fd = pd.concat(fparts, ignore_index=True) if fparts else pd.DataFrame()
+    if fd.empty:
+        return r, F.empty(F.FUTURE)
+    fd = fd[F.locate(r, fd) >= 0]
+    fl = F.new_replicas(fd)
+    has = np.flatnonzero(fl["epoch_cache"].str.len().to_numpy() > 0)
+    fl = leader_epoch.on_truncate(fl, has, fl["leo"].to_numpy()[has])
+    fut = alter_log_dirs.new_futures(fl[["broker", "topic", "partition", "log_dir", "leo", "hw", "log_start_offset",
+                                         "recovery_point", "last_fetched_epoch", "epoch_cache"]].assign(
+        fetch_state=F.FUTURE_IDLE, fetch_offset=fl["hw"].to_numpy()))
+    return r, fut
 
 
-def _write_log(p: RoundParams, appended: pd.DataFrame, replicas: pd.DataFrame) -> list[dict]:
-    """Append the round's new records to the log table, one file per (broker, log_dir)."""
-    if appended.empty:
+def _write_log(p: RoundParams, a: pd.DataFrame) -> list[dict]:
+    """Append the round's new records (RECORD rows with their log_dir and is_future) to the log table,
+    one file per (broker, log_dir)."""
+    if a.empty:
         return []
-    a = appended.assign(log_dir=replicas["log_dir"].to_numpy()[F.locate(replicas, appended)])
     a = a.sort_values(["broker", "log_dir", "topic", "partition", "offset"], kind="stable")
     n = len(a)
     t = pa.table({
@@ -100,7 +126,8 @@ def _write_log(p: RoundParams, appended: pd.DataFrame, replicas: pd.DataFrame) -
         "offset": pa.array(a["offset"], pa.int64()), "leader_epoch": pa.array(a["leader_epoch"], pa.int32()),
         "record_id": pa.array(a["record_id"], pa.int64()), "key": pa.array(a["key"], pa.string()),
         "value": pa.nulls(n, pa.binary()), "value_bytes": pa.array(a["value_bytes"], pa.int32()),
-        "timestamp": pa.array(a["timestamp"], pa.int64()), "is_future": pa.array(np.zeros(n, bool)),
+        "timestamp": pa.array(a["timestamp"], pa.int64()),
+        "is_future": pa.array(a["is_future"].to_numpy(dtype=bool)),
         "append_ms": pa.array(np.full(n, p.now), pa.int64()),
     })
     # one file per (broker, log_dir): rows are sorted, so each is one contiguous slice
@@ -113,6 +140,22 @@ def _write_log(p: RoundParams, appended: pd.DataFrame, replicas: pd.DataFrame) -
         adds.append(write_file(p.tables_dir, "log", t.slice(lo, hi - lo), f"{p.round_no:08d}-b{b}",
                                {"broker": b, "log_dir": d}))
     return adds
+
+
+def _log_rows(replicas: pd.DataFrame, futures: pd.DataFrame, appended: pd.DataFrame, copied: pd.DataFrame,
+              swaps: pd.DataFrame) -> pd.DataFrame:
+    """The round's records for the log table: what replicas appended, in their dirs, and what the movers
+    copied into future logs (is_future). A log swapped in this round holds its records from the future
+    log's copy, written as current records; the old log's appends of this round are not written."""
+    if len(swaps):
+        appended = appended[F.locate(swaps, appended) < 0]
+    cur = appended.assign(log_dir=replicas["log_dir"].to_numpy()[F.locate(replicas, appended)], is_future=False)
+    if copied.empty:
+        return cur
+    fpos, spos = F.locate(futures, copied), F.locate(swaps, copied)
+    fut = copied.assign(log_dir=np.where(fpos >= 0, F.take(futures, "log_dir", fpos, None),
+                                         F.take(swaps, "log_dir", spos, None)), is_future=fpos >= 0)
+    return pd.concat([cur, fut], ignore_index=True)
 
 
 def _history(p: RoundParams, tag: str, replicas: pd.DataFrame, remotes: pd.DataFrame,

@@ -76,6 +76,9 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     "tail.records": 1000,  # records per led partition kept in memory for followers' fetches
     "read.max.records": 10000,  # records one catch-up read takes from storage per partition
     "page.cache.writeback.ms": 30000,  # when the OS writes appended data to disk (protocol/flush.py)
+    # Kafka 2.8 runs no auto leader rebalance while any partition is being reassigned; later Kafka
+    # (the controller tests golden I-03 b, c come from) does: true selects that behaviour
+    "auto.rebalance.during.reassignment": False,
 }
 
 # inter.broker.protocol.version -> profile (protocol.md section 0). Kafka accepts "2.8", "2.8-IV1"...

@@ -65,5 +65,6 @@ def stop_replicas(replicas: pd.DataFrame, remotes: pd.DataFrame, brokers: pd.Dat
     keep = np.ones(len(r), bool)
     keep[pos[delete]] = False
     r = r[keep].reset_index(drop=True)
-    rk = locate(req[go], remotes) >= 0 if go.any() else np.zeros(len(remotes), bool)
+    # a removed replica gets StopReplica twice in one batch (without, then with delete): keys repeat
+    rk = locate(req[go].drop_duplicates(KEY), remotes) >= 0 if go.any() else np.zeros(len(remotes), bool)
     return r, conform(remotes[~rk], REMOTE), gone, pd.DataFrame(lines, columns=LINES)

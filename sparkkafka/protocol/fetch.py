@@ -7,6 +7,9 @@ every partition it follows from that leader. The leader answers at once when it 
 replica.fetch.min.bytes to return or an error, and otherwise parks the request in its fetch
 purgatory until replica.fetch.wait.max.ms passes or data arrives; a parked request re-reads at
 completion, so it reports the HW of that moment.
+
+Replication throttles (KIP-73, protocol.md 8.4) act on the leader's reads (_throttle) and, as a
+safety net for the per-round bound, on the follower's appends (_cap_appends); see replication_quota.py.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from . import errors, leader_epoch, offsets_for_leader_epoch
+from . import errors, leader_epoch, offsets_for_leader_epoch, replication_quota
 from .config import at_least
 from .frames import (
     EPOCH_REQUEST,
@@ -182,6 +185,80 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     return lg.merge(per[part], on=part).drop(columns=["_size"])
 
 
+def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
+    """KIP-73 on the leader's reads (protocol.md 8.4, 3.2 step 5), keeping the records the round's
+    budgets allow (replication_quota.py), in (request, partition, offset) order:
+
+    * follower throttle (ReplicaFetcherThread.shouldFollowerThrottle): a partition the fetching
+      broker throttles whose lag (the HW this response reports - fetch offset) is above 0 gets at
+      most the follower's budget less the bytes of its in-sync throttled partitions in the same
+      response. Kafka's follower leaves such a partition out of its request; the lag it needs is
+      the leader's, so the leader applies the rule for it and the partition's records are empty.
+    * leader throttle (ReplicaManager.shouldLeaderThrottle): partitions this leader throttles,
+      fetched by a replica outside the (committed) ISR, share the leader's budget less the bytes of
+      its throttled partitions going to in-sync followers this round; in-sync followers are never
+      withheld.
+
+    Withheld records do not count as data, so a request whose only data is withheld is parked or
+    stays parked (DelayedFetch skips throttled partitions when summing bytes toward min_bytes).
+    """
+    if recs.empty:
+        return recs
+    hw = np.where(m["_new"].to_numpy(dtype=bool), m["_hw_snapshot"], m["hw"]).astype(float)
+    isr = take(replicas, "isr", locate(replicas, m), "")
+    info = pd.DataFrame({
+        "_dst": m["src"].to_numpy(), "broker": m["broker"].to_numpy(), "sent_ms": m["sent_ms"].to_numpy(),
+        "topic": m["topic"].to_numpy(), "partition": m["partition"].to_numpy(),
+        "_lag": np.nan_to_num(hw, nan=-1).astype("int64") - m["fetch_offset"].to_numpy(),
+        "_isr": replication_quota.in_csv(isr, m["src"].to_numpy()),
+    })
+    cols = list(recs.columns)
+    r = recs.merge(info, on=["_dst", "broker", "sent_ms", "topic", "partition"], how="left") \
+        .sort_values(["broker", "_dst", "sent_ms", "topic", "partition", "offset"], kind="stable") \
+        .reset_index(drop=True)
+    q = replication_quota
+    size = record_bytes(r)
+    fb = q.budgets(cfg, "follower", r["_dst"])
+    f_thr = q.is_throttled(cfg, "follower", r["topic"], r["partition"], r["_dst"])
+    lag = r["_lag"].to_numpy()
+    f_hold = q.should_follower_throttle(f_thr, lag, fb < q.UNLIMITED)
+    if f_hold.any():
+        req = r.groupby(["_dst", "broker", "sent_ms"], sort=False).ngroup().to_numpy()
+        in_sync = q.group_sum(np.where(f_thr & (lag <= 0), size, 0), req)
+        keep = q.within_budget(size, req, f_hold, np.maximum(fb - in_sync, 0))
+        r, size = r[keep].reset_index(drop=True), size[keep]
+    lb = q.budgets(cfg, "leader", r["broker"])
+    l_thr = q.is_throttled(cfg, "leader", r["topic"], r["partition"], r["broker"])
+    in_isr = r["_isr"].to_numpy(dtype=bool)
+    l_hold = q.should_leader_throttle(l_thr, in_isr, lb < q.UNLIMITED)
+    if l_hold.any():
+        leader = r["broker"].to_numpy()
+        in_sync = q.group_sum(np.where(l_thr & in_isr, size, 0), leader)
+        r = r[q.within_budget(size, leader, l_hold, np.maximum(lb - in_sync, 0))]
+    return r[cols]
+
+
+def _cap_appends(appended: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
+    """The follower's side of the per-round bound (ReplicaFetcherThread.shouldFollowerThrottle): per
+    follower broker, the bytes appended for throttled partitions that are not in sync (response HW -
+    fetch offset > 0) stay within its budget less its in-sync throttled bytes, whatever its leaders
+    sent. The leaders already keep each response within that (_throttle), so this only cuts when
+    responses from several leaders land in one round; cut records are fetched again.
+    `appended` is in (broker, topic, partition, offset) order and carries the response's hw and
+    fetch_offset."""
+    q = replication_quota
+    fb = q.budgets(cfg, "follower", appended["broker"])
+    thr = q.is_throttled(cfg, "follower", appended["topic"], appended["partition"], appended["broker"])
+    lag = appended["hw"].to_numpy() - appended["fetch_offset"].to_numpy()
+    hold = q.should_follower_throttle(thr, lag, fb < q.UNLIMITED)
+    if not hold.any():
+        return appended
+    size = record_bytes(appended)
+    follower = appended["broker"].to_numpy()
+    in_sync = q.group_sum(np.where(thr & (lag <= 0), size, 0), follower)
+    return appended[q.within_budget(size, follower, hold, np.maximum(fb - in_sync, 0))]
+
+
 def serve_fetch(
     replicas: pd.DataFrame, remotes: pd.DataFrame, log: pd.DataFrame, requests: pd.DataFrame,
     parked: pd.DataFrame, now: int, cfg: Mapping,
@@ -212,6 +289,8 @@ def serve_fetch(
     m = m.drop(columns=["hw"]).merge(replicas[["broker", "topic", "partition", "hw"]], how="left",
                                      on=["broker", "topic", "partition"])
     recs = _read(m, log, cfg)
+    if replication_quota.active(cfg):
+        recs = _throttle(m, recs, replicas, cfg)
     got = recs.groupby(RESPONSE).size().rename("_n").reset_index() \
         .rename(columns={"_dst": "src"})
     m = m.merge(got, on=REQUEST, how="left")
@@ -285,10 +364,14 @@ def apply_fetch_responses(
         return r, appended, cuts, halts
     okr = responses[ok]
     if len(records):
-        rk = okr[["broker", "topic", "partition", "src", "fetch_offset"]]
+        throttling = replication_quota.active(cfg)
+        rk = okr[["broker", "topic", "partition", "src", "fetch_offset", *(["hw"] if throttling else [])]]
         appended = records.merge(rk, on=["broker", "topic", "partition", "src"])
-        appended = conform(appended[appended["offset"] >= appended["fetch_offset"]]
-                           .sort_values(["broker", "topic", "partition", "offset"]), RECORD)
+        appended = appended[appended["offset"] >= appended["fetch_offset"]] \
+            .sort_values(["broker", "topic", "partition", "offset"])
+        if throttling:
+            appended = _cap_appends(appended, cfg)
+        appended = conform(appended, RECORD)
     if len(appended):
         last = appended.groupby(["broker", "topic", "partition"], as_index=False, sort=False).agg(
             _leo=("offset", "max"))

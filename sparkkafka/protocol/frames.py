@@ -111,6 +111,30 @@ STOP_REPLICA = {
 }
 # An UpdateMetadata request: who the controller is and which brokers are live.
 UPDATE_METADATA = {"broker": I32, "controller_epoch": I32, "controller_id": I32, "live_brokers": STR}
+# AlterReplicaLogDirs entry (KIP-113): move the broker's replica of topic-partition to log_dir.
+ALTER_LOG_DIRS = {"broker": I32, "topic": STR, "partition": I32, "log_dir": STR}
+# Its per-replica answer (error None, or Kafka's error name), reported to the driver.
+ALTER_LOG_DIRS_RESPONSE = {"broker": I32, "topic": STR, "partition": I32, "log_dir": STR, "error": STR}
+# A log dir of a broker fails (KIP-112): an I/O error marks it offline.
+LOG_DIR_FAILURE = {"broker": I32, "log_dir": STR}
+# A replica a broker reports offline to the controller (KAFKA_STORAGE_ERROR; KIP-112's notification).
+OFFLINE_REPLICA = {"broker": I32, "topic": STR, "partition": I32, "log_dir": STR}
+# A broker's future replica (KIP-113): the copy of its replica's log that an AlterReplicaLogDirs move builds in
+# another log dir of the same broker (log_dir = the destination), filled by its ReplicaAlterLogDirsThread
+# (protocol/alter_log_dirs.py). Its records are `log` rows of (broker, log_dir) with is_future = true.
+FUTURE = {
+    "broker": I32, "topic": STR, "partition": I32, "log_dir": STR,
+    "leader_epoch": I32,  # the partition's leader epoch its mover was (re)started at (-1 = not started)
+    "leo": I64, "hw": I64, "log_start_offset": I64, "recovery_point": I64,
+    "last_fetched_epoch": I32, "epoch_cache": STR,
+    "fetch_state": I32,  # FETCHING, TRUNCATING or FUTURE_IDLE (loaded at restart or stopped: in no thread)
+    "fetch_offset": I64,  # the mover's fetch offset while Truncating (initial or truncation offset)
+    "in_progress": BOOL,  # the partition its thread is copying (2.3+ stickiness)
+}
+FUTURE_IDLE = -1
+# A destination dir AlterReplicaLogDirs remembered for a partition (LogManager.preferredLogDirs, in memory only):
+# the next log created for it (current or future) goes there.
+PREFERRED_DIR = {"broker": I32, "topic": STR, "partition": I32, "log_dir": STR}
 # Broker-wide state.
 BROKER = {"broker": I32, "controller_epoch": I32, "hw_checkpoint_ms": I64, "controller_id": I32}
 

@@ -6,37 +6,61 @@ Returns state-change lines in the words of Kafka's state-change log so the table
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import numpy as np
 import pandas as pd
 
 from .frames import BROKER, REMOTE, REPLICA, concat, conform, ids, new_replicas
-from .log_manager import assign_log_dirs
+from .log_manager import choose_log_dir
 
 STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
 
 
-def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: list[str]) -> pd.DataFrame:
+def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: list[str],
+                    offline_dirs: Mapping[int, Iterable[str]] | None = None,
+                    preferred: pd.DataFrame | None = None, futures: pd.DataFrame | None = None) -> pd.DataFrame:
     """Create the logs of partitions a broker is told about for the first time, each in the log
-    dir LogManager would pick: the requested dir if any, else the one holding fewest logs."""
+    dir LogManager would pick (protocol.md 9.3): the dir AlterReplicaLogDirs remembered for it
+    (`preferred`, PREFERRED_DIR rows), else the entry's requested dir, else the live dir holding fewest
+    logs, current and future (`futures`) alike. A log whose dir is not live is not created (Kafka's
+    KafkaStorageException; log_dir_failure.screen_leader_and_isr answers those entries)."""
     known = replicas.set_index(["broker", "topic", "partition"]).index
     new = entries[~entries.set_index(["broker", "topic", "partition"]).index.isin(known)]
     if new.empty:
         return replicas
     new = new.sort_values(["broker", "topic", "partition"])
-    dirs: list[str] = []
+    offline_dirs = offline_dirs or {}
+    remembered = {} if preferred is None or preferred.empty else dict(zip(
+        zip(preferred["broker"].astype(int), preferred["topic"], preferred["partition"].astype(int), strict=True),
+        preferred["log_dir"], strict=True))
+    held_logs = replicas[["broker", "log_dir"]]
+    if futures is not None and len(futures):
+        held_logs = pd.concat([held_logs, futures[["broker", "log_dir"]]], ignore_index=True)
+    rows = []
     for b, grp in new.groupby("broker", sort=True):
-        held = replicas.loc[replicas["broker"] == b, "log_dir"].value_counts().to_dict()
-        prefer = [d if isinstance(d, str) and d in log_dirs else None for d in grp["log_dir"]]
-        dirs += assign_log_dirs(held, log_dirs, len(grp), prefer)
-    created = new_replicas(pd.DataFrame({
-        "broker": new["broker"].to_numpy(), "topic": new["topic"].to_numpy(),
-        "partition": new["partition"].to_numpy(), "log_dir": dirs}))
+        gone = set(offline_dirs.get(int(b), ()))
+        live = [d for d in log_dirs if d not in gone]
+        counts = held_logs.loc[held_logs["broker"] == b, "log_dir"].value_counts().to_dict()
+        for t, part, asked in zip(grp["topic"], grp["partition"], grp["log_dir"], strict=True):
+            want = remembered.get((int(b), t, int(part)))
+            if want is None and isinstance(asked, str) and asked in log_dirs:
+                want = asked
+            d = choose_log_dir(counts, live, want)
+            if d is None:
+                continue
+            counts[d] = counts.get(d, 0) + 1
+            rows.append((int(b), t, int(part), d))
+    if not rows:
+        return replicas
+    created = new_replicas(pd.DataFrame(rows, columns=["broker", "topic", "partition", "log_dir"]))
     return concat([replicas, created], REPLICA)
 
 
 def become_leader_or_follower(
     replicas: pd.DataFrame, remotes: pd.DataFrame, brokers: pd.DataFrame, requests: pd.DataFrame,
-    log_dirs: list[str], now: int,
+    log_dirs: list[str], now: int, *, offline_dirs: Mapping[int, Iterable[str]] | None = None,
+    preferred: pd.DataFrame | None = None, futures: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Apply LeaderAndIsr entries. Returns (replicas, remotes, brokers, state-change lines).
 
@@ -47,11 +71,19 @@ def become_leader_or_follower(
     already led, lastCaughtUpTime becomes now for ISR members and "never" for the rest; a leader
     alone in its ISR commits up to its LEO at once. makeFollower stops leading and fetches from the
     new leader (truncation rules come with the leader-epoch work).
+
+    New logs go where LogManager puts them (_create_missing): `offline_dirs` (broker -> failed dirs) are
+    not live, `preferred` holds AlterReplicaLogDirs' remembered dirs and `futures` the future logs each
+    dir also counts. Entries for offline replicas must be screened out first
+    (log_dir_failure.screen_leader_and_isr).
     """
     lines = []
     if requests.empty:
         return replicas, remotes, brokers, pd.DataFrame(columns=["broker", "controller_epoch", "topic", "partition", "message"])
-    req = requests.sort_values(["broker", "topic", "partition"], kind="stable")
+    # A controller batch carries one entry per partition and broker (ControllerBrokerRequestBatch keeps
+    # the last one added); requests of one round from several batches: the newest leader epoch wins.
+    req = requests.sort_values(["broker", "topic", "partition", "controller_epoch", "leader_epoch"], kind="stable")
+    req = req.drop_duplicates(["broker", "topic", "partition"], keep="last")
     known = brokers.set_index("broker")["controller_epoch"]
     seen = req["broker"].map(known).fillna(-1).astype("int64").to_numpy()
     stale_ctrl = req["controller_epoch"].to_numpy() < seen
@@ -67,7 +99,7 @@ def become_leader_or_follower(
         brokers.loc[top.index, "controller_epoch"].to_numpy(), top.to_numpy())
     brokers = conform(brokers.reset_index(), BROKER)
 
-    replicas = _create_missing(replicas, req, log_dirs)
+    replicas = _create_missing(replicas, req, log_dirs, offline_dirs, preferred, futures)
     m = req.merge(replicas[["broker", "topic", "partition", "leader", "leader_epoch"]].rename(
         columns={"leader": "_old_leader", "leader_epoch": "_old_epoch"}), on=["broker", "topic", "partition"])
     newer = m["leader_epoch"].to_numpy() > m["_old_epoch"].to_numpy()

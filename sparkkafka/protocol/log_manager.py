@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from sparkkafka.errors import SparkKafkaError
 
-__all__ = ["KafkaStorageError", "assign_log_dirs", "next_log_dirs"]
+__all__ = ["KafkaStorageError", "assign_log_dirs", "choose_log_dir", "next_log_dirs"]
 
 
 class KafkaStorageError(SparkKafkaError, ValueError):
@@ -62,3 +62,16 @@ def assign_log_dirs(
         counts[usable[0]] = counts.get(usable[0], 0) + 1
         chosen.append(usable[0])
     return chosen
+
+
+def choose_log_dir(counts: Mapping[str, int], live_dirs: Sequence[str], preferred: str | None = None) -> str | None:
+    """The dir LogManager.getOrCreateLog gives one new log, or None where it fails with KafkaStorageException.
+
+    ``preferred`` (an AlterReplicaLogDirs destination, LogManager.preferredLogDirs) wins when it is set: it is
+    the only dir tried, so a preferred dir that is not live fails. Otherwise the head of ``next_log_dirs``
+    (``counts`` hold the current *and* future logs of each dir, protocol.md 9.3); no live dir fails too.
+    """
+    if preferred:
+        return preferred if preferred in live_dirs else None
+    order = next_log_dirs(counts, live_dirs)
+    return order[0] if order else None

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
-from .frames import PENDING, RECORD, REPLICA, RESULT, concat, conform, empty, isr_size
+from .frames import PENDING, RECORD, REPLICA, RESULT, concat, conform, empty, isr_size, locate
 from .high_watermark import maybe_increment_leader_hw
 
 VALID_ACKS = (-1, 0, 1)
@@ -23,16 +23,24 @@ def _results(batches: pd.DataFrame, now: int, error, base_offset, acked) -> pd.D
     return conform(out, RESULT)
 
 
+def _offline(frame: pd.DataFrame, offline: pd.DataFrame | None) -> np.ndarray:
+    """Which rows of `frame` name a replica its broker holds offline (OFFLINE rows: its log dir failed)."""
+    if offline is None or offline.empty or frame.empty:
+        return np.zeros(len(frame), dtype=bool)
+    return locate(offline, frame) >= 0
+
+
 def append_to_leader(
     replicas: pd.DataFrame, remotes: pd.DataFrame, batches: pd.DataFrame, min_isr: pd.Series, now: int,
-    cfg: Mapping,
+    cfg: Mapping, offline: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Append produce batches on the brokers that lead their partitions.
 
     `min_isr` maps topic -> min.insync.replicas. Batches are appended in record_id order (the
     order the producers sent them). Returns (replicas with new LEOs, appended records, results
     answered now, acks=all batches now pending). Checks, in Kafka's order: acks value
-    (INVALID_REQUIRED_ACKS), hosting and leadership (UNKNOWN_TOPIC_OR_PARTITION,
+    (INVALID_REQUIRED_ACKS), a replica in a failed log dir (`offline` rows: KAFKA_STORAGE_ERROR,
+    HostedPartition.Offline), hosting and leadership (UNKNOWN_TOPIC_OR_PARTITION,
     NOT_LEADER_OR_FOLLOWER), then for acks=all the pre-append min-ISR check on the committed ISR
     (NOT_ENOUGH_REPLICAS). acks=0 is never answered; acks=1 is answered after the local append.
     After appending, the leader tries to advance its HW, which alone commits the records when
@@ -49,8 +57,8 @@ def append_to_leader(
     bad_acks = ~m["acks"].isin(VALID_ACKS).to_numpy()
     too_few = (m["acks"].to_numpy() == -1) & (isr_size(m["isr"]) < need)
     err = np.select(
-        [bad_acks, ~hosted, ~is_leader, too_few],
-        [errors.INVALID_REQUIRED_ACKS, errors.UNKNOWN_TOPIC_OR_PARTITION,
+        [bad_acks, _offline(m, offline), ~hosted, ~is_leader, too_few],
+        [errors.INVALID_REQUIRED_ACKS, errors.KAFKA_STORAGE_ERROR, errors.UNKNOWN_TOPIC_OR_PARTITION,
          errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS],
         default="",
     )
@@ -98,7 +106,8 @@ def expand_batches(batches: pd.DataFrame) -> pd.DataFrame:
 
 
 def complete_delayed_produce(
-    replicas: pd.DataFrame, pending: pd.DataFrame, min_isr: pd.Series, now: int
+    replicas: pd.DataFrame, pending: pd.DataFrame, min_isr: pd.Series, now: int,
+    offline: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Check the produce purgatory (DelayedProduce.tryComplete / onExpiration).
 
@@ -106,20 +115,23 @@ def complete_delayed_produce(
     leads the partition; with success once HW >= its last offset + 1, or with
     NOT_ENOUGH_REPLICAS_AFTER_APPEND if at that moment the ISR is smaller than min.insync.replicas
     (the data stays: no error path rolls back an append); with REQUEST_TIMED_OUT at its deadline.
-    Returns (still pending, results).
+    A batch whose replica went offline (its log dir failed; `offline` rows) completes with
+    KAFKA_STORAGE_ERROR (DelayedProduce's getPartitionOrError). Returns (still pending, results).
     """
     if pending.empty:
         return pending, empty(RESULT)
     rep = replicas[["broker", "topic", "partition", "leader", "hw", "isr"]]
     m = pending.merge(rep, on=["broker", "topic", "partition"], how="left")
+    gone = _offline(m, offline)
     lost = ~(m["leader"].fillna(-1).to_numpy() == m["broker"].to_numpy())
     reached = ~lost & (m["hw"].fillna(-1).to_numpy() >= m["required_offset"].to_numpy())
     need = m["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
     small = isr_size(m["isr"]) < need
     expired = ~lost & ~reached & (m["deadline_ms"].to_numpy() <= now)
     err = np.select(
-        [lost, reached & small, reached, expired],
-        [errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "", errors.REQUEST_TIMED_OUT],
+        [gone, lost, reached & small, reached, expired],
+        [errors.KAFKA_STORAGE_ERROR, errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "",
+         errors.REQUEST_TIMED_OUT],
         default="-",
     )
     done = err != "-"

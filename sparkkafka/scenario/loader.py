@@ -35,7 +35,7 @@ from sparkkafka.scenario.model import Event, Scenario, TopicSpec
 # Valid events (and "crash.power_loss") whose behaviour is not implemented yet. They are fully
 # validated, then rejected with NotYetSupportedError; remove a name here once it is implemented.
 NOT_YET_SUPPORTED: set[str] = {
-    "reassign", "elect_leaders", "fail_log_dir",
+    "fail_log_dir",
 }
 
 DEFAULT_TAIL_MS = 10000  # without `run`: stop this long after the last event (and its duration)
@@ -417,10 +417,12 @@ def _plan(v: Any, path: str, ctx: _Ctx) -> dict:
 
 
 def _ev_reassign(v: Any, path: str, ctx: _Ctx) -> dict:
-    m = _keys(v, path, ("plan", "throttle", "log_dirs_throttle"), ("plan",))
+    m = _keys(v, path, ("plan", "throttle", "log_dirs_throttle", "via"), ("plan",))
     return {"plan": _plan(m["plan"], _at(path, "plan"), ctx),
-            "throttle": _get(m, "throttle", path, _int),
-            "log_dirs_throttle": _get(m, "log_dirs_throttle", path, _int)}
+            "throttle": _get(m, "throttle", path, _int, lo=1),
+            "log_dirs_throttle": _get(m, "log_dirs_throttle", path, _int, lo=1),
+            # api: AlterPartitionReassignments, as the 2.8 tool; zookeeper: /admin/reassign_partitions
+            "via": _get(m, "via", path, lambda x, p: _str(x, p, ("api", "zookeeper"), what="reassignment path"), "api")}
 
 
 def _topic_partition(v: Any, path: str, ctx: _Ctx) -> tuple[str, int]:

@@ -6,8 +6,11 @@ Under OUT/brokers/<id>/<log_dir>/:
   replica.high.watermark.checkpoint.interval.ms (LogManager / ReplicaManager).
 - `partitions`: the logs that exist in the dir (Kafka sees them as `<topic>-<p>` directories),
   rewritten whenever a log is created, so an empty log is found again after a restart.
+- `future-partitions`: the future logs (KIP-113 moves in progress) in the dir (Kafka's
+  `<topic>-<p>.<uuid>-future` directories), rewritten whenever one is created, swapped in or dropped.
 - `<topic>-<p>/leader-epoch-checkpoint`: the replica's leader-epoch cache, rewritten on every change
-  (LeaderEpochCheckpointFile, fsynced as Kafka's CheckpointFile is).
+  (LeaderEpochCheckpointFile, fsynced as Kafka's CheckpointFile is); a future log's is under
+  `<topic>-<p>-future/`.
 - `flushed-offsets` (the emulator's, not Kafka's): per log, the offset below which its records were
   flushed (fsync) by Kafka's flush rules or a clean shutdown; a power loss keeps those records and
   the ones the operating system wrote back, and nothing else (protocol/flush.py).
@@ -18,6 +21,7 @@ catch-up reads for lagging followers).
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterable
 
@@ -32,6 +36,7 @@ from .tables import table_path
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 PARTITIONS = "partitions"
+FUTURE_PARTITIONS = "future-partitions"
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 FLUSHED = "flushed-offsets"
 
@@ -70,22 +75,38 @@ def write_hw_checkpoint(brokers_dir: str, broker: int, log_dir: str, entries: It
     _write_atomic(os.path.join(dir_path(brokers_dir, broker, log_dir), HW_CHECKPOINT), format_checkpoint(entries))
 
 
-def write_partitions(brokers_dir: str, broker: int, log_dir: str, parts: Iterable[tuple[str, int]]) -> None:
-    _write_atomic(os.path.join(dir_path(brokers_dir, broker, log_dir), PARTITIONS),
+def write_partitions(brokers_dir: str, broker: int, log_dir: str, parts: Iterable[tuple[str, int]],
+                     future: bool = False) -> None:
+    """The dir's listing of its logs (`future`: of its future logs)."""
+    _write_atomic(os.path.join(dir_path(brokers_dir, broker, log_dir), FUTURE_PARTITIONS if future else PARTITIONS),
                   "".join(f"{t} {p}\n" for t, p in sorted(parts)))
 
 
-def _epoch_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int) -> str:
-    return os.path.join(dir_path(brokers_dir, broker, log_dir), f"{topic}-{int(partition)}", EPOCH_CHECKPOINT)
+def log_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int, future: bool = False) -> str:
+    """The folder of one log's files (a future log's carries `-future`)."""
+    return os.path.join(dir_path(brokers_dir, broker, log_dir), f"{topic}-{int(partition)}" + ("-future" if future else ""))
+
+
+def _epoch_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int, future: bool = False) -> str:
+    return os.path.join(log_path(brokers_dir, broker, log_dir, topic, partition, future), EPOCH_CHECKPOINT)
 
 
 def write_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
-                           entries: Iterable[tuple[int, int]]) -> None:
-    _write_atomic(_epoch_path(brokers_dir, broker, log_dir, topic, partition), leader_epoch.format_checkpoint(entries))
+                           entries: Iterable[tuple[int, int]], future: bool = False) -> None:
+    _write_atomic(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future),
+                  leader_epoch.format_checkpoint(entries))
 
 
-def read_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int) -> list[tuple[int, int]]:
-    path = _epoch_path(brokers_dir, broker, log_dir, topic, partition)
+def remove_log_files(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
+                     future: bool = False) -> None:
+    """Delete one log's folder (its leader-epoch-checkpoint): the old log after a move's swap, a dropped
+    or swapped-in future log."""
+    shutil.rmtree(log_path(brokers_dir, broker, log_dir, topic, partition, future), ignore_errors=True)
+
+
+def read_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
+                          future: bool = False) -> list[tuple[int, int]]:
+    path = _epoch_path(brokers_dir, broker, log_dir, topic, partition, future)
     if not os.path.exists(path):
         return []
     with open(path) as f:
@@ -107,21 +128,22 @@ def read_flushed(brokers_dir: str, broker: int, log_dir: str) -> dict[tuple[str,
     return _read_offsets(os.path.join(dir_path(brokers_dir, broker, log_dir), FLUSHED))
 
 
-def read_disk(brokers_dir: str, broker: int, log_dirs: list[str]) -> pd.DataFrame:
-    """Logs a starting broker finds in its dirs, with their checkpointed HW (0 when missing), their
-    flushed offset (0 when missing) and their leader-epoch checkpoint (as leader_epoch.encode text)."""
+def read_disk(brokers_dir: str, broker: int, log_dirs: list[str], future: bool = False) -> pd.DataFrame:
+    """Logs a starting broker finds in its dirs (`future`: its future logs), with their checkpointed HW
+    (0 when missing), their flushed offset (0 when missing) and their leader-epoch checkpoint (as
+    leader_epoch.encode text)."""
     rows = []
     for d in log_dirs:
         base = dir_path(brokers_dir, broker, d)
         hw = _read_offsets(os.path.join(base, HW_CHECKPOINT))
         flushed = _read_offsets(os.path.join(base, FLUSHED))
-        pf = os.path.join(base, PARTITIONS)
+        pf = os.path.join(base, FUTURE_PARTITIONS if future else PARTITIONS)
         if os.path.exists(pf):
             with open(pf) as f:
                 for line in f:
                     if line.strip():
                         t, p = line.rsplit(" ", 1)
-                        cache = read_epoch_checkpoint(brokers_dir, broker, d, t, int(p))
+                        cache = read_epoch_checkpoint(brokers_dir, broker, d, t, int(p), future)
                         rows.append((int(broker), t, int(p), d, hw.get((t, int(p)), 0),
                                      flushed.get((t, int(p)), 0), leader_epoch.encode(cache)))
     return pd.DataFrame(rows, columns=["broker", "topic", "partition", "log_dir", "hw", "recovery_point",
@@ -129,10 +151,11 @@ def read_disk(brokers_dir: str, broker: int, log_dirs: list[str]) -> pd.DataFram
 
 
 def read_log(tables_dir: str, version: int, broker: int, columns: list[str],
-             ranges: pd.DataFrame | None = None) -> pa.Table:
+             ranges: pd.DataFrame | None = None, future: bool | None = None) -> pa.Table:
     """Rows of one broker's log at a committed Delta version.
 
-    `ranges` (topic, partition, from_offset, to_offset) limits the read to those offset ranges.
+    `ranges` (topic, partition, from_offset, to_offset) limits the read to those offset ranges;
+    `future` True/False keeps only the future / current logs' rows (is_future), None both.
     Files are pruned by partition values, then read with pyarrow (the fast path measured in the
     engine notes); log_dir comes from the file path, as Delta keeps partition values out of files.
     """
@@ -146,6 +169,9 @@ def read_log(tables_dir: str, version: int, broker: int, columns: list[str],
     if ranges is not None and len(ranges):
         topics = pc.field("topic").isin(pa.array(sorted(set(ranges["topic"]))))
         filt = topics & (pc.field("offset") >= int(ranges["from_offset"].min()))
+    if future is not None:
+        which = pc.field("is_future") == bool(future)
+        filt = which if filt is None else filt & which
     for uri in uris:
         path = uri.removeprefix("file://")
         log_dir = path.split("/log_dir=")[1].split("/")[0]

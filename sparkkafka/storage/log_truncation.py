@@ -113,7 +113,7 @@ def _new_tag(tag: str, path: str) -> str:
 
 
 def truncate(tables_dir: str, version: int, broker: int, cuts: pd.DataFrame,
-             tag: str) -> tuple[list[dict], list[dict]]:
+             tag: str, flips: pd.DataFrame | None = None) -> tuple[list[dict], list[dict]]:
     """Drop every record of the given replicas of `broker` at or above a cut offset (executor side).
 
     `cuts` has columns topic, partition, log_dir, offset; a record of (topic, partition) in
@@ -127,24 +127,41 @@ def truncate(tables_dir: str, version: int, broker: int, cuts: pd.DataFrame,
     rewritten file (none if nothing remains), and a remove {"table", "path", "partition_values",
     "size", "deletion_timestamp"} per rewritten file. `tag` should be unique per truncation
     (e.g. carry the round) so that its rewrites never collide with other files.
+
+    `flips` (log_dir, topic, partition) name future logs that became current logs (a KIP-113 move's
+    swap): their is_future rows in log_dir are rewritten with is_future = false, in the same pass as
+    the cuts (a file is rewritten once, whatever it holds).
     """
-    if cuts is None or not len(cuts):
+    has_cuts = cuts is not None and len(cuts) > 0
+    has_flips = flips is not None and len(flips) > 0
+    if not has_cuts and not has_flips:
         return [], []
-    cut = _cut_table(cuts)
+    cut = _cut_table(cuts) if has_cuts else _cut_table(pd.DataFrame(
+        {"log_dir": [], "topic": [], "partition": [], "offset": []}))
+    flip = _cut_table(flips.assign(offset=0)) if has_flips else cut.slice(0, 0)
     root = table_path(tables_dir, "log")
     dt = DeltaTable(root, version=version)
-    cands = _candidates(_file_actions(dt, broker), cut)
+    cands = _candidates(_file_actions(dt, broker), pa.concat_tables([cut, flip]))
     adds: list[dict] = []
     removes: list[dict] = []
     now = int(time.time() * 1000)
-    dir_cuts = {d: cut.filter(pc.equal(cut["log_dir"], d)) for d in {d for _, d in cands.values()}}
+    dirs = {d for _, d in cands.values()}
+    dir_cuts = {d: cut.filter(pc.equal(cut["log_dir"], d)) for d in dirs}
+    dir_flips = {d: flip.filter(pc.equal(flip["log_dir"], d)) for d in dirs}
     for enc_path in sorted(cands):
         size, log_dir = cands[enc_path]
         path = unquote(enc_path)  # delta-rs returns the path URL-encoded; the log and disk hold it raw
         data = pq.read_table(os.path.join(root, path))
         drop = _cut_rows(data.select(KEYS), dir_cuts[log_dir])
-        if not drop.any():
+        turn = np.zeros(len(drop), dtype=bool)
+        if dir_flips[log_dir].num_rows and "is_future" in data.column_names:
+            fut = data["is_future"].to_numpy(zero_copy_only=False)
+            turn = _cut_rows(data.select(KEYS), dir_flips[log_dir]) & ~drop & (fut == True)  # noqa: E712
+        if not drop.any() and not turn.any():
             continue  # stats overlapped but no row of a cut replica is in the file: leave it alone
+        if turn.any():
+            i = data.column_names.index("is_future")
+            data = data.set_column(i, "is_future", pa.array(np.where(turn, False, fut), pa.bool_()))
         pv = {"broker": str(int(broker)), "log_dir": str(log_dir)}
         if not drop.all():
             rest = data.filter(pa.array(~drop))

@@ -44,6 +44,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("time_ms", pa.int64()), ("topic", pa.string()), ("partition", pa.int32()), ("leader", pa.int32()),
         ("isr", LIST), ("replicas", LIST), ("leader_epoch", pa.int32()), ("controller_epoch", pa.int32()),
         ("version", pa.int32()),
+        ("adding", LIST), ("removing", LIST),  # KIP-455: replicas being added / removed by a reassignment
     ]),
     "state_change_log": pa.schema([
         ("time_ms", pa.int64()), ("broker", pa.int32()), ("controller_epoch", pa.int32()),
