@@ -1,6 +1,12 @@
 """`sparkkafka` command line (contract section 4).
 
 Exit codes: 0 done, 2 bad input (the message names the field and value), 1 anything else.
+
+The operator verbs (reassign, leader-election, log-dirs, state-change-log) take a run directory as the
+cluster and Kafka 2.8's flags (``--bootstrap-server`` is accepted and ignored); their usage errors print
+Kafka's message alone on stderr (exit 2), and the tools' own failures (an invalid reassignment plan, a
+refused --execute, elections that failed) print what Kafka prints where it prints it, with Kafka's exit
+code 1. tools/operator.py does the work; acting verbs save the run directory.
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="sparkkafka", description="Emulate Apache Kafka's replication layer on Spark.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="run a scenario and print the topic description and summary")
-    r.add_argument("scenario")
+    r = sub.add_parser("run", help="run a scenario (or continue a run directory) and print the topic "
+                                   "description and summary")
+    r.add_argument("scenario", help="a scenario file, or a run directory (with run.json) to continue")
+    r.add_argument("--until-ms", type=int, help="run until this emulated time (default: the scenario's end)")
     r.add_argument("--out", help="run directory (default runs/<scenario name>)")
     r.add_argument("--master", help="Spark master URL (default local[2]; sc://host:port for Spark Connect)")
     r.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
@@ -42,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--topics-include", help="the same, by its Kafka 3.0+ name; wins over --topic-white-list")
     v.add_argument("--report-interval-ms", type=int, default=30000,
                    help="accepted for Kafka's flags; the one pass over the final state reports once")
+    _tool_parsers(sub)
     b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
     b.add_argument("--brokers", default="3,12,48")
     b.add_argument("--partitions", default="100,1000,10000")
@@ -51,16 +60,240 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+REASSIGN_ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+# ReassignPartitionsCommand.validateAndParseArgs (2.8): what each action requires and permits
+REASSIGN_REQUIRED = {"verify": ("reassignment-json-file",), "generate": ("topics-to-move-json-file", "broker-list"),
+                     "execute": ("reassignment-json-file",), "cancel": ("reassignment-json-file",), "list": ()}
+REASSIGN_PERMITTED = {
+    "verify": ("bootstrap-server", "command-config", "preserve-throttles"),
+    "generate": ("bootstrap-server", "broker-list", "command-config", "disable-rack-aware"),
+    "execute": ("additional", "bootstrap-server", "command-config", "throttle", "replica-alter-log-dirs-throttle",
+                "timeout"),
+    "cancel": ("bootstrap-server", "command-config", "preserve-throttles", "timeout"),
+    "list": ("bootstrap-server", "command-config"),
+}
+
+
+class _ToolUsage(ScenarioError):
+    """A Kafka tool's own usage error (CommandLineUtils.printUsageAndDie): its message alone on stderr."""
+
+
+def _tool_parsers(sub) -> None:
+    g = sub.add_parser("reassign", help="kafka-reassign-partitions.sh (Kafka 2.8) against a run directory",
+                       allow_abbrev=False)
+    g.add_argument("run", help="the run directory: the cluster the tool talks to")
+    for a in REASSIGN_ACTIONS:
+        g.add_argument("--" + a, action="store_true")
+    g.add_argument("--reassignment-json-file")
+    g.add_argument("--topics-to-move-json-file")
+    g.add_argument("--broker-list")
+    g.add_argument("--throttle", type=int, default=-1, help="inter-broker throttle, B/s (default -1: none)")
+    g.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1,
+                   help="log-dir move throttle, B/s (default -1: none)")
+    g.add_argument("--additional", action="store_true")
+    g.add_argument("--preserve-throttles", action="store_true")
+    g.add_argument("--disable-rack-aware", action="store_true")
+    g.add_argument("--timeout", type=int, default=10000,
+                   help="accepted; log-dir moves are requested at once (the run is not advanced)")
+    g.add_argument("--bootstrap-server", help="accepted and ignored: RUN is the cluster")
+    g.add_argument("--command-config", help="accepted and ignored")
+    e = sub.add_parser("leader-election", help="kafka-leader-election.sh (Kafka 2.8) against a run directory")
+    e.add_argument("run")
+    e.add_argument("--election-type")
+    e.add_argument("--topic")
+    e.add_argument("--partition", type=int)
+    e.add_argument("--all-topic-partitions", action="store_true")
+    e.add_argument("--path-to-json-file")
+    e.add_argument("--bootstrap-server", help="accepted and ignored: RUN is the cluster")
+    e.add_argument("--admin.config", dest="admin_config", help="accepted and ignored")
+    ld = sub.add_parser("log-dirs", help="kafka-log-dirs.sh --describe (Kafka 2.8) over a run directory")
+    ld.add_argument("run")
+    ld.add_argument("--describe", action="store_true")
+    ld.add_argument("--topic-list")
+    ld.add_argument("--broker-list")
+    ld.add_argument("--bootstrap-server", help="accepted and ignored: RUN is the cluster")
+    ld.add_argument("--command-config", help="accepted and ignored")
+    s = sub.add_parser("state-change-log", help="StateChangeLogMerger (Kafka 2.8) over a run's state_change_log")
+    s.add_argument("run")
+    s.add_argument("--topic")
+    s.add_argument("--partitions")
+    s.add_argument("--start-time")
+    s.add_argument("--end-time")
+
+
+def _given_options(argv: Sequence[str], after: str) -> list[str]:
+    """Long options given on the command line after the verb, in order (jopt-simple's OptionSet.specs())."""
+    out = []
+    for tok in argv[list(argv).index(after) + 1:] if after in argv else argv:
+        if tok.startswith("--") and len(tok) > 2:
+            name = tok[2:].split("=", 1)[0]
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def _check_reassign_args(args: argparse.Namespace) -> str:
+    actions = [a for a in REASSIGN_ACTIONS if getattr(args, a)]
+    if len(actions) != 1:
+        raise _ToolUsage("action", actions, "Command must include exactly one action: "
+                         + ", ".join("--" + a for a in REASSIGN_ACTIONS))
+    action = actions[0]
+    given = _given_options(args.argv, "reassign")
+    for req in REASSIGN_REQUIRED[action]:
+        if req not in given:
+            raise _ToolUsage(req, None, f'Missing required argument "[{req}]"')
+    for opt in given:
+        if opt != action and opt not in REASSIGN_REQUIRED[action] and opt not in REASSIGN_PERMITTED[action]:
+            raise _ToolUsage(opt, action, f'Option "[{opt}]" can\'t be used with action "[{action}]"')
+    return action
+
+
+class _Spark:
+    """The SparkSession a tool needs to reopen a run, stopped at the end when this process started it."""
+
+    def __init__(self, master: str | None = None) -> None:
+        self.master = master
+
+    def __enter__(self):
+        from pyspark.sql import SparkSession
+
+        from .engine.session import get_spark
+
+        self.ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
+        self.spark = get_spark(self.master)
+        return self.spark
+
+    def __exit__(self, *exc) -> None:
+        if self.ours and not (self.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):
+            from .engine.session import stop_spark
+
+            stop_spark()  # a session we started: stopping it lets Python workers exit before the JVM does
+
+
+def _is_run_dir(path: str) -> bool:
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json"))
+
+
+def _require_run(path: str) -> None:
+    if not _is_run_dir(path):
+        raise ScenarioError("run", path, "is not a sparkkafka run directory (no run.json)")
+
+
+def _open_run(spark, path: str):
+    """Reopen a run directory as the cluster a tool talks to (runs saved by this version only)."""
+    from .cluster import Cluster
+
+    c = Cluster.for_path(spark, path)
+    if not c.resumable:
+        raise ScenarioError("run", path, "was written by an older sparkkafka (no driver.pkl): the tools need "
+                                         "a run saved by this version")
+    return c
+
+
+def _emit(out) -> int:
+    if out.stdout:
+        sys.stdout.write(out.stdout)
+        sys.stdout.flush()
+    if out.stderr:
+        sys.stderr.write(out.stderr)
+        sys.stderr.flush()
+    return out.code
+
+
+def _reassign(args: argparse.Namespace) -> int:
+    """kafka-reassign-partitions.sh: usage errors as Kafka words them (exit 2, the contract's bad input);
+    the tool's own failures (an invalid plan, a refusal) on stdout with exit 1, as Kafka's tool."""
+    from .tools import operator as op
+
+    action = _check_reassign_args(args)
+    _require_run(args.run)
+    plan = topics = None
+    if args.reassignment_json_file is not None and action != "generate":
+        plan = op.read_text_file(args.reassignment_json_file, "--reassignment-json-file")
+    if action == "generate":
+        topics = op.read_text_file(args.topics_to_move_json_file, "--topics-to-move-json-file")
+    with _Spark() as spark:
+        c = _open_run(spark, args.run)
+        if action == "generate":
+            out = op.reassign_generate(c, topics, args.broker_list, args.disable_rack_aware)
+        elif action == "execute":
+            out = op.reassign_execute(c, plan, args.additional, args.throttle, args.replica_alter_log_dirs_throttle)
+        elif action == "verify":
+            out = op.reassign_verify(c, plan, args.preserve_throttles)
+        elif action == "cancel":
+            out = op.reassign_cancel(c, plan, args.preserve_throttles)
+        else:
+            out = op.reassign_list(c)
+    return _emit(out)
+
+
+def _leader_election(args: argparse.Namespace) -> int:
+    from .tools import operator as op
+    from .tools.leader_election import validate_election_args
+
+    _require_run(args.run)
+    try:  # the tool's option checks and JSON file, before the cluster is reopened
+        validate_election_args(args.election_type, topic=args.topic, partition=args.partition,
+                               all_topic_partitions=args.all_topic_partitions,
+                               path_to_json_file=args.path_to_json_file)
+    except OSError as e:
+        raise ScenarioError("--path-to-json-file", args.path_to_json_file, f"cannot read the file: {e}") from None
+    except ScenarioError as e:
+        raise _ToolUsage(e.field, e.value, e.message) from None
+    with _Spark() as spark:
+        c = _open_run(spark, args.run)
+        out = op.leader_election_tool(c, args.election_type, args.topic, args.partition,
+                                      args.all_topic_partitions, args.path_to_json_file)
+    return _emit(out)
+
+
+def _log_dirs(args: argparse.Namespace) -> int:
+    from .tools import operator as op
+
+    if not args.describe:
+        raise _ToolUsage("--describe", None, "Missing required argument \"[describe]\"")
+    _require_run(args.run)
+    with _Spark() as spark:
+        c = _open_run(spark, args.run)
+        try:
+            out = op.log_dirs_tool(c, args.topic_list, args.broker_list)
+        except ScenarioError as e:
+            raise _ToolUsage(e.field, e.value, e.message) from None
+    return _emit(out)
+
+
+def _state_change_log(args: argparse.Namespace) -> int:
+    from .tools import operator as op
+
+    _require_run(args.run)
+    try:
+        out = op.state_change_log_tool(args.run, args.topic, args.partitions, args.start_time, args.end_time)
+    except ScenarioError as e:
+        raise _ToolUsage(e.field, e.value, e.message) from None
+    return _emit(out)
+
+
 def _run(args: argparse.Namespace) -> int:
     from pyspark.sql import SparkSession
 
     from .cluster import Cluster
     from .scenario import load_scenario
 
-    sc = load_scenario(args.scenario)  # validate before any Spark job starts
+    if _is_run_dir(args.scenario):  # a run directory: continue it
+        for flag in ("out", "overwrite"):
+            if getattr(args, flag):
+                raise ScenarioError("--" + flag, getattr(args, flag), "not used when continuing a run directory")
+        sc = None
+    else:
+        sc = load_scenario(args.scenario)  # validate before any Spark job starts
     ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
-    c = Cluster.from_scenario(sc, out=args.out, overwrite=args.overwrite, master=args.master)
-    c.run(progress=not args.no_progress and sys.stderr.isatty())
+    if sc is None:
+        from .engine.session import get_spark
+
+        c = Cluster.for_path(get_spark(args.master), args.scenario)
+    else:
+        c = Cluster.from_scenario(sc, out=args.out, overwrite=args.overwrite, master=args.master)
+    c.run(until_ms=args.until_ms, progress=not args.no_progress and sys.stderr.isatty())
     print("\n".join(c.describe()))
     print(json.dumps(c.summary(), indent=2, sort_keys=True), flush=True)
     if ours and not (args.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):
@@ -103,10 +336,16 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    args.argv = argv
     try:
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
-                "bench": _bench}[args.cmd](args)
+                "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
+                "state-change-log": _state_change_log, "bench": _bench}[args.cmd](args)
+    except _ToolUsage as e:
+        print(e.message, file=sys.stderr)
+        return 2
     except ScenarioError as e:
         print(f"sparkkafka: error: {e}", file=sys.stderr)
         return 2

@@ -104,7 +104,8 @@ class Cluster:
     # ------------------------------------------------------------------ the run directory is the cluster
     _DRIVER_STATE = ("scenario", "run_id", "round_ms", "broker_cfg", "profile", "control", "workload", "round",
                      "crashed", "stopping", "paused_until", "isolations", "events", "next_event", "_outbox",
-                     "_produced", "offline_dirs", "alter_dir_responses", "spark_partitions", "tool_state")
+                     "_produced", "offline_dirs", "alter_dir_responses", "spark_partitions", "tool_state",
+                     "_driver_rows", "_flushed_round")
 
     @property
     def resumable(self) -> bool:
@@ -148,7 +149,7 @@ class Cluster:
         self.writer = TableWriter(self.tables_dir, self.run_id)
         self._cut = {}
         self._history_adds = defaultdict(list)
-        self._driver_rows = defaultdict(list)
+        self._driver_rows = defaultdict(list, getattr(self, "_driver_rows", {}))
         self._log_actions = []
         self.timings = defaultdict(float)
         self.state = None
@@ -602,7 +603,13 @@ class Cluster:
         clock.lap("history")
 
     def flush(self) -> None:
-        """Commit buffered history files and driver-side rows (one transaction per table)."""
+        """Commit buffered history files and driver-side rows (one transaction per table). Rows an
+        operator tool adds after the round's commit stay buffered (and saved) until the next round."""
+        if getattr(self, "_flushed_round", None) == self.round:
+            self.control.save(self.out)
+            self._save_meta()
+            return
+        self._flushed_round = self.round
         last = self.round - 1
         tag = f"{last:08d}-driver"
         if self._driver_rows.get("produce_results_batches"):
