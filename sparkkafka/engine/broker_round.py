@@ -198,58 +198,98 @@ def expand_results(results: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False).cast(SCHEMAS["produce_results"])
 
 
-def _checkpoint_hw(p: RoundParams, replicas: pd.DataFrame, brokers: pd.DataFrame,
+def _dir_entries(replicas: pd.DataFrame, futures: pd.DataFrame, b: int, d: str, col: str) -> list[tuple]:
+    """(topic, partition, value) of every log in one dir of a broker, current and future (a partition has
+    at most one log per dir)."""
+    out = []
+    for f in (replicas, futures):
+        sel = f[(f["broker"] == b) & (f["log_dir"] == d)]
+        out += list(zip(sel["topic"], sel["partition"], sel[col], strict=True))
+    return out
+
+
+def _live_dirs(p: RoundParams, b: int) -> list[str]:
+    gone = p.offline_dirs.get(int(b), ())
+    return [d for d in p.log_dirs if d not in gone]
+
+
+def _checkpoint_hw(p: RoundParams, replicas: pd.DataFrame, futures: pd.DataFrame, brokers: pd.DataFrame,
                    force: set[int] = frozenset()) -> pd.DataFrame:
-    """Write replication-offset-checkpoint for brokers whose interval has passed (and, at a clean
-    shutdown, for the brokers stopping)."""
+    """Write replication-offset-checkpoint (the HW of every current and future log in the dir) for
+    brokers whose interval has passed (and, at a clean shutdown or a log-dir move's swap, for the
+    brokers concerned). A failed dir is not written."""
     interval = p.cfg["replica.high.watermark.checkpoint.interval.ms"]
     due = brokers["hw_checkpoint_ms"].to_numpy() + interval <= p.now
     due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
     due |= brokers["broker"].isin(list(force)).to_numpy()
     for b in brokers.loc[due, "broker"]:
-        mine = replicas[replicas["broker"] == b]
-        for d in p.log_dirs:
-            sel = mine[mine["log_dir"] == d]
-            broker_disk.write_hw_checkpoint(p.brokers_dir, b, d, zip(sel["topic"], sel["partition"], sel["hw"], strict=True))
+        for d in _live_dirs(p, b):
+            broker_disk.write_hw_checkpoint(p.brokers_dir, b, d, _dir_entries(replicas, futures, b, d, "hw"))
     out = brokers.copy()
     out.loc[due, "hw_checkpoint_ms"] = p.now
     return out
 
 
 def _flush(p: RoundParams, replicas: pd.DataFrame, before: pd.DataFrame, found: np.ndarray,
-           stopping: set[int]) -> pd.DataFrame:
-    """Kafka's flush rules (protocol/flush.py) and a clean shutdown's flush of every log; the dirs whose
-    flushed offsets moved, or were cut by a truncation, get their flushed-offsets file rewritten."""
+           stopping: set[int], futures: pd.DataFrame, touched: set[tuple[int, str]] = frozenset()
+           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Kafka's flush rules (protocol/flush.py) and a clean shutdown's flush of every log, future logs
+    included; the dirs whose flushed offsets moved, or were cut by a truncation, or gained or lost a log
+    by a move (`touched`), get their flushed-offsets file rewritten. Returns (replicas, futures)."""
     force = replicas["broker"].isin(list(stopping)).to_numpy()
     replicas, _ = flush.maybe_flush(replicas, p.cfg.get("topic_flush", {}), p.now, force)
     old = F.take(before, "recovery_point", found, -1)
     moved = replicas["recovery_point"].to_numpy() != old
-    for b, d in sorted(set(zip(replicas["broker"].to_numpy()[moved], replicas["log_dir"].to_numpy()[moved], strict=True))):
-        sel = replicas[(replicas["broker"] == b) & (replicas["log_dir"] == d)]
-        broker_disk.write_flushed(p.brokers_dir, int(b), d,
-                                  zip(sel["topic"], sel["partition"], sel["recovery_point"], strict=True))
-    return replicas
+    dirs = set(zip(replicas["broker"].to_numpy()[moved], replicas["log_dir"].to_numpy()[moved], strict=True))
+    if stopping and len(futures):
+        stop_f = futures["broker"].isin(list(stopping)).to_numpy() & (futures["recovery_point"] < futures["leo"]).to_numpy()
+        if stop_f.any():
+            futures = futures.copy()
+            futures.loc[stop_f, "recovery_point"] = futures.loc[stop_f, "leo"]
+            dirs |= set(zip(futures["broker"].to_numpy()[stop_f], futures["log_dir"].to_numpy()[stop_f], strict=True))
+    for b, d in sorted(dirs | set(touched)):
+        if d in p.offline_dirs.get(int(b), ()):
+            continue
+        broker_disk.write_flushed(p.brokers_dir, int(b), d, _dir_entries(replicas, futures, b, d, "recovery_point"))
+    return replicas, futures
 
 
-def _checkpoint_epochs(p: RoundParams, before: pd.DataFrame, found: np.ndarray, replicas: pd.DataFrame) -> None:
-    """Rewrite leader-epoch-checkpoint for every replica whose cache changed this round."""
+def _checkpoint_epochs(p: RoundParams, before: pd.DataFrame, found: np.ndarray, replicas: pd.DataFrame,
+                       future: bool = False) -> None:
+    """Rewrite leader-epoch-checkpoint for every log (`future`: future log) whose cache changed this round."""
     old = F.take(before, "epoch_cache", found, None)
     new = replicas["epoch_cache"].to_numpy()
     changed = np.flatnonzero((new != old) & ((new != "") | pd.notna(old)))  # a new log's empty cache needs no file
     cols = [replicas[c].to_numpy()[changed] for c in ("broker", "log_dir", "topic", "partition")]
     for b, d, t, part, text in zip(*cols, new[changed], strict=True):
-        broker_disk.write_epoch_checkpoint(p.brokers_dir, int(b), d, t, int(part), leader_epoch.decode(text))
+        broker_disk.write_epoch_checkpoint(p.brokers_dir, int(b), d, t, int(part), leader_epoch.decode(text), future)
 
 
-def _record_logs(p: RoundParams, before: pd.DataFrame, after: pd.DataFrame) -> None:
-    """Rewrite a dir's `partitions` listing when logs were created in it or deleted from it."""
+def _record_logs(p: RoundParams, before: pd.DataFrame, after: pd.DataFrame, future: bool = False) -> None:
+    """Rewrite a dir's `partitions` listing (`future`: `future-partitions`) when logs were created in it
+    or deleted from it. A failed dir is not written."""
     key = ["broker", "log_dir", "topic", "partition"]
     old = set(map(tuple, before[key].to_numpy().tolist()))
     new = set(map(tuple, after[key].to_numpy().tolist()))
     changed = {(b, d) for b, d, _, _ in old ^ new}
     for b, d in sorted(changed):
+        if d in p.offline_dirs.get(int(b), ()):
+            continue
         sel = after[(after["broker"] == b) & (after["log_dir"] == d)]
-        broker_disk.write_partitions(p.brokers_dir, b, d, zip(sel["topic"], sel["partition"], strict=True))
+        broker_disk.write_partitions(p.brokers_dir, b, d, zip(sel["topic"], sel["partition"], strict=True), future)
+
+
+def _move_files(p: RoundParams, replicas: pd.DataFrame, swaps: pd.DataFrame, dropped: pd.DataFrame) -> None:
+    """A move's swap on the broker's files: the log's leader-epoch-checkpoint in its new dir, the old log's
+    and the future log's folders removed; dropped (cancelled, deleted) future logs' folders removed."""
+    at = F.locate(replicas, swaps)
+    for (b, t, part, old, new), i in zip(swaps[alter_log_dirs.SWAPS].itertuples(index=False), at, strict=True):
+        broker_disk.write_epoch_checkpoint(p.brokers_dir, int(b), new, t, int(part),
+                                           leader_epoch.decode(replicas["epoch_cache"].iat[i]))
+        broker_disk.remove_log_files(p.brokers_dir, int(b), old, t, int(part))
+        broker_disk.remove_log_files(p.brokers_dir, int(b), new, t, int(part), future=True)
+    for b, t, part, d in dropped[alter_log_dirs.LOGS].itertuples(index=False):
+        broker_disk.remove_log_files(p.brokers_dir, int(b), d, t, int(part), future=True)
 
 
 class _Laps:
@@ -273,26 +313,41 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     sw = _Laps()
     k = W.split(wire)
     replicas, remotes, tail, brokers = k[W.REPLICA], k[W.REMOTE], k[W.TAIL], k[W.BROKER]
-    wire_replicas = replicas  # as the round found them: what the disk files already say
+    futures, preferred, offline = k[W.FUTURE], k[W.PREFERRED_DIR], k[W.OFFLINE]
+    wire_replicas, wire_futures = replicas, futures  # as the round found them: what the disk files already say
 
     starting = sorted(set(k[W.START]["broker"].tolist()))
     if starting:
-        replicas = F.concat([replicas, _recover(p, starting)], F.REPLICA)
+        rec_r, rec_f = _recover(p, starting)
+        replicas = F.concat([replicas, rec_r], F.REPLICA)
+        futures = F.concat([futures, rec_f], F.FUTURE)
         brokers = F.concat([brokers, new_broker_rows(starting)], F.BROKER)
-    # controller requests, in the order the controller's channel sends them (7.3)
+    # failed log dirs (KIP-112, 9.5): their replicas go offline, their future logs are dropped
+    offline_dirs = log_dir_failure.offline_dirs_now(p.offline_dirs, k[W.LOG_DIR_FAILURE])
+    replicas, remotes, futures, offline, tail, offline_new, dir_halts = log_dir_failure.fail_log_dirs(
+        replicas, remotes, futures, offline, tail, offline_dirs, p.log_dirs, prof, brokers["broker"].tolist())
+    listed_r, listed_f = replicas, futures  # the logs the dirs' listings hold
+    # controller requests, in the order the controller's channel sends them (7.3), after the admin's
+    # AlterReplicaLogDirs (KIP-113, 9.1)
     brokers = controller_requests.update_metadata(brokers, k[W.UPDATE_METADATA])
+    futures, preferred, alter_answers, cancelled = alter_log_dirs.alter_replica_log_dirs(
+        k[W.ALTER_LOG_DIRS], replicas, futures, preferred, offline, p.log_dirs, offline_dirs, prof)
     before = replicas
+    lai, offline, lai_offline = log_dir_failure.screen_leader_and_isr(
+        k[W.LEADER_AND_ISR], replicas, offline, brokers, offline_dirs, p.log_dirs, preferred)
     replicas, remotes, brokers, lines = become_leader_or_follower(
-        replicas, remotes, brokers, k[W.LEADER_AND_ISR], list(p.log_dirs), p.now)
+        replicas, remotes, brokers, lai, list(p.log_dirs), p.now,
+        offline_dirs=offline_dirs, preferred=preferred, futures=futures)
+    preferred = alter_log_dirs.forget_preferences(preferred, replicas)
     cuts = truncation.no_cuts()
     if len(k[W.LEADER_AND_ISR]):
         replicas, cuts = truncation.on_leader_and_isr(before, replicas, prof)
+        futures = alter_log_dirs.on_leader_and_isr(futures, replicas, lai)
     replicas, remotes, deleted, stop_lines = controller_requests.stop_replicas(
         replicas, remotes, brokers, k[W.STOP_REPLICA])
+    futures, f_dropped = alter_log_dirs.on_stop_replica(futures, replicas, k[W.STOP_REPLICA])
     cuts = pd.concat([cuts, deleted.assign(offset=0)], ignore_index=True) if len(deleted) else cuts
     tail = truncation.drop_cut_records(tail, cuts)
-    if len(k[W.LEADER_AND_ISR]) or len(deleted):
-        _record_logs(p, before, replicas)
     sw.lap("controller_requests")
 
     replicas, remotes, counts = isr.apply_isr_results(replicas, remotes, k[W.ISR_RESULT], p.now)
@@ -304,8 +359,9 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     cuts = pd.concat([c for c in (cuts, epoch_cuts, fetch_cuts) if len(c)] or [cuts], ignore_index=True)
     min_isr = pd.Series(p.min_isr, dtype="int64")
     replicas, appended_l, results, pending_new = produce.append_to_leader(
-        replicas, remotes, k[W.PRODUCE], min_isr, p.now, cfg)
+        replicas, remotes, k[W.PRODUCE], min_isr, p.now, cfg, offline=offline)
     tail = F.concat([tail, appended_l], F.RECORD)
+    halts = pd.concat([h for h in (halts, dir_halts) if len(h)] or [halts], ignore_index=True)
     sw.lap("fetch_response_and_produce")
 
     requests, parked = k[W.FETCH], k[W.PARKED_FETCH]
@@ -322,22 +378,38 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     replicas, shrink = isr.maybe_shrink_isr(replicas, remotes, p.now, cfg, prof)
 
     pending, done = produce.complete_delayed_produce(
-        replicas, F.concat([k[W.PENDING_PRODUCE], pending_new], F.PENDING), min_isr, p.now)
+        replicas, F.concat([k[W.PENDING_PRODUCE], pending_new], F.PENDING), min_isr, p.now, offline=offline)
     results = F.concat([results, done], F.RESULT)
     replicas, new_requests, epoch_requests = fetch.fetch_requests(replicas, p.now, p.unreachable, cfg)
-    tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"])
     sw.lap("serve_fetch")
+    # the log-dir movers (ReplicaAlterLogDirsThread, 9.2) copy from the current logs as they now are
+    replicas, futures, copied, swaps, future_cuts = _movers(
+        p, replicas, futures, F.concat([tail, appended_f], F.RECORD), cuts)
+    tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"])
+    sw.lap("log_dir_movers")
     stopping = set(k[W.SHUTDOWN]["broker"].tolist())
     halted = set(halts["broker"].tolist())
     if halted:  # a broker that exits (pre-2.1 out-of-range) loses its memory as in a crash
         lines = pd.concat([lines, halts.assign(controller_epoch=-1)[lines.columns]], ignore_index=True)
-    brokers = _checkpoint_hw(p, replicas, brokers, force=stopping)
+    brokers = _checkpoint_hw(p, replicas, futures, brokers, force=stopping | set(swaps["broker"].astype(int)))
     found = F.locate(wire_replicas, replicas)  # each replica's row as the round found it
-    replicas = _flush(p, replicas, wire_replicas, found, stopping)
+    moved_dirs = set(zip(swaps["broker"], swaps["old_dir"], strict=True)) | set(
+        zip(swaps["broker"], swaps["log_dir"], strict=True))
+    replicas, futures = _flush(p, replicas, wire_replicas, found, stopping, futures, moved_dirs)
     _checkpoint_epochs(p, wire_replicas, found, replicas)
+    _checkpoint_epochs(p, wire_futures, F.locate(wire_futures, futures), futures, future=True)
+    dropped_f = pd.concat([f for f in (cancelled, f_dropped) if len(f)] or [cancelled], ignore_index=True)
+    _move_files(p, replicas, swaps, dropped_f)
+    if len(k[W.LEADER_AND_ISR]) or len(deleted) or len(swaps):
+        _record_logs(p, listed_r, replicas)
+    _record_logs(p, listed_f, futures, future=True)
 
-    adds = _write_log(p, F.concat([appended_f, appended_l], F.RECORD), replicas)
-    adds += _truncate(p, cuts)
+    adds = _write_log(p, _log_rows(replicas, futures, F.concat([appended_f, appended_l], F.RECORD), copied, swaps))
+    future_cuts = pd.concat([future_cuts, alter_log_dirs.dir_cuts(dropped_f),
+                             alter_log_dirs.dir_cuts(swaps[["broker", "topic", "partition", "old_dir"]].rename(
+                                 columns={"old_dir": "log_dir"}))], ignore_index=True)
+    adds += _truncate(p, pd.concat([c for c in (cuts, future_cuts) if len(c)] or [cuts], ignore_index=True),
+                      swaps[["broker", "log_dir", "topic", "partition"]])
     if p.write_history and (len(wire) or len(held)):
         # a paused broker's replicas are still there, unchanged: they keep their history rows
         hk = W.split(held) if len(held) else {W.REPLICA: F.empty(F.REPLICA), W.REMOTE: F.empty(F.REMOTE)}
@@ -355,6 +427,9 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
         (W.FETCH, new_requests), (W.FETCH_RESPONSE, responses), (W.FETCH_RECORD, resp_records),
         (W.ISR_CHANGE, F.concat([expand, shrink], F.ISR_CHANGE)),
         (W.EPOCH_REQUEST, epoch_requests), (W.EPOCH_RESPONSE, epoch_answers),
+        (W.FUTURE, futures), (W.PREFERRED_DIR, preferred), (W.OFFLINE, offline),
+        (W.OFFLINE_REPLICA, F.concat([offline_new, lai_offline], F.OFFLINE_REPLICA)),
+        (W.ALTER_LOG_DIRS_RESPONSE, alter_answers),
     ]
     if stopping or halted:  # a broker shutting down or exiting keeps nothing in memory and sends nothing more
         gone = list(stopping | halted)
@@ -366,14 +441,62 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([out, held], ignore_index=True) if len(held) else out
 
 
-def _truncate(p: RoundParams, cuts: pd.DataFrame) -> list[dict]:
-    """Remove cut records from the brokers' Delta logs (add and remove actions for the commit)."""
+def _truncate(p: RoundParams, cuts: pd.DataFrame, flips: pd.DataFrame | None = None) -> list[dict]:
+    """Remove cut records from the brokers' Delta logs and turn swapped-in future logs' records into
+    current ones (`flips`: broker, log_dir, topic, partition); add and remove actions for the commit."""
     actions = []
-    for b, g in cuts.groupby("broker"):
+    flips = flips if flips is not None else pd.DataFrame(columns=["broker", "log_dir", "topic", "partition"])
+    for b in sorted(set(cuts["broker"].astype(int)) | set(flips["broker"].astype(int))):
+        g, fl = cuts[cuts["broker"] == b], flips[flips["broker"] == b]
         adds, removes = log_truncation.truncate(p.tables_dir, p.log_version, int(b), g,
-                                                f"trunc-{p.round_no:08d}-b{int(b)}")
+                                                f"trunc-{p.round_no:08d}-b{int(b)}", flips=fl)
         actions += adds + [{**r, "remove": True} for r in removes]
     return actions
+
+
+def _movers(p: RoundParams, replicas: pd.DataFrame, futures: pd.DataFrame, mem: pd.DataFrame, cuts: pd.DataFrame
+            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """One round of every broker's ReplicaAlterLogDirsThreads (protocol/alter_log_dirs.py): truncation
+    after the current logs' cuts, then one copy per thread from the current logs (`mem`: the records the
+    brokers hold in memory, the rest read from storage), then the swaps.
+    Returns (replicas, futures, copied records, swaps, cuts of future logs)."""
+    if futures.empty:
+        return replicas, futures, F.empty(F.RECORD), pd.DataFrame(columns=alter_log_dirs.SWAPS), truncation.no_cuts()
+    prof = p.cfg["profile"]
+    futures = alter_log_dirs.mark_for_truncation(futures, cuts)
+    futures, c1 = alter_log_dirs.truncate_futures(futures, replicas, prof)
+    futures, c2 = alter_log_dirs.out_of_range(futures, replicas)
+    threads = alter_log_dirs.thread_count(p.cfg, p.log_dirs)
+    futures, selected = alter_log_dirs.select_for_copy(futures, replicas, threads)
+    ranges = alter_log_dirs.copy_ranges(futures, replicas, selected, p.cfg["emulator.read.max.records"])
+    records = _current_records(p, ranges, mem)
+    budgets = {int(b): alter_log_dirs.round_budget(p.cfg, int(b)) for b in set(futures["broker"])}
+    futures, copied = alter_log_dirs.append_copies(futures, replicas, records, selected, threads,
+                                                   p.cfg["replica.fetch.max.bytes"], budgets, prof)
+    replicas, futures, swaps = alter_log_dirs.swap(replicas, futures, selected)
+    return replicas, futures, copied, swaps, pd.concat([c1, c2], ignore_index=True)
+
+
+def _current_records(p: RoundParams, ranges: pd.DataFrame, mem: pd.DataFrame) -> pd.DataFrame:
+    """The current logs' records in `ranges` (broker, topic, partition, from_offset, to_offset): those in
+    memory (`mem`), the others read from storage (current rows only)."""
+    if ranges.empty:
+        return F.empty(F.RECORD)
+    key = ["broker", "topic", "partition"]
+    m = mem.merge(ranges, on=key)
+    m = m[(m["offset"] >= m["from_offset"]) & (m["offset"] < m["to_offset"])]
+    start = m.groupby(key)["offset"].min().rename("_ms").reset_index()
+    q = ranges.merge(start, on=key, how="left")
+    q["to_offset"] = np.minimum(q["to_offset"], q["_ms"].fillna(q["to_offset"]).astype("int64"))
+    q = q[q["to_offset"] > q["from_offset"]]
+    parts = [F.conform(m, F.RECORD)]
+    for b, g in q.groupby("broker"):
+        t = broker_disk.read_log(p.tables_dir, p.log_version, int(b),
+                                 ["broker", "topic", "partition", "offset", "leader_epoch", "record_id",
+                                  "value_bytes", "key", "timestamp"],
+                                 g[["topic", "partition", "from_offset", "to_offset"]], future=False)
+        parts.append(t.to_pandas().assign(src=int(b)))
+    return F.concat(parts, F.RECORD)
 
 
 def _read_misses(p: RoundParams, misses: pd.DataFrame) -> pd.DataFrame:
@@ -382,7 +505,7 @@ def _read_misses(p: RoundParams, misses: pd.DataFrame) -> pd.DataFrame:
     for b, g in misses.groupby("broker"):
         t = broker_disk.read_log(p.tables_dir, p.log_version, int(b),
                                  ["broker", "topic", "partition", "offset", "leader_epoch", "record_id",
-                                  "value_bytes", "key", "timestamp"], g.drop(columns=["broker"]))
+                                  "value_bytes", "key", "timestamp"], g.drop(columns=["broker"]), future=False)
         parts.append(t.to_pandas().assign(src=int(b)))
     return F.concat(parts, F.RECORD)
 

@@ -22,6 +22,7 @@ Emulation choices (documented deviations):
   1000, shared by the broker's threads in thread order, never exceeded (whole records only): Kafka's
   windowed quota may overshoot by one request and then pause. A record larger than the budget never
   moves, so a rate below record size x 1000 / round.ms stalls a move.
+* The 2.3+ choice of partition is used for every profile (1.1-2.2 took the largest ready partition).
 * A current truncation that removes no record (truncateTo at or past the LEO) does not send the future
   log back to Truncating (Kafka does; the epoch exchange would find nothing to cut).
 """
@@ -130,7 +131,8 @@ def alter_replica_log_dirs(
     (this is how a move is cancelled). Else the future log is created in the destination (unless it is
     already there) with its mover Truncating at offset 0 (the new log's HW) at the current leader
     epoch, and the preference is used up; while any dir of the broker is offline no future log is
-    created (KAFKA_STORAGE_ERROR). Before 1.1 the request does not exist (UNSUPPORTED_VERSION).
+    created (KAFKA_STORAGE_ERROR). Before 1.1 the request does not exist (UNSUPPORTED_VERSION; the
+    emulator's profiles put 0.11-1.1 together, so only profiles below 0.11 refuse it).
 
     Returns (futures, preferred, responses (ALTER_LOG_DIRS_RESPONSE), cancelled future logs (LOGS), whose
     records the engine deletes)."""
@@ -148,7 +150,7 @@ def alter_replica_log_dirs(
     created: dict[tuple, tuple[str, int]] = {}
     cancelled: list[tuple] = []
     errs: list[str | None] = []
-    supported = at_least(profile, "1.1")
+    supported = at_least(profile, "0.11")  # the profile that holds 1.1 (0.11-1.1 share one profile)
     configured = set(log_dirs)
     for i, key in enumerate(_keys(req)):
         b, dest = key[0], req["log_dir"].iat[i]

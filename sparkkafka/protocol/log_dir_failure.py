@@ -11,7 +11,8 @@ LOG_DIR_FAILURE is sent, and a broker restarting later loads nothing from it. On
 * drops the future logs (KIP-113 moves) in the dir, without deleting their files, and the future logs of
   the replicas going offline (the move ends silently);
 * halts when no live dir remains ("Shutdown broker because all log dirs in ... have failed"), and before
-  inter.broker.protocol.version 1.0 on any failure ("Halting broker because dir ... is offline").
+  inter.broker.protocol.version 1.0 on any failure ("Halting broker because dir ... is offline"): the
+  emulator's profiles put 0.11-1.1 together, so the 0.8 and 0.10 profiles halt, 0.11 handles it.
 Produce to an offline replica gets KAFKA_STORAGE_ERROR (produce.py). A follower fetching from it or
 asking it OffsetsForLeaderEpoch gets UNKNOWN_TOPIC_OR_PARTITION here (it is no longer a hosted replica;
 Kafka answers KAFKA_STORAGE_ERROR): either way the follower backs off until the controller names a new
@@ -83,7 +84,7 @@ def fail_log_dirs(
         gone = set(offline_dirs.get(b, ()))
         if not gone:
             continue
-        if not at_least(profile, "1.0"):
+        if not at_least(profile, "0.11"):  # IBP < 1.0; the emulator's profile 0.11 holds 0.11-1.1
             halts.append((b, "", -1, f"Halting broker because dir {sorted(gone)[0]} is offline"))
         elif all(d in gone for d in all_dirs):
             halts.append((b, "", -1, f"Shutdown broker because all log dirs in {', '.join(all_dirs)} have failed"))
