@@ -96,10 +96,10 @@ def test_full_scenario_normalised(tmp_path, monkeypatch):
         (800, None, "create_topic", {"topic": v}),
         (900, None, "reassign", {"plan": {"version": 1, "partitions": [
             {"topic": "t", "partition": 0, "replicas": [0, 1, 2], "log_dirs": ["any", "any", "any"]}]},
-            "throttle": 1000, "log_dirs_throttle": None}),
+            "throttle": 1000, "log_dirs_throttle": None, "via": "api"}),
         (900, None, "reassign", {"plan": {"version": 1, "partitions": [
             {"topic": "v", "partition": 0, "replicas": [2, 1], "log_dirs": ["any", "d0"]}]},
-            "throttle": None, "log_dirs_throttle": 500}),
+            "throttle": None, "log_dirs_throttle": 500, "via": "api"}),
         (1000, None, "elect_leaders", {"election_type": "preferred", "partitions": None}),
         (1000, None, "elect_leaders", {"election_type": "unclean", "partitions": (("t", 1),)}),
         (1100, None, "set_config", {"entity": "brokers", "name": "default",
@@ -225,14 +225,17 @@ def test_replication_factor_message_is_kafkas():
     ({"fail_log_dir": {"broker": 1, "log_dir": "d0"}}, "timeline[0].fail_log_dir", {"broker": 1, "log_dir": "d0"}),
     ({"elect_leaders": {"election_type": "preferred"}}, "timeline[0].elect_leaders", {"election_type": "preferred"}),
 ])
-def test_not_yet_supported(entry, field, value):
+def test_not_yet_supported(entry, field, value, monkeypatch):
+    """The mechanism a version uses for validated events it cannot run yet (none are left after issue 5)."""
+    monkeypatch.setattr(loader, "NOT_YET_SUPPORTED", {"fail_log_dir", "elect_leaders"})
     with pytest.raises(NotYetSupportedError) as info:
         parse_scenario(case(timeline=[{"at": 0, **entry}]))
     assert (info.value.field, info.value.value) == (field, value)
     assert "not yet supported by this version of sparkkafka" in info.value.message
 
 
-def test_not_yet_supported_only_after_full_validation():
+def test_not_yet_supported_only_after_full_validation(monkeypatch):
+    monkeypatch.setattr(loader, "NOT_YET_SUPPORTED", {"elect_leaders"})
     bad = [{"at": 0, "elect_leaders": {"election_type": "preferred"}}, {"at": 5, "shutdown": 9}]
     with pytest.raises(ScenarioError) as info:
         parse_scenario(case(timeline=bad))

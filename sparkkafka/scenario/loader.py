@@ -34,9 +34,7 @@ from sparkkafka.scenario.model import Event, Scenario, TopicSpec
 
 # Valid events (and "crash.power_loss") whose behaviour is not implemented yet. They are fully
 # validated, then rejected with NotYetSupportedError; remove a name here once it is implemented.
-NOT_YET_SUPPORTED: set[str] = {
-    "fail_log_dir",
-}
+NOT_YET_SUPPORTED: set[str] = set()
 
 DEFAULT_TAIL_MS = 10000  # without `run`: stop this long after the last event (and its duration)
 IBP = "inter.broker.protocol.version"
