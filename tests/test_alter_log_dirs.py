@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from sparkkafka import Cluster, parse_scenario
@@ -358,6 +359,7 @@ def test_round_budget_reads_the_quota_else_the_broker_config():
     assert A.round_budget({"round_ms": 100}, 1) is None
     assert A.round_budget({"round_ms": 200, "quota": {"alter_dirs": {1: 1000}}}, 1) == 200
     assert A.round_budget({"round_ms": 200, "quota": {"alter_dirs": {1: 1000}}}, 2) is None
+    assert A.round_budget({"round_ms": 100, "quota": {}, "replica.alter.log.dirs.io.max.bytes.per.second": 9}, 1) is None
     assert A.round_budget({"emulator.round.ms": 100, "replica.alter.log.dirs.io.max.bytes.per.second": 500}, 3) == 50
 
 
@@ -402,33 +404,133 @@ def _scenario(timeline, until_ms, config=None):
     }, name="move")
 
 
-@pytest.mark.parametrize("throttle", [None])
-def test_e2e_move_while_producing(spark, tmp_out, throttle):
-    """Broker 1 moves its replica of t-0 from d0 to d1 while a producer writes: the copy is throttled
-    (replica.alter.log.dirs.io.max.bytes.per.second), the swap happens once caught up, and afterwards the
-    log table holds the replica's records only in d1, as current records, identical to before."""
+def test_e2e_move_while_producing(spark, tmp_out):
+    """Brokers 1 (leader) and 2 (follower) move their replicas of t-0 from d0 to d1 while a producer writes:
+    the copy is throttled (replica.alter.log.dirs.io.max.bytes.per.second), the swap happens once caught up,
+    and afterwards the log table holds the replicas' records only in d1, as current records, identical to
+    before; replica_state's log_dir changes."""
     sc = _scenario([{"at": 0, "produce": {"topic": "t", "partition": 0, "rate_per_sec": 50, "duration_ms": 2500,
                                           "acks": "all"}}], 3000,
                    {"replica.alter.log.dirs.io.max.bytes.per.second": 20000})
     c = Cluster.from_scenario(sc, spark=spark, out=tmp_out)
     c.step(8)
-    before = c.log().where("broker = 1").toPandas()
-    assert set(before["log_dir"]) == {"d0"} and len(before) > 10
-    c.alter_replica_log_dirs(pd.DataFrame({"broker": [1], "topic": ["t"], "partition": [0], "log_dir": ["d1"]}))
+    before = c.log().toPandas()
+    assert set(before["log_dir"]) == {"d0"} and len(before[before["broker"] == 1]) > 10
+    c.alter_replica_log_dirs(pd.DataFrame({"broker": [1, 2], "topic": ["t", "t"], "partition": [0, 0],
+                                           "log_dir": ["d1", "d1"]}))
     c.step(1)
-    mid = c.log().where("broker = 1").toPandas()
-    assert set(zip(mid["log_dir"], mid["is_future"], strict=True)) == {("d0", False), ("d1", True)}  # in progress
+    mid = c.log().toPandas()
+    for b in (1, 2):  # in progress: the current log in d0, the future log in d1
+        m = mid[mid["broker"] == b]
+        assert set(zip(m["log_dir"], m["is_future"], strict=True)) == {("d0", False), ("d1", True)}
     c.run()
     ans = pd.concat(c.alter_dir_responses)
-    assert list(ans["error"]) == [None]
-    after = c.log().where("broker = 1").toPandas()
+    assert list(ans["error"]) == [None, None]
+    after = c.log().toPandas()
     assert set(after["log_dir"]) == {"d1"} and not after["is_future"].any()
     cols = ["offset", "record_id", "leader_epoch"]
-    assert after[cols].head(len(before)).reset_index(drop=True).equals(before[cols].reset_index(drop=True))
-    follower = c.log().where("broker = 2").toPandas()
-    assert after[cols].reset_index(drop=True).equals(follower[cols].reset_index(drop=True))
-    assert list(after["offset"]) == list(range(len(after)))
-    rs = c.replica_state().where("broker = 1").orderBy("round").toPandas()
-    dirs = rs.drop_duplicates("log_dir", keep="first")[["round", "log_dir"]].values.tolist()
-    assert [d for _, d in dirs] == ["d0", "d1"] and dirs[1][0] > 9  # the move took several rounds
+    by = {b: after[after["broker"] == b][cols].reset_index(drop=True) for b in (1, 2)}
+    for b in (1, 2):
+        old = before[before["broker"] == b][cols].reset_index(drop=True)
+        assert by[b].head(len(old)).equals(old)
+        assert list(by[b]["offset"]) == list(range(len(by[b])))
+    assert by[1].equals(by[2])
+    rs = c.replica_state().orderBy("round").toPandas()
+    for b in (1, 2):
+        dirs = rs[rs["broker"] == b].drop_duplicates("log_dir")[["round", "log_dir"]].values.tolist()
+        assert [d for _, d in dirs] == ["d0", "d1"] and dirs[1][0] > 8  # asked in round 8, swapped later
     assert not c.produce_results().where("error is not null").count()
+
+
+# ---------------------------------------------------------------------------------------------------- storage
+
+
+def _log_file(tables_dir, broker, log_dir, topic, partition, offsets, is_future, tag):
+    from sparkkafka.storage import tables as T
+
+    n = len(offsets)
+    t = pa.table({
+        "topic": pa.array([topic] * n, pa.string()), "partition": pa.array([partition] * n, pa.int32()),
+        "offset": pa.array(offsets, pa.int64()), "leader_epoch": pa.array([0] * n, pa.int32()),
+        "record_id": pa.array([o + 100 for o in offsets], pa.int64()), "key": pa.nulls(n, pa.string()),
+        "value": pa.nulls(n, pa.binary()), "value_bytes": pa.array([10] * n, pa.int32()),
+        "timestamp": pa.array([0] * n, pa.int64()), "is_future": pa.array([is_future] * n),
+        "append_ms": pa.array([0] * n, pa.int64())})
+    return T.write_file(tables_dir, "log", t, tag, {"broker": broker, "log_dir": log_dir})
+
+
+@pytest.fixture
+def moving_log(tmp_path):
+    """Broker 1's t-0: current log in d0 (offsets 0-4), future log in d1 (0-2), as a round leaves them."""
+    from sparkkafka.storage import broker_disk
+    from sparkkafka.storage import tables as T
+
+    tables, brokers = str(tmp_path / "tables"), str(tmp_path / "brokers")
+    T.create_tables(tables)
+    w = T.TableWriter(tables, "r")
+    w.commit("log", [_log_file(tables, 1, "d0", "t", 0, [0, 1, 2, 3, 4], False, "a"),
+                     _log_file(tables, 1, "d1", "t", 0, [0, 1, 2], True, "b"),
+                     _log_file(tables, 1, "d1", "u", 0, [0, 1], False, "c")], 0)
+    broker_disk.write_partitions(brokers, 1, "d0", [("t", 0)])
+    broker_disk.write_partitions(brokers, 1, "d1", [("u", 0)])
+    broker_disk.write_partitions(brokers, 1, "d1", [("t", 0)], future=True)
+    broker_disk.write_hw_checkpoint(brokers, 1, "d0", [("t", 0, 4)])
+    broker_disk.write_hw_checkpoint(brokers, 1, "d1", [("t", 0, 2), ("u", 0, 2)])
+    broker_disk.write_epoch_checkpoint(brokers, 1, "d0", "t", 0, [(0, 0)])
+    broker_disk.write_epoch_checkpoint(brokers, 1, "d1", "t", 0, [(0, 0)], future=True)
+    return tables, brokers, w
+
+
+def _params(tables, brokers, version, offline=None):
+    from sparkkafka.engine.broker_round import RoundParams
+
+    return RoundParams(run_id="r", round_no=1, now=0, tables_dir=tables, brokers_dir=brokers, log_version=version,
+                       log_dirs=("d0", "d1"), cfg={"profile": PROF}, min_isr={}, offline_dirs=offline or {})
+
+
+def test_restart_loads_future_logs_idle_until_leader_and_isr(moving_log):
+    from sparkkafka.engine.broker_round import _recover
+
+    tables, brokers, w = moving_log
+    v = w.table("log").version()
+    rep, fut = _recover(_params(tables, brokers, v), [1])
+    assert sorted(zip(rep["topic"], rep["log_dir"], rep["leo"], strict=True)) == [("t", "d0", 5), ("u", "d1", 2)]
+    assert list(zip(fut["topic"], fut["log_dir"], fut["leo"], fut["hw"], strict=True)) == [("t", "d1", 3, 2)]
+    assert int(fut["fetch_state"].iat[0]) == F.FUTURE_IDLE and int(fut["fetch_offset"].iat[0]) == 2
+    assert LE.decode(fut["epoch_cache"].iat[0]) == [(0, 0)]
+    # the first LeaderAndIsr starts its mover, Truncating at the current log's HW
+    fut2 = A.on_leader_and_isr(fut, rep.assign(leader_epoch=3), lai(1, [("t", 0)], epoch=3))
+    assert int(fut2["fetch_state"].iat[0]) == F.TRUNCATING and int(fut2["fetch_offset"].iat[0]) == 4
+    # a failed dir is not loaded: neither the future log in it, nor the current log (and its future log)
+    rep, fut = _recover(_params(tables, brokers, v, {1: frozenset({"d1"})}), [1])
+    assert list(rep["topic"]) == ["t"] and fut.empty
+    rep, fut = _recover(_params(tables, brokers, v, {1: frozenset({"d0"})}), [1])
+    assert list(rep["topic"]) == ["u"] and fut.empty
+
+
+def test_swap_turns_future_rows_current_and_deletes_the_old_log(moving_log):
+    from sparkkafka.storage import broker_disk
+    from sparkkafka.storage.log_truncation import truncate
+
+    tables, brokers, w = moving_log
+    v = w.table("log").version()
+    cuts = pd.DataFrame({"log_dir": ["d0"], "topic": ["t"], "partition": [0], "offset": [0]})
+    flips = pd.DataFrame({"log_dir": ["d1"], "topic": ["t"], "partition": [0]})
+    adds, removes = truncate(tables, v, 1, cuts, "swap", flips=flips)
+    w.commit("log", adds, 1, removes)
+    log = broker_disk.read_log(tables, w.table("log").version(), 1,
+                               ["log_dir", "topic", "partition", "offset", "is_future"]).to_pandas()
+    t0 = log[log["topic"] == "t"].sort_values("offset")
+    assert set(t0["log_dir"]) == {"d1"} and not t0["is_future"].any() and list(t0["offset"]) == [0, 1, 2]
+    assert len(log[log["topic"] == "u"]) == 2  # another log in the same dir is untouched
+
+
+def test_stop_replica_with_delete_drops_the_future_log_and_without_idles_its_mover():
+    cur = replicas([_current(0, [(0, 0)], 5), _current(1, [(0, 0)], 5)])
+    fut = futures([{**_future(0, [(0, 0)], 3), "fetch_state": F.FETCHING},
+                   {**_future(1, [(0, 0)], 3), "fetch_state": F.FETCHING}])
+    stops = pd.DataFrame({"broker": [1, 1], "topic": ["t", "t"], "partition": [0, 1]})
+    fut2, dropped = A.on_stop_replica(fut, cur[cur["partition"] == 1], stops)  # t-0 deleted, t-1 stopped
+    assert list(zip(dropped["partition"], dropped["log_dir"], strict=True)) == [(0, "d1")]
+    assert list(fut2["partition"]) == [1] and int(fut2["fetch_state"].iat[0]) == F.FUTURE_IDLE
+    assert list(A.dir_cuts(dropped)["offset"]) == [0]

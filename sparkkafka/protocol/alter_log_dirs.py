@@ -98,12 +98,13 @@ def thread_count(cfg: Mapping, log_dirs: Sequence[str]) -> int:
 
 
 def round_budget(cfg: Mapping, broker: int) -> int | None:
-    """Bytes a broker's movers may copy this round: replica.alter.log.dirs.io.max.bytes.per.second (the
-    driver's per-broker cfg["quota"]["alter_dirs"], else the broker config) x round.ms / 1000; None =
-    unthrottled."""
-    per_broker = (cfg.get("quota") or {}).get("alter_dirs") or {}
-    rate = per_broker.get(int(broker), per_broker.get(str(int(broker))))
-    if rate is None:
+    """Bytes a broker's movers may copy this round: replica.alter.log.dirs.io.max.bytes.per.second x round.ms
+    / 1000; None = unthrottled. The rate is the driver's cfg["quota"]["alter_dirs"][broker] (it lists the
+    brokers with a finite rate, dynamic configs included); without cfg["quota"], the broker config."""
+    if "quota" in cfg:
+        per_broker = (cfg.get("quota") or {}).get("alter_dirs") or {}
+        rate = per_broker.get(int(broker), per_broker.get(str(int(broker))))
+    else:
         rate = cfg.get("replica.alter.log.dirs.io.max.bytes.per.second", LONG_MAX)
     if rate is None or int(rate) >= LONG_MAX:
         return None
@@ -224,8 +225,8 @@ def on_leader_and_isr(futures: pd.DataFrame, replicas: pd.DataFrame, entries: pd
     if not reset.any():
         return futures
     f.loc[reset, "fetch_state"] = TRUNCATING
-    f.loc[reset, "fetch_offset"] = take(replicas, "hw", pos, 0)[reset]
-    f.loc[reset, "leader_epoch"] = epoch[reset]
+    f.loc[reset, "fetch_offset"] = take(replicas, "hw", pos, 0)[reset].astype("int64")
+    f.loc[reset, "leader_epoch"] = epoch[reset].astype("int32")
     f.loc[reset, "in_progress"] = False
     return conform(f, FUTURE)
 

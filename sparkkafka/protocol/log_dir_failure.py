@@ -56,9 +56,11 @@ def offline_dirs_now(known: Mapping[int, Iterable[str]], failures: pd.DataFrame)
 def _in_offline_dir(frame: pd.DataFrame, offline_dirs: Mapping[int, Iterable[str]]) -> np.ndarray:
     if frame.empty or not offline_dirs:
         return np.zeros(len(frame), dtype=bool)
-    pairs = {(int(b), d) for b, ds in offline_dirs.items() for d in ds}
-    return np.fromiter(((int(b), d) in pairs for b, d in zip(frame["broker"], frame["log_dir"], strict=True)),
-                       dtype=bool, count=len(frame))
+    pairs = [f"{int(b)}/{d}" for b, ds in offline_dirs.items() for d in ds]
+    if not pairs:
+        return np.zeros(len(frame), dtype=bool)
+    keys = frame["broker"].astype("int64").astype(str) + "/" + frame["log_dir"].astype(str)
+    return keys.isin(pairs).to_numpy()
 
 
 def _drop_keys(frame: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
