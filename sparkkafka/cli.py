@@ -95,8 +95,7 @@ def _tool_parsers(sub) -> None:
     g.add_argument("--disable-rack-aware", action="store_true")
     g.add_argument("--timeout", type=int, default=10000,
                    help="accepted; log-dir moves are requested at once (the run is not advanced)")
-    g.add_argument("--bootstrap-server", help="accepted and ignored: RUN is the cluster")
-    g.add_argument("--command-config", help="accepted and ignored")
+    _ignored(g, "--command-config")
     e = sub.add_parser("leader-election", help="kafka-leader-election.sh (Kafka 2.8) against a run directory")
     e.add_argument("run")
     e.add_argument("--election-type")
@@ -104,21 +103,26 @@ def _tool_parsers(sub) -> None:
     e.add_argument("--partition", type=int)
     e.add_argument("--all-topic-partitions", action="store_true")
     e.add_argument("--path-to-json-file")
-    e.add_argument("--bootstrap-server", help="accepted and ignored: RUN is the cluster")
-    e.add_argument("--admin.config", dest="admin_config", help="accepted and ignored")
+    _ignored(e, "--admin.config")
     ld = sub.add_parser("log-dirs", help="kafka-log-dirs.sh --describe (Kafka 2.8) over a run directory")
     ld.add_argument("run")
     ld.add_argument("--describe", action="store_true")
     ld.add_argument("--topic-list")
     ld.add_argument("--broker-list")
-    ld.add_argument("--bootstrap-server", help="accepted and ignored: RUN is the cluster")
-    ld.add_argument("--command-config", help="accepted and ignored")
+    _ignored(ld, "--command-config")
     s = sub.add_parser("state-change-log", help="StateChangeLogMerger (Kafka 2.8) over a run's state_change_log")
     s.add_argument("run")
     s.add_argument("--topic")
     s.add_argument("--partitions")
     s.add_argument("--start-time")
     s.add_argument("--end-time")
+
+
+def _ignored(p: argparse.ArgumentParser, config_flag: str) -> None:
+    """Kafka's connection flags, accepted so Kafka command lines work unchanged: RUN is the cluster."""
+    p.add_argument("--bootstrap-server", help="accepted and ignored: RUN is the cluster")
+    p.add_argument(config_flag, dest=config_flag.lstrip("-").replace(".", "_").replace("-", "_"),
+                   help="accepted and ignored")
 
 
 def _given_options(argv: Sequence[str], after: str) -> list[str]:

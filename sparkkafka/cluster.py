@@ -448,18 +448,17 @@ class Cluster:
         via="zookeeper" writes /admin/reassign_partitions instead (results then {})."""
         now = self._now(now)
         c = self.control
-        moves = {}
-        for e in plan["partitions"]:
-            tp = (e["topic"], int(e["partition"]))
-            cur = c.zk.topic_assignment(tp[0]).get(tp[1], []) if tp[0] in c.zk.topics() else []
-            if list(cur) != list(e["replicas"]):
-                moves[tp] = (cur, list(e["replicas"]))
-        if throttle is not None and throttle >= 0 and moves:
-            from .tools.reassign_partitions import throttle_configs
+        if throttle is not None and throttle >= 0:
+            from .tools.reassign_partitions import throttle_configs, throttled_brokers
 
-            leader, follower = throttle_configs(moves)
-            brokers = sorted({b for cur, tgt in moves.values() for b in [*cur, *tgt]})
-            for b in brokers:
+            # calculateProposedMoveMap: every planned partition (moving or not) and every ongoing move
+            moves = {(e["topic"], int(e["partition"])): (c.zk.topic_assignment(e["topic"])[int(e["partition"])],
+                                                         list(e["replicas"]))
+                     for e in plan["partitions"]
+                     if e["topic"] in c.zk.topics() and int(e["partition"]) in c.zk.topic_assignment(e["topic"])}
+            ongoing = {tp: (reps, adding) for tp, (reps, adding, _) in c.reassignments().items()}
+            leader, follower = throttle_configs(moves, ongoing)
+            for b in throttled_brokers(moves, ongoing):
                 c.set_config({"entity": "brokers", "name": b, "config": {
                     "leader.replication.throttled.rate": int(throttle),
                     "follower.replication.throttled.rate": int(throttle)}}, now)

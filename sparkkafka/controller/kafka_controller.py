@@ -273,17 +273,23 @@ class KafkaController:
             for tp in parts:
                 if b not in self._assignment(tp):
                     continue
-                state, v = self._state(tp)
-                if b not in state["isr"]:
-                    continue
-                leader, isr = remove_replica_from_isr(state["leader"], state["isr"], b)
-                new = {"leader": leader, "leader_epoch": state["leader_epoch"] + 1, "isr": list(isr),
-                       "controller_epoch": self.epoch}
-                nv = self._write(tp, new, v, now)
-                self._line(now, tp, f"Removed replica {b} from ISR of {tp[0]}-{tp[1]}: LeaderAndIsr(leader={leader}, "
-                                    f"leaderEpoch={new['leader_epoch']}, isr={F.csv(isr)}, zkVersion={nv})")
-                others = [x for x in self._assignment(tp) if x != b and self._online(x)]
-                self._send_leader_and_isr(tp, new, nv, others)
+                self._remove_from_isr(now, tp, b)
+
+    def _remove_from_isr(self, now: int, tp: TP, b: int, replicas: list[int] | None = None) -> None:
+        """ReplicaStateMachine.doRemoveReplicasFromIsr for one replica (4.5): out of the ISR (leader -1
+        if it led; the last member is kept), leader epoch +1, LeaderAndIsr to the partition's other live
+        replicas (`replicas`: the assignment the controller holds, when it is not ZooKeeper's yet)."""
+        state, v = self._state(tp)
+        if b not in state["isr"]:
+            return
+        leader, isr = remove_replica_from_isr(state["leader"], state["isr"], b)
+        new = {"leader": leader, "leader_epoch": state["leader_epoch"] + 1, "isr": list(isr),
+               "controller_epoch": self.epoch}
+        nv = self._write(tp, new, v, now)
+        self._line(now, tp, f"Removed replica {b} from ISR of {tp[0]}-{tp[1]}: LeaderAndIsr(leader={leader}, "
+                            f"leaderEpoch={new['leader_epoch']}, isr={F.csv(isr)}, zkVersion={nv})")
+        reps = self._assignment(tp) if replicas is None else replicas
+        self._send_leader_and_isr(tp, new, nv, [x for x in reps if x != b and self._online(x)], replicas=replicas)
 
     def _on_controlled_shutdown(self, now: int, b: int) -> None:
         """doControlledShutdown (7.6): move leadership away, stop followers, drop them from ISRs."""
@@ -301,12 +307,7 @@ class KafkaController:
                     self._apply_election(now, tp, state, v, e, alive)
             elif state["leader"] >= 0:
                 self._send_stop_replica(b, tp, state["leader_epoch"], delete=False)
-                if b in state["isr"]:
-                    leader, isr = remove_replica_from_isr(state["leader"], state["isr"], b)
-                    new = {"leader": leader, "leader_epoch": state["leader_epoch"] + 1, "isr": list(isr),
-                           "controller_epoch": self.epoch}
-                    nv = self._write(tp, new, v, now)
-                    self._send_leader_and_isr(tp, new, nv, [x for x in reps if x != b and self._online(x)])
+                self._remove_from_isr(now, tp, b)
 
     def _on_new_partitions(self, now: int) -> None:
         """Partitions whose topic znode exists but which have no state yet: New -> Online (6.1),
@@ -471,12 +472,8 @@ class KafkaController:
         replicas) or B (complete: new leader if needed, stop and delete the removed replicas, store AR = TRS)."""
         current = self._full(tp)
         if current != a:  # U1/U2, and U3: adding replicas of a superseded move are stopped at once
-            self.zk.set_assignment(tp[0], {**self.zk.topic_assignment(tp[0]), tp[1]: list(a.replicas)},
-                                   {**{p: list(x) for p, x in self.zk.topic_znode(tp[0]).adding.items()},
-                                    tp[1]: list(a.adding)},
-                                   {**{p: list(x) for p, x in self.zk.topic_znode(tp[0]).removing.items()},
-                                    tp[1]: list(a.removing)},
-                                   expected_controller_epoch_version=self.epoch_version)
+            self.zk.set_partition_assignment(tp, a.replicas, a.adding, a.removing,
+                                             expected_controller_epoch_version=self.epoch_version)
             self._line(now, tp, f"Updated assignment of {tp[0]}-{tp[1]} to replicas={F.csv(a.replicas)} "
                                 f"adding={F.csv(a.adding)} removing={F.csv(a.removing)}")
             if self.zk.has_partition_state(tp):
@@ -520,10 +517,8 @@ class KafkaController:
             nv = self._write(tp, new, v, now)
             self._send_leader_and_isr(tp, new, nv, live, replicas=target)
         self._stop_removed_replicas(now, tp, list(a.removing), target)  # B4
-        self.zk.set_assignment(tp[0], {**self.zk.topic_assignment(tp[0]), tp[1]: target},  # B5: AR = TRS, last
-                               {p: list(x) for p, x in self.zk.topic_znode(tp[0]).adding.items() if p != tp[1]},
-                               {p: list(x) for p, x in self.zk.topic_znode(tp[0]).removing.items() if p != tp[1]},
-                               expected_controller_epoch_version=self.epoch_version)
+        self.zk.set_partition_assignment(tp, target,  # B5: AR = TRS, written last
+                                         expected_controller_epoch_version=self.epoch_version)
         st, sv = self._state(tp)
         self._record(now, tp, st, sv)
         self.reassigning.pop(tp, None)  # B6
@@ -537,19 +532,9 @@ class KafkaController:
         the ISR with an epoch bump each), then ReplicaDeletionStarted (StopReplica with delete); the
         controller does not wait for the deletion."""
         for b in removed:
-            state, v = self._state(tp)
             if self._online(b):
-                self._send_stop_replica(b, tp, state["leader_epoch"], delete=False)
-            if b in state["isr"]:
-                leader, isr = remove_replica_from_isr(state["leader"], state["isr"], b)
-                new = {"leader": leader, "leader_epoch": state["leader_epoch"] + 1, "isr": list(isr),
-                       "controller_epoch": self.epoch}
-                nv = self._write(tp, new, v, now)
-                self._line(now, tp, f"Removed replica {b} from ISR of {tp[0]}-{tp[1]}: LeaderAndIsr(leader={leader}, "
-                                    f"leaderEpoch={new['leader_epoch']}, isr={F.csv(isr)}, zkVersion={nv})")
-                self._send_leader_and_isr(tp, new, nv, [x for x in remaining if x != b and self._online(x)],
-                                          replicas=remaining)
-                state = new
+                self._send_stop_replica(b, tp, self._state(tp)[0]["leader_epoch"], delete=False)
+            self._remove_from_isr(now, tp, b, replicas=remaining)
         for b in removed:
             if self._online(b):
                 self._send_stop_replica(b, tp, self._state(tp)[0]["leader_epoch"], delete=True)
@@ -599,7 +584,8 @@ class KafkaController:
         which `emulator.auto.rebalance.during.reassignment: true` selects."""
         cfg = self.broker_config()
         pct = float(cfg.get("leader.imbalance.per.broker.percentage", 10))
-        during = bool(cfg.get("emulator.auto.rebalance.during.reassignment", False))
+        if self.reassigning and not bool(cfg.get("emulator.auto.rebalance.during.reassignment", False)):
+            return  # 2.8: every candidate fails `partitionsBeingReassigned.isEmpty`
         by_broker: dict[int, list[TP]] = {}
         for tp in self.partitions():
             if tp[0] not in self.zk.topics_to_delete():
@@ -609,8 +595,6 @@ class KafkaController:
             if len(off) / len(tps) <= pct / 100:
                 continue
             for tp in off:
-                if not during and self.reassigning:
-                    continue
                 state, v = self._state(tp)
                 reps = self._assignment(tp)
                 if self._replica_online(reps[0], tp) and reps[0] in state["isr"]:
@@ -634,16 +618,8 @@ class KafkaController:
         led = sorted({tp for b, tp in newly if self.zk.has_partition_state(tp) and self._state(tp)[0]["leader"] == b})
         self._elect_offline(now, led)
         for b, tp in newly:
-            if not self.zk.has_partition_state(tp):
-                continue
-            state, v = self._state(tp)
-            if b in state["isr"]:
-                leader, isr = remove_replica_from_isr(state["leader"], state["isr"], b)
-                new = {"leader": leader, "leader_epoch": state["leader_epoch"] + 1, "isr": list(isr),
-                       "controller_epoch": self.epoch}
-                nv = self._write(tp, new, v, now)
-                self._send_leader_and_isr(tp, new, nv, [x for x in self._assignment(tp)
-                                                        if x != b and self._replica_online(x, tp)])
+            if self.zk.has_partition_state(tp):
+                self._remove_from_isr(now, tp, b)
         self._send_update_metadata()
 
     def take(self) -> Requests:

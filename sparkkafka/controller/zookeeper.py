@@ -221,6 +221,25 @@ class ZooKeeper:
         )
         return old.version + 1
 
+    def set_partition_assignment(
+        self,
+        tp: TopicPartition,
+        replicas: Sequence[int],
+        adding: Sequence[int] = (),
+        removing: Sequence[int] = (),
+        *,
+        expected_controller_epoch_version: int | None = None,
+    ) -> int:
+        """Rewrite the topic znode with one partition's (replicas, adding, removing) replaced (the
+        controller's updateReplicaAssignmentForPartition); the other partitions are kept as they are."""
+        z = self.topic_znode(tp[0])
+        p = int(tp[1])
+        return self.set_assignment(
+            tp[0], {**z.replicas, p: tuple(replicas)}, {**z.adding, p: tuple(adding)},
+            {**z.removing, p: tuple(removing)},
+            expected_controller_epoch_version=expected_controller_epoch_version,
+        )
+
     def delete_topic_znodes(self, name: str, *, expected_controller_epoch_version: int | None = None) -> None:
         """Recursive delete of /brokers/topics/<t>, partition state znodes included (``deleteTopicZNode``)."""
         self._fence(expected_controller_epoch_version)
