@@ -172,7 +172,8 @@ def test_an_invalid_plan_prints_kafkas_error_and_changes_nothing(run_dir, tmp_pa
     plan = plan_file(tmp_path, "bad.json", *entries)
     rc, out, err = cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", plan,
                        "--throttle", 1000)
-    assert (rc, out) == (1, f"Error: {message}\n")
+    assert (rc, out) == (2, f"Error: {message}\n")  # Kafka's text; exit 2 = bad input (contract)
+    assert err.startswith("sparkkafka: error: ") and "(got " in err  # the field and the value
     assert fingerprint(run_dir) == before
 
 
@@ -181,11 +182,11 @@ def test_empty_plan_and_bad_json(run_dir, tmp_path, capsys):
     empty = tmp_path / "empty.json"
     empty.write_text('{"version":1,"partitions":[]}')
     assert cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", empty)[:2] == (
-        1, "Error: Partition reassignment list cannot be empty\n")
+        2, "Error: Partition reassignment list cannot be empty\n")
     v2 = tmp_path / "v2.json"
     v2.write_text('{"version":2,"partitions":[]}')
     assert cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", v2)[:2] == (
-        1, "Error: Not supported version field value 2\n")
+        2, "Error: Not supported version field value 2\n")
     assert fingerprint(run_dir) == before
 
 

@@ -238,7 +238,11 @@ def _clearing(c: Cluster, entries: Sequence[dict]) -> tuple[list[int], list[str]
 
 
 def _failure(e: R.ReassignError, stdout: str = "", changed: bool = False) -> ToolOutput:
-    return ToolOutput(stdout=stdout + e.tool_output(), code=1, changed=changed)
+    """Kafka's text on stdout. Input refused before anything changed is bad input: exit 2 and the
+    field and value on stderr (contract section 4); a failure after the move started exits 1."""
+    if changed:
+        return ToolOutput(stdout=stdout + e.tool_output(), code=1, changed=True)
+    return ToolOutput(stdout=stdout + e.tool_output(), stderr=f"sparkkafka: error: {e}\n", code=2)
 
 
 # ---------------------------------------------------------------------------------------- reassign
@@ -263,8 +267,8 @@ def reassign_execute(c: Cluster, plan_json: str, additional: bool = False, throt
     *after* the partition moves started, as in Kafka: ``Error: Failed to alter dir for t-p-b``, exit 1."""
     try:
         entries = R.parse_reassignment_json(plan_json)
-        if not additional and c.control.reassignments():
-            raise R.ReassignError("--additional", False, R.CANNOT_EXECUTE_BECAUSE_OF_EXISTING, terse=True)
+        if not additional and c.control.reassignments():  # the cluster's state, not bad input: exit 1
+            return ToolOutput(stdout=R.existing_refusal_text(), code=1)
         R.parse_reassignment_json(plan_json, brokers=_live(c), topics=c.control.topics())
     except R.ReassignError as e:
         return _failure(e)
