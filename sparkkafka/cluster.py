@@ -775,7 +775,15 @@ def read_table_df(spark: SparkSession, tables_dir: str, name: str) -> DataFrame:
     files = dt.file_uris()
     if not files:
         return spark.createDataFrame([], schema)
-    return spark.read.option("basePath", path).schema(schema).parquet(*files).select(*names)
+    df = spark.read.option("basePath", path).schema(schema).parquet(*files).select(*names)
+    # partition values come from folder names (`log_dir=%2Fvar%2Fkafka%2Fd0`, UTF-8 %XX-escaped, see
+    # tables.path_component); Spark decodes each %XX as one Latin-1 character, so a non-ASCII value is
+    # turned back from those bytes to UTF-8
+    acts = pa.table(dt.get_add_actions(flatten=True)) if T.PARTITION_BY.get(name) else None
+    for col in T.PARTITION_BY.get(name, []):
+        if any(not str(v).isascii() for v in acts[f"partition.{col}"].to_pylist()):
+            df = df.withColumn(col, Fn.decode(Fn.encode(col, "ISO-8859-1"), "UTF-8"))
+    return df
 
 
 def _spark_schema(name: str):

@@ -1,6 +1,7 @@
 """What survives a broker crash besides its Delta log: the per-log-dir files Kafka keeps.
 
-Under OUT/brokers/<id>/<log_dir>/:
+Under OUT/brokers/<id>/<log_dir>/ (the log dir's name escaped into one folder name, tables.path_component:
+/var/kafka/d0 is OUT/brokers/<id>/%2Fvar%2Fkafka%2Fd0; tables and tools show the name itself):
 - `replication-offset-checkpoint`: the HW of every log in the dir, in Kafka's text layout
   (version line `0`, entry count, then `topic partition offset`), rewritten every
   replica.high.watermark.checkpoint.interval.ms (LogManager / ReplicaManager).
@@ -24,6 +25,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterable
+from urllib.parse import unquote
 
 import pandas as pd
 import pyarrow as pa
@@ -32,7 +34,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from ..protocol import leader_epoch
-from .tables import table_path
+from .tables import path_component, table_path
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 PARTITIONS = "partitions"
@@ -42,7 +44,7 @@ FLUSHED = "flushed-offsets"
 
 
 def dir_path(brokers_dir: str, broker: int, log_dir: str) -> str:
-    return os.path.join(brokers_dir, str(int(broker)), log_dir)
+    return os.path.join(brokers_dir, str(int(broker)), path_component(log_dir))
 
 
 def _write_atomic(path: str, text: str) -> None:
@@ -157,12 +159,20 @@ def read_log(tables_dir: str, version: int, broker: int, columns: list[str],
     `ranges` (topic, partition, from_offset, to_offset) limits the read to those offset ranges;
     `future` True/False keeps only the future / current logs' rows (is_future), None both.
     Files are pruned by partition values, then read with pyarrow (the fast path measured in the
-    engine notes); log_dir comes from the file path, as Delta keeps partition values out of files.
+    engine notes); log_dir comes from the add actions' partition values, as Delta keeps partition
+    values out of files (and their folder names are escaped).
     """
-    dt = DeltaTable(table_path(tables_dir, "log"), version=version)
-    uris = dt.file_uris(partition_filters=[("broker", "=", str(int(broker)))])
+    root = table_path(tables_dir, "log")
+    dt = DeltaTable(root, version=version)
+    acts = pa.table(dt.get_add_actions(flatten=True))
+    files: list[tuple[str, str]] = []
+    if acts.num_rows:
+        mine = acts.filter(pc.equal(acts["partition.broker"].cast(pa.int64()), int(broker)))
+        # add paths are URL-encoded relative paths (Delta protocol); unquote gives the file's own path
+        files = [(os.path.join(root, unquote(p)), d)
+                 for p, d in zip(mine["path"].to_pylist(), mine["partition.log_dir"].to_pylist(), strict=True)]
     want = [c for c in columns if c not in ("broker", "log_dir")]
-    if not uris:
+    if not files:
         return pa.table({c: pa.array([], type=_type(c)) for c in columns})
     parts = []
     filt = None
@@ -172,9 +182,7 @@ def read_log(tables_dir: str, version: int, broker: int, columns: list[str],
     if future is not None:
         which = pc.field("is_future") == bool(future)
         filt = which if filt is None else filt & which
-    for uri in uris:
-        path = uri.removeprefix("file://")
-        log_dir = path.split("/log_dir=")[1].split("/")[0]
+    for path, log_dir in files:
         t = ds.dataset(path, format="parquet").to_table(columns=want, filter=filt)
         if t.num_rows:
             parts.append(t.append_column("log_dir", pa.array([log_dir] * t.num_rows, pa.string())))

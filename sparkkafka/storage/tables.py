@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,6 +77,16 @@ def table_path(tables_dir: str, name: str) -> str:
     return os.path.join(tables_dir, name)
 
 
+def path_component(name: str) -> str:
+    """`name` as one safe file-name component: urllib.parse.quote(name, safe="") (every byte of its UTF-8 but
+    ASCII letters, digits and `_.-~` as `%XX`, as delta-rs names partition folders, so `/`, `%`, spaces and
+    glob characters never reach a path), a name of dots only (`.`, `..`) fully escaped. Distinct names give
+    distinct components; urllib.parse.unquote gives `name` back (Spark's partition discovery decodes each
+    `%XX` as one Latin-1 character: cluster.read_table_df undoes that for non-ASCII names)."""
+    out = quote(name, safe="")
+    return "%2E" * len(name) if out and set(out) == {"."} else out
+
+
 def _stats(table: pa.Table) -> str:
     """Delta file statistics (numRecords, min/max and null counts of primitive columns)."""
     mins, maxs, nulls = {}, {}, {}
@@ -96,7 +107,8 @@ def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
     instead of leaving a second copy. Partition columns are kept out of the file, as Delta does.
     """
     part = partition_values or {}
-    rel_dir = "/".join(f"{k}={v}" for k, v in part.items())
+    # Hive-style `key=value` folders, the value escaped (a log dir such as /var/kafka/d0 stays one folder)
+    rel_dir = "/".join(f"{k}={path_component(str(v))}" for k, v in part.items())
     fname = f"part-{tag}.parquet"
     rel = f"{rel_dir}/{fname}" if rel_dir else fname
     full = os.path.join(table_path(tables_dir, name), rel)
