@@ -309,8 +309,6 @@ class Cluster:
                         f"from offset {int(r.offset)}"} for r in cuts.itertuples()]
 
     def _apply_due(self, now: int) -> None:
-        self.crashed |= self.stopping  # brokers that shut down last round are gone now
-        self.stopping = set()
         while self.next_event < len(self.events) and self.events[self.next_event].time_ms(self.round_ms) <= now:
             e = self.events[self.next_event]
             self._apply(e.type, e.args, now)
@@ -597,6 +595,10 @@ class Cluster:
             self.state.unpersist()
         self.state = out
         self.round += 1
+        # brokers that shut down this round are gone now (not at the next round's start: a shutdown
+        # applied between rounds, Cluster.apply, must still reach its broker in the next round)
+        self.crashed |= self.stopping
+        self.stopping = set()
         if self.round % int(self.scenario.emulator["history.commit.rounds"]) == 0:
             self.flush()
         clock.lap("history")
