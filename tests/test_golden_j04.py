@@ -12,10 +12,8 @@ seconds and then stops, and the run goes on until every replica has caught up; t
 retries, so a record rejected during a bounce (NOT_ENOUGH_REPLICAS with min ISR 3) is simply not acked
 instead of being resent. Without retries a duplicate cannot come from the client; the duplicate check
 here guards the replication path (fetch, truncation, leader changes) against appending a record twice.
-An acks=all request still waiting in the purgatory of a broker that shuts down gets no answer at all
-here (the broker stops in the round its controlled shutdown starts, before the become-follower
-LeaderAndIsr that would fail it with NOT_LEADER_OR_FOLLOWER arrives); it is not acked, so the checks
-hold either way.
+An acks=all request still waiting in the purgatory of a broker that shuts down fails with
+NETWORK_EXCEPTION (the broker closes its sockets before its purgatory); every record sent gets an answer.
 """
 
 from __future__ import annotations
@@ -147,6 +145,8 @@ def test_j04_reassign_shuffled_partitions_under_acks_all_load(spark, tmp_out, tm
     assert all(sorted(isr) == sorted(target[p]) for p, isr in zip(described["partition"], described["isr"],
                                                                   strict=True))
 
+    assert sorted(results["record_id"]) == list(range(c.workload.next_record_id))  # every record answered
     if bounce:  # min ISR 3: while a broker is down its partitions refuse acks=all writes
         errors = Counter(results["error"].dropna())
         assert errors["NOT_ENOUGH_REPLICAS"] > 0, errors
+        assert errors["NETWORK_EXCEPTION"] > 0, errors  # open requests of the broker that shut down

@@ -389,6 +389,9 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     sw.lap("log_dir_movers")
     stopping = set(k[W.SHUTDOWN]["broker"].tolist())
     halted = set(halts["broker"].tolist())
+    if stopping or halted:  # its open produce requests are answered by the dropped connection
+        dropped = pending["broker"].isin(list(stopping | halted))
+        results = F.concat([results, produce.disconnect(pending[dropped], p.now)], F.RESULT)
     if halted:  # a broker that exits (pre-2.1 out-of-range) loses its memory as in a crash
         lines = pd.concat([lines, halts.assign(controller_epoch=-1)[lines.columns]], ignore_index=True)
     brokers = _checkpoint_hw(p, replicas, futures, brokers, force=stopping | set(swaps["broker"].astype(int)))

@@ -105,6 +105,13 @@ def expand_batches(batches: pd.DataFrame) -> pd.DataFrame:
     return conform(rep, RECORD)
 
 
+def disconnect(pending: pd.DataFrame, now: int) -> pd.DataFrame:
+    """Results for the batches still in a broker's produce purgatory when it stops (clean shutdown or
+    exit): KafkaServer.shutdown closes the sockets before the purgatory, so the producer's NetworkClient
+    sees the connection drop and fails them with NETWORK_EXCEPTION (the data stays appended)."""
+    return _results(pending, now, errors.NETWORK_EXCEPTION, -1, False)
+
+
 def complete_delayed_produce(
     replicas: pd.DataFrame, pending: pd.DataFrame, min_isr: pd.Series, now: int,
     offline: pd.DataFrame | None = None,
