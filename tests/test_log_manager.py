@@ -53,3 +53,21 @@ def test_errors() -> None:
         assign_log_dirs({}, [], 1)
     with pytest.raises(ValueError):
         assign_log_dirs({}, DIRS, 1, ["/d0", "/d1"])
+
+
+def test_k04_twenty_partitions_one_by_one_stay_balanced() -> None:
+    """Golden K-04 (LogManagerTest.testLeastLoadedAssignment): 3 dirs, 20 new partitions created one at a
+    time; after each creation max(logs per dir) <= min + 1."""
+    counts: dict[str, int] = {}
+    for _ in range(20):
+        (d,) = assign_log_dirs(counts, DIRS, 1)
+        counts[d] = counts.get(d, 0) + 1
+        per_dir = [counts.get(x, 0) for x in DIRS]
+        assert max(per_dir) <= min(per_dir) + 1, counts
+    assert sum(counts.values()) == 20
+
+
+def test_k04_offline_dir_falls_back_to_a_live_one() -> None:
+    """Golden K-04 (testCreateLogWithLogDirFallback / testCreateLogWithInvalidLogDir): a dir that cannot take
+    logs is skipped; the log goes to a good dir. Here an offline dir is not among the live dirs."""
+    assert assign_log_dirs({"/bad": 0, "/d1": 3}, ["/d1"], 1) == ["/d1"]
