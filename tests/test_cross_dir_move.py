@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pandas as pd
 import pytest
+from operator_util import cli, copy_run
 
 from sparkkafka import Cluster, parse_scenario
-from sparkkafka.cli import main
 from sparkkafka.tools import reassign_partitions as R
 
 SEED_PLAN = ('{"version":1,"partitions":[{"topic":"topic1","partition":0,"replicas":[0],"log_dirs":["k0"]},'
@@ -33,12 +32,6 @@ CLEARING = "Clearing broker-level throttles on broker 0\nClearing topic-level th
 RECORDS = 40  # per partition, 100 bytes each
 COLS = ["broker", "topic", "partition", "offset", "leader_epoch", "record_id", "key", "value", "value_bytes",
         "timestamp", "is_future"]
-
-
-def cli(capsys, *args) -> tuple[int, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    return rc, capsys.readouterr().out
 
 
 def rows(c: Cluster, topic: str) -> pd.DataFrame:
@@ -65,9 +58,7 @@ def base(spark, tmp_path_factory):
 
 @pytest.fixture
 def run_dir(base, tmp_path):
-    out = str(tmp_path / "run")
-    shutil.copytree(base[0], out)
-    return out
+    return copy_run(base[0], tmp_path)
 
 
 def plan_file(tmp_path) -> str:
@@ -78,7 +69,7 @@ def plan_file(tmp_path) -> str:
 
 def check_moved(spark, capsys, run, base_logs):
     """log-dirs --describe, the log table and the assignment after both moves completed."""
-    rc, out = cli(capsys, "log-dirs", run, "--describe", "--broker-list", "0")
+    rc, out, _ = cli(capsys, "log-dirs", run, "--describe", "--broker-list", "0")
     head, body = out.split("\n")[:2], json.loads(out.split("\n")[2])
     assert rc == 0 and head == ["Querying brokers for log directories information",
                                 "Received log directory information from brokers 0"]
@@ -135,11 +126,11 @@ def test_placement_before_the_move(base):
 
 def test_seed_plan_moves_both_replicas_across_dirs(spark, base, run_dir, tmp_path, capsys):
     plan = plan_file(tmp_path)
-    rc, out = cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", plan)
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", plan)
     assert (rc, out) == (0, EXECUTE_HEAD + STARTED)
-    rc, out = cli(capsys, "run", run_dir, "--until-ms", 1000, "--no-progress")
+    rc, out, _ = cli(capsys, "run", run_dir, "--until-ms", 1000, "--no-progress")
     assert rc == 0 and json.loads(out[out.index("{"):])["lost_acked"] == 0
-    rc, out = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
     assert (rc, out) == (0, PARTS_COMPLETE
                          + "Reassignment of replica topic1-0-0 completed successfully.\n"
                          + "Reassignment of replica topic2-0-0 completed successfully.\n" + CLEARING)
@@ -150,17 +141,17 @@ def test_seed_plan_with_alter_log_dirs_throttle(spark, base, run_dir, tmp_path, 
     """At 10 kB/s (1000 bytes a 100 ms round) a 4000-byte log takes several rounds: --verify first reports the
     moves in progress (no clearing), then complete once the run went on."""
     plan = plan_file(tmp_path)
-    rc, out = cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", plan,
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", plan,
                   "--replica-alter-log-dirs-throttle", 10000)
     assert (rc, out) == (0, EXECUTE_HEAD + R.YOU_MUST_RUN_VERIFY_PERIODICALLY + "\n"
                          "The replica-alter-dir throttle limit was set to 10000 B/s\n" + STARTED)
     assert cli(capsys, "run", run_dir, "--until-ms", 700, "--no-progress")[0] == 0
-    rc, out = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
     assert (rc, out) == (0, PARTS_COMPLETE
                          + "Reassignment of replica topic1-0-0 is still in progress.\n"
                          + "Reassignment of replica topic2-0-0 is still in progress.\n")
     assert cli(capsys, "run", run_dir, "--until-ms", 2000, "--no-progress")[0] == 0
-    rc, out = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
     assert (rc, out) == (0, PARTS_COMPLETE
                          + "Reassignment of replica topic1-0-0 completed successfully.\n"
                          + "Reassignment of replica topic2-0-0 completed successfully.\n" + CLEARING)

@@ -10,12 +10,11 @@ golden's topics foo, bar, baz with data) is built once; every test works on a co
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
+from operator_util import cli, copy_run
 
 from sparkkafka import Cluster, parse_scenario
-from sparkkafka.cli import main
 
 pytestmark = pytest.mark.slow
 
@@ -39,15 +38,7 @@ def base_run(spark, tmp_path_factory):
 
 @pytest.fixture
 def run_dir(base_run, tmp_path):
-    out = str(tmp_path / "run")
-    shutil.copytree(base_run, out)
-    return out
-
-
-def cli(capsys, *args) -> tuple[int, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    return rc, capsys.readouterr().out
+    return copy_run(base_run, tmp_path)
 
 
 def plan_file(tmp_path, name, moves: dict[tuple[str, int], list[int]]) -> str:
@@ -75,16 +66,16 @@ def test_complete_reassignment_deletes_the_removed_replicas_and_leaves_no_thrott
     nothing moving, clears throttles as 2.8 does), the move ends on the targets, replica 2 of foo-0 and
     replica 1 of bar-0 are deleted, no throttle is left."""
     plan = plan_file(tmp_path, "plan.json", {("foo", 0): [0, 1, 3], ("bar", 0): [3, 2, 0]})
-    assert cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan) == (0, (
+    assert cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)[:2] == (0, (
         "Status of partition reassignment:\n"
         "There is no active reassignment of partition bar-0, but replica set is 3,2,1 rather than 3,2,0.\n"
         "There is no active reassignment of partition foo-0, but replica set is 0,1,2 rather than 0,1,3.\n\n"
         "Clearing broker-level throttles on brokers 0,1,2,3,4\nClearing topic-level throttles on topics foo,bar\n"))
-    rc, out = cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", plan,
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", plan,
                   "--throttle", 10_000_000)
     assert rc == 0 and out.endswith("Successfully started partition reassignments for bar-0,foo-0\n")
     run_until(capsys, run_dir, 2000)
-    rc, out = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
     assert rc == 0 and out.startswith(
         "Status of partition reassignment:\nReassignment of partition bar-0 is complete.\n"
         "Reassignment of partition foo-0 is complete.\n\nClearing broker-level throttles on brokers ")
@@ -121,21 +112,21 @@ def test_in_progress_view_target_first_then_cancel_deletes_the_added_replica(run
     plan = plan_file(tmp_path, "plan.json", {("foo", 0): [0, 1, 3], ("baz", 1): [0, 2, 3]})
     assert cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", plan, "--throttle", 1)[0] == 0
     run_until(capsys, run_dir, 1400)
-    assert cli(capsys, "reassign", run_dir, "--list") == (0, (
+    assert cli(capsys, "reassign", run_dir, "--list")[:2] == (0, (
         "Current partition reassignments:\n"
         "baz-1: replicas: 0,2,3,1. adding: 3. removing: 1.\n"
         "foo-0: replicas: 0,1,3,2. adding: 3. removing: 2.\n"))
-    assert cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan) == (0, (
+    assert cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)[:2] == (0, (
         "Status of partition reassignment:\n"
         "Reassignment of partition baz-1 is still in progress.\n"
         "Reassignment of partition foo-0 is still in progress.\n\n"))
-    rc, out = cli(capsys, "describe", run_dir)
+    rc, out, _ = cli(capsys, "describe", run_dir)
     assert "\tTopic: foo\tPartition: 0\tLeader: 0\tReplicas: 0,1,3,2\tIsr: " in out
 
-    rc, out = cli(capsys, "reassign", run_dir, "--cancel", "--reassignment-json-file", plan)
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--cancel", "--reassignment-json-file", plan)
     assert rc == 0 and out.startswith("Successfully cancelled partition reassignments for: baz-1,foo-0\n"
                                       "None of the specified partition moves are active.\n")
-    rc, out = cli(capsys, "reassign", run_dir, "--cancel", "--reassignment-json-file", plan)
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--cancel", "--reassignment-json-file", plan)
     assert rc == 0 and out.startswith("None of the specified partition reassignments are active.\n")
     run_until(capsys, run_dir, 2400)
     c = Cluster.for_path(spark, run_dir)
@@ -186,11 +177,11 @@ def test_produce_and_consume_while_a_throttled_move_runs(run_dir, tmp_path, caps
     assert ("baz", 2) in c.control.reassignments()
     assert c.consume("baz", 2).count() >= 100
     assert c.produce_results().where("topic = 'baz' and partition = 2 and acked").count() == 160
-    rc, _ = cli(capsys, "reassign", run_dir, "--execute", "--additional", "--reassignment-json-file", plan,
+    rc, _, _ = cli(capsys, "reassign", run_dir, "--execute", "--additional", "--reassignment-json-file", plan,
                 "--throttle", 10_000_000)
     assert rc == 0
     run_until(capsys, run_dir, 2400)
-    rc, out = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
+    rc, out, _ = cli(capsys, "reassign", run_dir, "--verify", "--reassignment-json-file", plan)
     assert rc == 0 and "Reassignment of partition baz-2 is complete.\n" in out
     c = Cluster.for_path(spark, run_dir)
     assert brokers_holding(c, "baz", 2) == [1, 2, 3]

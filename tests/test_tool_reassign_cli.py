@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 
 import pytest
+from operator_util import cli, copy_run
 
 from sparkkafka import Cluster, parse_scenario
-from sparkkafka.cli import main
 from sparkkafka.tools import reassign_partitions as R
 
 CURRENT_T = ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[0,1],"log_dirs":["any","any"]},'
@@ -39,16 +38,7 @@ def base_run(spark, tmp_path_factory):
 
 @pytest.fixture
 def run_dir(base_run, tmp_path):
-    out = str(tmp_path / "run")
-    shutil.copytree(base_run, out)
-    return out
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    got = capsys.readouterr()
-    return rc, got.out, got.err
+    return copy_run(base_run, tmp_path)
 
 
 def plan_file(tmp_path, name, *entries) -> str:

@@ -1,0 +1,23 @@
+"""What the operator-tool tests share: running a `sparkkafka` verb as a user would, and working on a copy
+of a run built once per module (each test then acts on its own cluster)."""
+
+from __future__ import annotations
+
+import shutil
+
+from sparkkafka.cli import main
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    """Run `sparkkafka ARGS...` in-process: (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    rc = main([str(a) for a in args])
+    got = capsys.readouterr()
+    return rc, got.out, got.err
+
+
+def copy_run(base: str, tmp_path) -> str:
+    """A private copy of the run directory `base` (the run directory is the cluster)."""
+    out = str(tmp_path / "run")
+    shutil.copytree(base, out)
+    return out
