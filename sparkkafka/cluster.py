@@ -778,12 +778,11 @@ def read_table_df(spark: SparkSession, tables_dir: str, name: str) -> DataFrame:
     if not files:
         return spark.createDataFrame([], schema)
     df = spark.read.option("basePath", path).schema(schema).parquet(*files).select(*names)
-    # partition values come from folder names (`log_dir=%2Fvar%2Fkafka%2Fd0`, UTF-8 %XX-escaped, see
-    # tables.path_component); Spark decodes each %XX as one Latin-1 character, so a non-ASCII value is
-    # turned back from those bytes to UTF-8
-    acts = pa.table(dt.get_add_actions(flatten=True)) if T.PARTITION_BY.get(name) else None
+    # string partition values come from folder names (`log_dir=%2Fvar%2Fkafka%2Fd0`, UTF-8 %XX-escaped,
+    # tables.path_component); Spark decodes each %XX as one Latin-1 character, so the value is turned back
+    # from those bytes to UTF-8 (the identity for ASCII names: no need to look at the values first)
     for col in T.PARTITION_BY.get(name, []):
-        if any(not str(v).isascii() for v in acts[f"partition.{col}"].to_pylist()):
+        if T.SCHEMAS[name].field(col).type == pa.string():
             df = df.withColumn(col, Fn.decode(Fn.encode(col, "ISO-8859-1"), "UTF-8"))
     return df
 
