@@ -1,4 +1,13 @@
-"""`sparkkafka bench`: the cost of a round against the engine floor.
+"""`sparkkafka bench`: the cost of a round against the engine floor, and the reference scenario.
+
+`sparkkafka bench --reference` (issue 11) runs the reference scenario end to end: 12 brokers x 3 log
+dirs, 3,000 partitions RF 3, a steady acks=all producer on every partition, one broker crash at
+20 s and its restart at 40 s, 60 emulated seconds. It prints the real-time factor (emulated seconds /
+wall seconds of the run loop), replica-rounds per second and the time of the run's first and last
+rounds, per engine. `--scale B,P` runs the same shape on B brokers and P partitions (60k replicas:
+`--scale 96,20000`), `--seconds S` shortens it (the crash and restart stay at 1/3 and 2/3).
+
+The grid mode (no --reference):
 
 For each (brokers, partitions) at RF 3 under a steady acks=1 producer (one record per partition
 per round), it runs warm-up rounds, then times `--rounds` rounds, and in the same process times
@@ -69,6 +78,79 @@ def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> 
             "ratio": rnd / floor, "replica_rounds_per_s": partitions * 3 / rnd, "phases": phases}
 
 
+def reference_scenario(brokers: int = 12, partitions: int = 3000, seconds: float = 60.0):
+    """Issue 11's reference scenario: brokers x 3 dirs, RF 3, one 100-byte acks=all record per partition
+    per 100 ms round, a crash of broker 0 at 1/3 of the run and its restart at 2/3."""
+    from .scenario import parse_scenario
+
+    end = int(seconds * 1000)
+    third = (end // 3) // 100 * 100
+    return parse_scenario({
+        "seed": 11,
+        "cluster": {"brokers": brokers, "log_dirs": ["d0", "d1", "d2"],
+                    "config": {"min.insync.replicas": 2}},
+        "topics": [{"name": "ref", "partitions": partitions, "replication_factor": 3}],
+        "timeline": [
+            {"at": 0, "produce": {"topic": "ref", "partition": "all", "acks": "all", "value_bytes": 100,
+                                  "rate_per_sec": partitions * 10, "duration_ms": end}},
+            {"at": third, "crash": 0},
+            {"at": 2 * third, "restart": 0},
+        ],
+        "run": {"until_ms": end},
+    }, name=f"reference-{brokers}x{partitions}")
+
+
+def measure_reference(spark, brokers: int, partitions: int, seconds: float, workdir: str,
+                      progress: bool = False) -> dict:
+    """Run the reference scenario with the engine of this version (one Spark job per round) and time it:
+    setup (run directory, tables, controller), the run loop, and the end (save, compaction, audit)."""
+    from .cluster import Cluster
+
+    sc = reference_scenario(brokers, partitions, seconds)
+    t0 = time.perf_counter()
+    c = Cluster.from_scenario(sc, spark=spark, out=os.path.join(workdir, sc.name), overwrite=True)
+    t1 = time.perf_counter()
+    rounds = sc.end_ms // c.round_ms + 1
+    walls = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=rounds, unit="round", desc=sc.name, leave=False)
+    for _ in range(rounds):
+        t = time.perf_counter()
+        c._round()
+        walls.append(time.perf_counter() - t)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    t2 = time.perf_counter()
+    c.run(sc.end_ms)  # nothing left to run: saves, compacts and audits
+    t3 = time.perf_counter()
+    s = c.summary()
+    loop = t2 - t1
+    emulated = rounds * c.round_ms / 1000
+    head, tail = walls[: min(10, len(walls))], walls[-min(10, len(walls)):]
+    return {"engine": "job per round", "brokers": brokers, "partitions": partitions, "replicas": partitions * 3,
+            "rounds": rounds, "emulated_s": emulated, "setup_s": t1 - t0, "loop_s": loop, "end_s": t3 - t2,
+            "realtime": emulated / loop, "replica_rounds_per_s": partitions * 3 * rounds / loop,
+            "first_rounds_ms": statistics.median(head) * 1000, "last_rounds_ms": statistics.median(tail) * 1000,
+            "median_round_ms": statistics.median(walls) * 1000, "acked": s.get("acked"),
+            "lost_acked": s.get("lost_acked")}
+
+
+def reference_table(results: list[dict]) -> str:
+    head = ("| engine | brokers | replicas | emulated s | rounds | run loop (s) | real-time factor | "
+            "replica-rounds/s | median round (ms) | first / last 10 rounds (ms) | setup / end (s) | acked | lost |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    lines = [f"| {r['engine']} | {r['brokers']} | {r['replicas']} | {r['emulated_s']:.1f} | {r['rounds']} | "
+             f"{r['loop_s']:.1f} | {r['realtime']:.3f}x | {r['replica_rounds_per_s']:.0f} | "
+             f"{r['median_round_ms']:.0f} | {r['first_rounds_ms']:.0f} / {r['last_rounds_ms']:.0f} | "
+             f"{r['setup_s']:.1f} / {r['end_s']:.1f} | {r['acked']} | {r['lost_acked']} |" for r in results]
+    return head + "\n".join(lines) + "\n"
+
+
 def table(results: list[dict]) -> str:
     head = ("| brokers | partitions | replicas | rows/round | Spark partitions | round (ms) | floor (ms) | "
             "round/floor | replica-rounds/s | driver / job / collect / commit / history (ms) |\n"
@@ -87,6 +169,16 @@ def main(args: argparse.Namespace) -> int:
     from .engine.session import get_spark
 
     spark = get_spark(args.master)
+    if args.reference:
+        b, p = (int(x) for x in args.scale.split(","))
+        with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
+            r = measure_reference(spark, b, p, args.seconds, work, progress=not args.no_progress)
+        md = reference_table([r])
+        print(md)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(md)
+        return 0
     results = []
     with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
         for b in [int(x) for x in args.brokers.split(",")]:

@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--rounds", type=int, default=10)
     b.add_argument("--master")
     b.add_argument("--markdown", help="also write the table to this file")
+    b.add_argument("--reference", action="store_true",
+                   help="run issue 11's reference scenario (12 brokers x 3 dirs, 3,000 partitions RF 3, "
+                        "acks=all on every partition, a crash at 20 s and restart at 40 s, 60 emulated s)")
+    b.add_argument("--scale", default="12,3000", help="with --reference: BROKERS,PARTITIONS (default 12,3000)")
+    b.add_argument("--seconds", type=float, default=60.0, help="with --reference: emulated seconds (default 60)")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
 
