@@ -169,6 +169,9 @@ def main(args: argparse.Namespace) -> int:
     from .engine.session import get_spark
 
     spark = get_spark(args.master)
+    if args.exchange:
+        print(exchange_table(spark, rounds=args.rounds if args.rounds != 10 else 200))
+        return 0
     if args.reference:
         b, p = (int(x) for x in args.scale.split(","))
         with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
@@ -193,3 +196,68 @@ def main(args: argparse.Namespace) -> int:
         with open(args.markdown, "w") as f:
             f.write(md)
     return 0
+
+
+class Relay:
+    """The exchange probe, run inside one barrier stage (`mapInPandas(..., barrier=True)`): brokers
+    0..n-1 live in the tasks (broker b in task b % tasks); each round every broker sends its value + 1
+    and a `payload`-byte blob to broker b + 1 through the mesh (engine/exchange.py). After `rounds` rounds,
+    or once any task's header asks to stop (`stop_at`), every task returns its brokers' values and its
+    median exchange time. Broker b starts at 100 b, so after k rounds it holds 100 ((b - k) mod n) + k."""
+
+    SCHEMA = "broker int, value long, rounds long, exchange_ms double"
+
+    def __init__(self, brokers: int, rounds: int, payload: int = 0, stop_at: int | None = None) -> None:
+        self.brokers, self.rounds, self.payload, self.stop_at = brokers, rounds, payload, stop_at
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        import numpy as np
+        from pyspark import BarrierTaskContext
+
+        from .engine.exchange import Mesh, exchange_frames
+
+        mine = pd.concat(list(batches), ignore_index=True)
+        ctx = BarrierTaskContext.get()
+        mesh = Mesh.rendezvous(ctx)
+        try:
+            values = dict(zip(mine["broker"].tolist(), (mine["broker"] * 100).tolist(), strict=True))
+            times, done = [], 0
+            blob = "x" * self.payload
+            for k in range(1, self.rounds + 1):
+                out = pd.DataFrame({"dest": [(b + 1) % self.brokers for b in values],
+                                    "value": [v + 1 for v in values.values()], "blob": blob})
+                t = time.perf_counter()
+                headers, inbox = exchange_frames(mesh, out, "dest", {"stop": self.stop_at == k})
+                times.append(time.perf_counter() - t)
+                values = dict(zip(inbox["dest"].tolist(), inbox["value"].tolist(), strict=True))
+                done = k
+                if any(h.get("stop") for h in headers):
+                    break
+        finally:
+            mesh.close()
+        yield pd.DataFrame({"broker": list(values), "value": list(values.values()), "rounds": done,
+                            "exchange_ms": float(np.median(times) * 1000) if times else 0.0})
+
+
+def relay(spark, brokers: int, rounds: int, tasks: int = 2, payload: int = 0,
+          stop_at: int | None = None) -> pd.DataFrame:
+    """Run the exchange probe as one barrier job over `tasks` tasks; returns one row per broker."""
+    df = spark.range(brokers).selectExpr("CAST(id AS INT) AS broker").repartitionById(tasks, "broker")
+    return df.mapInPandas(Relay(brokers, rounds, payload, stop_at), Relay.SCHEMA, barrier=True).toPandas()
+
+
+def exchange_table(spark, rounds: int = 200, brokers: int = 12, tasks: int = 2,
+                   payloads: tuple[int, ...] = (0, 10_000, 100_000, 1_000_000)) -> str:
+    """`bench --exchange`: the cost of one round's message exchange between resident tasks, against one
+    Spark job per round. Per payload (bytes each broker sends per round): the median exchange inside
+    the tasks, and the whole barrier job's wall time per round (Spark's job, the rendezvous and the
+    rounds)."""
+    lines = ["| brokers | tasks | rounds | bytes per broker per round | median exchange (ms) | "
+             "job wall per round (ms) |", "|---|---|---|---|---|---|"]
+    for size in payloads:
+        t = time.perf_counter()
+        rows = relay(spark, brokers, rounds, tasks, payload=size)
+        wall = time.perf_counter() - t
+        lines.append(f"| {brokers} | {tasks} | {rounds} | {size} | {rows['exchange_ms'].median():.2f} | "
+                     f"{wall / rounds * 1000:.1f} |")
+    return "\n".join(lines) + "\n"
