@@ -285,3 +285,39 @@ def test_benchmark_truncate_200_files(tmp_path):
     t0 = time.perf_counter()
     assert w.commit("log", adds, 100, removes)
     print(f"commit of {len(adds)} adds + {len(removes)} removes: {(time.perf_counter() - t0) * 1000:.1f} ms")
+
+
+def test_uncommitted_actions_seen_through_a_log_snapshot(run):
+    """The resident engine commits a window of rounds once: a later round of the window reads and
+    truncates the log through a LogSnapshot carrying the task's own uncommitted files. What it sees
+    must be what committing round by round would have shown."""
+    from sparkkafka.storage.broker_disk import read_log
+
+    tmp, w = run
+    v = DeltaTable(T.table_path(tmp, "log")).version()
+    cols = ["broker", "log_dir", "topic", "partition", "offset"]
+    # round 4 appends t0-1 offsets 15..19 on broker 1 (not committed)
+    new = T.write_file(tmp, "log", _file_table([(1, "d0", "t0", 1, 15 + i, 900 + i, False) for i in range(5)]),
+                       "00000004-b1", {"broker": 1, "log_dir": "d0"})
+    snap = T.LogSnapshot(v).then([new])
+
+    def offsets(version) -> list[int]:
+        t = read_log(tmp, version, 1, cols).to_pandas()
+        return sorted(t[(t.topic == "t0") & (t.partition == 1) & (t.log_dir == "d0")]["offset"])
+
+    assert offsets(v) == list(range(15))
+    assert offsets(snap) == list(range(20))  # the uncommitted file is visible through the snapshot
+    # round 5 truncates t0-1 to 12: the committed round-2 file and the uncommitted one are rewritten
+    adds, removes = truncate(tmp, snap, 1, _cuts(("t0", 1, "d0", 12)), "trunc-r5-b1")
+    assert {r["path"] for r in removes} == {"broker=1/log_dir=d0/part-00000002-b1.parquet", new["path"]}
+    snap2 = snap.then(adds + [{**r, "remove": True} for r in removes])
+    assert offsets(snap2) == list(range(12))
+    assert new["path"] not in {a["path"] for a in snap2.adds}
+    # one commit of the window (as Cluster does: a file added and removed inside it never reaches the table)
+    acts = [new, *adds, *[{**r, "remove": True} for r in removes]]
+    removed = {a["path"] for a in acts if a.get("remove")}
+    added = {a["path"] for a in acts if not a.get("remove")}
+    assert w.commit("log", [a for a in acts if not a.get("remove") and a["path"] not in removed], 5,
+                    [a for a in acts if a.get("remove") and a["path"] not in added])
+    assert offsets(v + 1) == list(range(12))
+    assert offsets(v) == list(range(15))  # the older version is untouched

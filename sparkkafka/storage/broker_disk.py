@@ -31,10 +31,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from deltalake import DeltaTable
 
 from ..protocol import leader_epoch
-from .tables import path_component, table_path
+from .tables import LogSnapshot, log_file_actions, path_component, table_path
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 PARTITIONS = "partitions"
@@ -152,9 +151,10 @@ def read_disk(brokers_dir: str, broker: int, log_dirs: list[str], future: bool =
                                        "epoch_cache"])
 
 
-def read_log(tables_dir: str, version: int, broker: int, columns: list[str],
+def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: list[str],
              ranges: pd.DataFrame | None = None, future: bool | None = None) -> pa.Table:
-    """Rows of one broker's log at a committed Delta version.
+    """Rows of one broker's log at a committed Delta version (or a LogSnapshot: that version and the
+    writer's own uncommitted actions since).
 
     `ranges` (topic, partition, from_offset, to_offset) limits the read to those offset ranges;
     `future` True/False keeps only the future / current logs' rows (is_future), None both.
@@ -163,8 +163,7 @@ def read_log(tables_dir: str, version: int, broker: int, columns: list[str],
     values out of files (and their folder names are escaped).
     """
     root = table_path(tables_dir, "log")
-    dt = DeltaTable(root, version=version)
-    acts = pa.table(dt.get_add_actions(flatten=True))
+    acts = log_file_actions(tables_dir, version)
     files: list[tuple[str, str]] = []
     if acts.num_rows:
         mine = acts.filter(pc.equal(acts["partition.broker"].cast(pa.int64()), int(broker)))

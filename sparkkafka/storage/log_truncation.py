@@ -20,10 +20,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 from deltalake.transaction import RemoveAction
 
-from .tables import table_path, write_file
+from .tables import LogSnapshot, log_file_actions, table_path, write_file
 
 KEYS = ["topic", "partition", "offset"]
 # get_add_actions(flatten=True) column -> short name used here
@@ -50,9 +49,9 @@ def _cut_table(cuts: pd.DataFrame) -> pa.Table:
     })
 
 
-def _file_actions(dt: DeltaTable, broker: int) -> pa.Table:
-    """Live files of `broker` at the table's version: path, size, log_dir and the stats used to prune."""
-    acts = pa.table(dt.get_add_actions(flatten=True))
+def _file_actions(tables_dir: str, version: int | LogSnapshot, broker: int) -> pa.Table:
+    """Live files of `broker` at `version`: path, size, log_dir and the stats used to prune."""
+    acts = log_file_actions(tables_dir, version)
     cols = {}
     for src, dst in _ACTION_COLS.items():
         typ = _ACTION_TYPES[dst]
@@ -112,7 +111,7 @@ def _new_tag(tag: str, path: str) -> str:
     return f"{tag}-x{hashlib.sha1(path.encode()).hexdigest()[:16]}"
 
 
-def truncate(tables_dir: str, version: int, broker: int, cuts: pd.DataFrame,
+def truncate(tables_dir: str, version: int | LogSnapshot, broker: int, cuts: pd.DataFrame,
              tag: str, flips: pd.DataFrame | None = None) -> tuple[list[dict], list[dict]]:
     """Drop every record of the given replicas of `broker` at or above a cut offset (executor side).
 
@@ -140,8 +139,7 @@ def truncate(tables_dir: str, version: int, broker: int, cuts: pd.DataFrame,
         {"log_dir": [], "topic": [], "partition": [], "offset": []}))
     flip = _cut_table(flips.assign(offset=0)) if has_flips else cut.slice(0, 0)
     root = table_path(tables_dir, "log")
-    dt = DeltaTable(root, version=version)
-    cands = _candidates(_file_actions(dt, broker), pa.concat_tables([cut, flip]))
+    cands = _candidates(_file_actions(tables_dir, version, broker), pa.concat_tables([cut, flip]))
     adds: list[dict] = []
     removes: list[dict] = []
     now = int(time.time() * 1000)

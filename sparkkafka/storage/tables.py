@@ -206,3 +206,64 @@ def read_table(tables_dir: str, name: str, version: int | None = None) -> pa.Tab
 def snapshot_files(tables_dir: str, name: str) -> list[str]:
     """The data files of the table's current snapshot (for spark.read.parquet)."""
     return DeltaTable(table_path(tables_dir, name)).file_uris()
+
+
+@dataclass(frozen=True)
+class LogSnapshot:
+    """A committed version of the `log` table plus the actions the same writer made since, which the
+    driver has not committed yet: the resident engine runs many rounds per Spark job and commits the
+    job's files once, so a task's reads in a later round of the job must see its own earlier appends
+    and truncations. Only the task hosting a broker writes that broker's log, so its own actions are
+    all it needs. `adds` are write_file dicts, `removes` the raw relative paths of removed files."""
+
+    version: int
+    adds: tuple[dict, ...] = ()
+    removes: frozenset[str] = frozenset()
+
+    def then(self, actions: Iterable[dict]) -> LogSnapshot:
+        """This snapshot after more of the writer's own log actions (adds, and removes with remove=True)."""
+        adds, removes = list(self.adds), set(self.removes)
+        for a in actions:
+            if a.get("table", "log") != "log":
+                continue
+            if a.get("remove"):
+                removes.add(a["path"])
+            else:
+                adds.append(a)
+        return LogSnapshot(self.version, tuple(a for a in adds if a["path"] not in removes), frozenset(removes))
+
+
+# get_add_actions(flatten=True) columns the log readers use, with fixed types
+LOG_ACTION_TYPES = {
+    "path": pa.string(), "size_bytes": pa.int64(), "partition.broker": pa.int32(), "partition.log_dir": pa.string(),
+    "min.topic": pa.string(), "max.topic": pa.string(), "min.partition": pa.int32(),
+    "max.partition": pa.int32(), "max.offset": pa.int64(),
+}
+
+
+def log_file_actions(tables_dir: str, version: int | LogSnapshot) -> pa.Table:
+    """The live files of the `log` table at `version` (a committed version, or a LogSnapshot with a
+    writer's uncommitted actions on top): the add actions' columns in LOG_ACTION_TYPES, paths URL-encoded
+    as delta-rs gives them."""
+    from urllib.parse import unquote
+
+    snap = version if isinstance(version, LogSnapshot) else LogSnapshot(int(version))
+    acts = pa.table(DeltaTable(table_path(tables_dir, "log"), version=snap.version).get_add_actions(flatten=True))
+    base = pa.table({c: (acts[c].cast(t) if c in acts.column_names else pa.nulls(acts.num_rows, t))
+                     for c, t in LOG_ACTION_TYPES.items()})
+    if not snap.adds and not snap.removes:
+        return base
+    if snap.removes and base.num_rows:
+        raw = [unquote(p) for p in base["path"].to_pylist()]
+        base = base.filter(pa.array([p not in snap.removes for p in raw]))
+    rows = []
+    for a in snap.adds:
+        st = json.loads(a["stats"])
+        lo, hi = st.get("minValues", {}), st.get("maxValues", {})
+        rows.append({"path": quote(a["path"], safe="/"), "size_bytes": a["size"],
+                     "partition.broker": int(a["partition_values"]["broker"]),
+                     "partition.log_dir": a["partition_values"]["log_dir"],
+                     "min.topic": lo.get("topic"), "max.topic": hi.get("topic"), "min.partition": lo.get("partition"),
+                     "max.partition": hi.get("partition"), "max.offset": hi.get("offset")})
+    mine = pa.Table.from_pylist(rows, schema=pa.schema(list(LOG_ACTION_TYPES.items())))
+    return pa.concat_tables([base, mine])
