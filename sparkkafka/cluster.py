@@ -9,8 +9,10 @@ lives only here: state travels in the DataFrame, logs in Delta, checkpoints on d
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -153,6 +155,7 @@ class Cluster:
         self._log_actions = []
         self.timings = defaultdict(float)
         self.state = None
+        self._placed = None
         if folder and os.path.isdir(folder):
             self.state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
 
@@ -182,6 +185,7 @@ class Cluster:
         self.events = sorted(sc.timeline, key=lambda e: (e.time_ms(self.round_ms), e.index))
         self.next_event = 0
         self.state: DataFrame | None = None
+        self._placed: int | None = None  # the resident tasks `state` is placed over (None: not placed)
         self._outbox: list[tuple[int, pd.DataFrame, int]] = [(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)]
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
         self._driver_rows: dict[str, list[dict]] = defaultdict(list)
@@ -350,7 +354,10 @@ class Cluster:
             cond.append(f"NOT (kind IN ({ids(W.MESSAGE_KINDS)}) AND ({cut}))")
         return prev.where(" AND ".join(cond))
 
-    def _produce_batches(self, now: int) -> None:
+    def _produce_batches(self, now: int, send: bool = True) -> None:
+        """The round's produce batches to their leaders; those with no leader or a crashed one fail at
+        once. `send=False`: the resident engine's tasks sent them (they make the same batches from a copy
+        of the workload); the driver only advances its workload and answers the failed ones."""
         b = self.workload.batches(now)
         if b.empty:
             return
@@ -363,7 +370,8 @@ class Cluster:
             res = failed.assign(error=[None if a == 0 else e for a, e in zip(failed["acks"], err, strict=True)],
                                 base_offset=-1, acked=False, time_ms=now)
             self._driver_rows["produce_results_batches"].append(conform(res, RESULT))
-        self._send(W.PRODUCE, conform(b[~down], PRODUCE))
+        if send:
+            self._send(W.PRODUCE, conform(b[~down], PRODUCE))
 
     def _params(self, now: int) -> RoundParams:
         cfg = dict(self.broker_cfg)
@@ -399,23 +407,30 @@ class Cluster:
             offline_dirs={b: frozenset(d) for b, d in self.offline_dirs.items()},
         )
 
-    def _input(self) -> DataFrame:
+    def _outbox_wire(self) -> pd.DataFrame | None:
+        """The driver's messages for this round, packed (None: none), and the outbox emptied."""
+        if not self._outbox:
+            return None
+        packed = []
+        for kind, frame, src in self._outbox:
+            if kind != W.START:  # what is sent to a crashed or cut-off broker is lost, as in _route
+                lost = set(self.crashed) | set(self._cut.get(src, ()))
+                frame = frame[~frame["broker"].isin(sorted(lost))]
+            w = W.pack(kind, frame)
+            w["src"] = np.int32(src)
+            packed.append(w)
+        self._outbox = []
+        return pd.concat(packed, ignore_index=True)
+
+    def _input(self, outbox: bool = True) -> DataFrame:
+        """The round's input: the brokers' state and messages in flight, plus (`outbox`) the driver's."""
         parts = []
         if self.state is not None:
             parts.append(self._route(self.state))
-        if self._outbox:
-            packed = []
-            for kind, frame, src in self._outbox:
-                if kind != W.START:  # what is sent to a crashed or cut-off broker is lost, as in _route
-                    lost = set(self.crashed) | set(self._cut.get(src, ()))
-                    frame = frame[~frame["broker"].isin(sorted(lost))]
-                w = W.pack(kind, frame)
-                w["src"] = np.int32(src)
-                packed.append(w)
-            wire = pd.concat(packed, ignore_index=True)
+        wire = self._outbox_wire() if outbox else None
+        if wire is not None:
             parts.append(self.spark.createDataFrame(pa.Table.from_pandas(wire, schema=W.ARROW_SCHEMA,
                                                                          preserve_index=False)))
-            self._outbox = []
         if not parts:
             return self.spark.createDataFrame(W.pack_all([]), schema=W.SPARK_DDL)
         df = parts[0]
@@ -532,12 +547,19 @@ class Cluster:
     def step(self, rounds: int = 1) -> Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
         self._require_resumable()
-        for _ in range(rounds):
-            self._round()
+        while rounds > 0:
+            rounds -= self._advance(min(rounds, self._window_limit()))
         self.save()
         return self
 
     def _round(self) -> None:
+        self._advance(1)
+
+    def _advance(self, limit: int) -> int:
+        """Run the next round, or with the resident engine (emulator.engine: resident) a window of up to
+        `limit` rounds in one Spark job; returns the rounds run. The driver's part is the same either way:
+        events due, the controller, produce batches and messages before; commits and the controller's
+        inputs after."""
         clock = _Stopwatch(self.timings)
         now = self.round * self.round_ms
         self._apply_due(now)
@@ -546,25 +568,53 @@ class Cluster:
         self._control_messages()
         self._produce_batches(now)
         params = self._params(now)
-        inp = self._input()
-        clock.lap("driver")
-        out = (inp.repartitionById(self.spark_partitions, "broker")
-               .mapInPandas(BrokerRound(params), W.SPARK_DDL)
-               .localCheckpoint(eager=False))
+        if self.scenario.emulator.get("engine") == "resident":
+            from .engine.resident import ResidentRounds, Window
+
+            n = self._quiet_rounds(now, limit)
+            tasks = self._resident_tasks()
+            window = Window(first=params, rounds=n, round_ms=self.round_ms,
+                            workload=copy.deepcopy(self.workload) if n > 1 else None,
+                            leaders=self.control.partition_frame()[["topic", "partition", "leader"]],
+                            crashed=frozenset(self.crashed), isolations=tuple((a, o) for a, o, _ in self.isolations),
+                            inbox=self._outbox_wire())
+            # The driver's messages travel with the function; the state stays where the last window left
+            # it (task b % tasks hosts broker b): no shuffle unless it comes from elsewhere. (A shuffle
+            # over a union with that state would also make Spark ask for a barrier map stage of both
+            # inputs' partitions, more than the slots.)
+            inp = self._input(outbox=False)
+            if self._placed != tasks:
+                inp = inp.repartitionById(tasks, "broker")
+            clock.lap("driver")
+            out = inp.mapInPandas(ResidentRounds(window), W.SPARK_DDL, barrier=True).localCheckpoint(eager=False)
+            placed: int | None = tasks
+        else:
+            inp = self._input()
+            clock.lap("driver")
+            out = (inp.repartitionById(self.spark_partitions, "broker")
+                   .mapInPandas(BrokerRound(params), W.SPARK_DDL)
+                   .localCheckpoint(eager=False))
+            placed = None
         clock.lap("job")
         # One Spark job: collecting the driver's rows materialises the lazy local checkpoint.
         side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).collect(), columns=list(W.WIRE))
         clock.lap("collect")
         adds = [json.loads(p) for p in side.loc[side["kind"] == W.ADD, "payload"]]
-        gauges: dict[str, int] = defaultdict(int)
+        gauges: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         halted: list[int] = []
         for p in side.loc[side["kind"] == W.RESULT_SUMMARY, "payload"]:
             summary = json.loads(p)
+            r = summary.pop("round", self.round)
             halted += summary.pop("halted", [])
             for k, v in summary.pop("timings").items():
                 self.timings[f"task.{k}"] += v
             for k, v in summary.items():
-                gauges[k] += v
+                gauges[r][k] += v
+        ran = max([*gauges, self.round]) - self.round + 1
+        last = self.round + ran - 1
+        for r in range(self.round + 1, last + 1):  # the rounds the tasks produced for on their own
+            self._produce_batches(r * self.round_ms, send=False)
+        now = last * self.round_ms
         self.control.isr_changes(W.unpack(W.ISR_CHANGE, side), now, self._reachable)
         offline = W.unpack(W.OFFLINE_REPLICA, side)
         if len(offline):
@@ -575,18 +625,23 @@ class Cluster:
         for b in sorted(set(halted) - self.crashed):  # it exited: down until a restart event
             self.crashed.add(b)
             self.control.crash(b, now)
+        # one commit for the whole window: a file added and removed inside it never reaches the table
         log = [a for a in adds if a["table"] == "log"] + self._log_actions
         self._log_actions = []
-        self.writer.commit("log", [a for a in log if not a.get("remove")], self.round,
-                           [a for a in log if a.get("remove")])
+        removed = {a["path"] for a in log if a.get("remove")}
+        added = {a["path"] for a in log if not a.get("remove")}
+        self.writer.commit("log", [a for a in log if not a.get("remove") and a["path"] not in removed], last,
+                           [a for a in log if a.get("remove") and a["path"] not in added])
         clock.lap("commit")
         for a in adds:
             if a["table"] != "log":
                 self._history_adds[a["table"]].append(a)
-        self._driver_rows["metrics"].append({
-            "round": self.round, "time_ms": now, "under_replicated": gauges["under_replicated"],
-            "under_min_isr": gauges["under_min_isr"], "isr_shrinks": gauges["isr_shrinks"],
-            "isr_expands": gauges["isr_expands"], **self.control.metrics()})
+        for r in range(self.round, last + 1):
+            g = gauges[r]
+            self._driver_rows["metrics"].append({
+                "round": r, "time_ms": r * self.round_ms, "under_replicated": g["under_replicated"],
+                "under_min_isr": g["under_min_isr"], "isr_shrinks": g["isr_shrinks"],
+                "isr_expands": g["isr_expands"], **self.control.metrics()})
         self._driver_rows["partition_state"] += self.control.take_writes()
         self._driver_rows["state_change_log"] += [
             dict(zip(["time_ms", "broker", "controller_epoch", "topic", "partition", "message"], x, strict=True))
@@ -594,14 +649,52 @@ class Cluster:
         if self.state is not None:
             self.state.unpersist()
         self.state = out
-        self.round += 1
+        self._placed = placed
+        before = self.round
+        self.round = last + 1
         # brokers that shut down this round are gone now (not at the next round's start: a shutdown
         # applied between rounds, Cluster.apply, must still reach its broker in the next round)
         self.crashed |= self.stopping
         self.stopping = set()
-        if self.round % int(self.scenario.emulator["history.commit.rounds"]) == 0:
+        every = int(self.scenario.emulator["history.commit.rounds"])
+        if self.round // every > before // every:
             self.flush()
         clock.lap("history")
+        return ran
+
+    def _window_limit(self) -> int:
+        emu = self.scenario.emulator
+        return int(emu.get("resident.rounds", 1)) if emu.get("engine") == "resident" else 1
+
+    def _quiet_rounds(self, now: int, limit: int) -> int:
+        """How many rounds from `now` on may run without the driver: none of them (but the first) has a
+        timeline event due, a pause or network partition ending, a controller action or request to deliver,
+        or a shutdown in progress."""
+        if limit <= 1 or self.stopping or self.paused_until:
+            return 1
+        due = [self.control.next_action_ms(now)]
+        if self.next_event < len(self.events):
+            due.append(self.events[self.next_event].time_ms(self.round_ms))
+        due += [end for _, _, end in self.isolations if end is not None]
+        due = [t for t in due if t is not None]
+        if not due:
+            return limit
+        first = min(due)  # the first round at or after it needs the driver
+        return int(max(1, min(limit, -(-(first - now) // self.round_ms))))
+
+    def _resident_tasks(self) -> int:
+        """Tasks of a resident window: the Spark partitions, but no more than the cluster's task slots
+        (a barrier stage needs all its tasks running at once)."""
+        master = self.spark.conf.get("spark.master", "") or ""
+        m = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master)
+        if m:
+            slots = (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
+        elif master == "local":
+            slots = 1
+        else:
+            m = re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]", master)
+            slots = int(m.group(1)) * int(m.group(2)) if m else self.spark_partitions
+        return max(1, min(self.spark_partitions, slots))
 
     def flush(self) -> None:
         """Commit buffered history files and driver-side rows (one transaction per table). Rows an
@@ -642,10 +735,11 @@ class Cluster:
             from tqdm import tqdm
 
             bar = tqdm(total=total, unit="round", desc=self.scenario.name, leave=False)
-        for _ in range(total):
-            self._round()
+        while total > 0:
+            ran = self._advance(min(total, self._window_limit()))
+            total -= ran
             if bar is not None:
-                bar.update(1)
+                bar.update(ran)
         if bar is not None:
             bar.close()
         self.save()

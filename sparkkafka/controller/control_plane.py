@@ -214,6 +214,23 @@ class ControlPlane:
                 self._collect(c, now)
         self.controllers = [c for c in self.controllers if not c.resigned]
 
+    def next_action_ms(self, now: int) -> int | None:
+        """The earliest emulated time after `now` at which `tick` may act or the controllers' channels
+        deliver something (`now` + 1 when something is pending already; None: nothing until an outside
+        event). The resident engine runs the rounds before it without the driver."""
+        pending = any(c.queue for c in self.controllers) or self.isr_results or any(
+            req.leader_and_isr or req.stop_replica or req.update_metadata or req.isr_results
+            for _, _, req in self.outbox)
+        if pending or self.zk.controller() is None:
+            return now + 1
+        due = [t for t in self.session_expiry.values()]  # expired at the first tick at or after t
+        due += [t + 1 for t in self.waiting.values()]  # registered at the first tick after t
+        c = self.active()
+        if c is not None and c.next_rebalance_ms is not None and bool(self.broker_cfg["auto.leader.rebalance.enable"]):
+            due.append(c.next_rebalance_ms)
+        due = [max(t, now + 1) for t in due]
+        return min(due) if due else None
+
     def _delete_enabled(self) -> bool:
         return bool(self.broker_cfg["delete.topic.enable"])
 

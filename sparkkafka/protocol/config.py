@@ -79,7 +79,12 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     # Kafka 2.8 runs no auto leader rebalance while any partition is being reassigned; later Kafka
     # (the controller tests golden I-03 b, c come from) does: true selects that behaviour
     "auto.rebalance.during.reassignment": False,
+    # "rounds": one Spark job per round; "resident": broker state stays in long-lived barrier tasks that
+    # run many rounds per job and exchange messages directly (engine/resident.py)
+    "engine": "rounds",
+    "resident.rounds": 100,  # the most rounds one resident job runs before returning to the driver
 }
+ENGINES = ("rounds", "resident")
 
 # inter.broker.protocol.version -> profile (protocol.md section 0). Kafka accepts "2.8", "2.8-IV1"...
 PROFILES = ("0.8", "0.10", "0.11", "2.0", "2.1", "2.7", "2.8")

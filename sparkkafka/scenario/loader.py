@@ -23,6 +23,7 @@ from sparkkafka.errors import NotYetSupportedError, ScenarioError
 from sparkkafka.protocol.config import (
     BROKER_DEFAULTS,
     EMULATOR_DEFAULTS,
+    ENGINES,
     LONG_MAX,
     PROFILES,
     TOPIC_CONFIGS,
@@ -527,6 +528,8 @@ def parse_scenario(data: Any, name: str = "scenario", base_dir: str | Path | Non
     emu = _keys(c.get("emulator"), "cluster.emulator", EMULATOR_DEFAULTS, what="emulator setting")
     emulator = {**EMULATOR_DEFAULTS, **{k: _typed(x, _at("cluster.emulator", k), EMULATOR_DEFAULTS[k], lo=1)
                                         for k, x in emu.items()}}
+    if emulator["engine"] not in ENGINES:
+        raise ScenarioError("cluster.emulator.engine", emulator["engine"], f"must be one of {', '.join(ENGINES)}")
     racks = _get(c, "racks", "cluster", _racks, brokers=brokers)
     ctx = _Ctx(brokers, log_dirs, broker_config(config), None if base_dir is None else Path(base_dir))
     topics = _seq(m["topics"], "topics", lambda x, p: ctx.create(_topic_spec(x, p, ctx), p),

@@ -1,0 +1,141 @@
+"""The resident engine: many rounds per Spark job, broker state kept in the tasks between rounds.
+
+The round engine (one Spark job per round) pays a shuffle, a job and a Delta commit every 100 ms of
+emulated time. Here one barrier stage (`mapInPandas(..., barrier=True)`) runs a window of rounds:
+each task keeps the rows of the brokers it hosts (broker b in task b % tasks, the placement
+`repartitionById` gives) in memory, runs the same round as the round engine (broker_round.process)
+and hands each round's messages to the tasks hosting their destination over the mesh of
+engine/exchange.py. The driver chose the window so that nothing in it needs the controller: no
+timeline event, no controller request or timer falls inside it. A task whose round produced
+something only the driver can act on (an AlterIsr / ISR change proposal, an offline replica, an
+AlterReplicaLogDirs answer, a broker that exits) says so in its exchange header, and every task
+stops after that round, so the driver sees it in the same round as the round engine would.
+
+What a window returns is what the round engine's last round would have returned: the brokers' state
+and the messages in flight to them (now on the task that hosts their destination), plus every round's
+rows for the driver (file actions, per-round summaries tagged with their round). Steady producers are
+generated inside the tasks from a copy of the driver's Workload (deterministic: the same record ids
+and batches as the driver would send), each task keeping the batches for partitions led by its
+brokers, so no produce batch is uploaded per round. Log files written in earlier rounds of the window
+are not committed yet; the rounds read the log through a LogSnapshot with the task's own actions on
+top (storage/tables.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from ..protocol.frames import PRODUCE, conform
+from ..storage.tables import LogSnapshot
+from . import rows as W
+from .broker_round import RoundParams, process
+
+CLIENT = -1  # src of produce batches (the clients)
+# what only the driver can act on: a window stops after the round that made any of it
+STOP_KINDS = (W.ISR_CHANGE, W.OFFLINE_REPLICA, W.ALTER_LOG_DIRS_RESPONSE)
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the tasks need for a window of rounds starting at `first.round_no` (everything pickled
+    with the function: nothing lives only in the driver's memory)."""
+
+    first: RoundParams  # the first round's parameters; later rounds advance round_no, now and the log snapshot
+    rounds: int  # at most this many rounds
+    round_ms: int
+    workload: object | None  # scenario.workload.Workload as it is after the first round's batches
+    leaders: pd.DataFrame  # topic, partition, leader: ZooKeeper's leaders, fixed in the window
+    crashed: frozenset  # brokers down: what is sent to them is lost
+    isolations: tuple  # (side a, side b) pairs cut from each other for the whole window
+    inbox: pd.DataFrame | None = None  # the driver's messages for the first round (packed wire rows)
+
+
+def route(msgs: pd.DataFrame, crashed: frozenset, isolations: tuple) -> pd.DataFrame:
+    """Messages less those a crash or a network partition loses (as Cluster._route does between jobs)."""
+    if not crashed and not isolations:
+        return msgs
+    keep = ~msgs["broker"].isin(list(crashed)).to_numpy()
+    src, dst = msgs["src"].to_numpy(), msgs["broker"].to_numpy()
+    for a, o in isolations:
+        a, o = list(a), list(o)
+        cut = (np.isin(src, a) & np.isin(dst, o)) | (np.isin(src, o) & np.isin(dst, a))
+        keep &= ~cut
+    return msgs[keep]
+
+
+def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
+    """The round's produce batches with their leader (-1 for none), as Cluster._produce_batches makes
+    them; `workload` advances (record ids, round-robin cursors)."""
+    b = workload.batches(now)
+    if b.empty:
+        return b
+    idx = pd.MultiIndex.from_frame(leaders[["topic", "partition"]])
+    pos = idx.get_indexer(pd.MultiIndex.from_arrays([b["topic"].to_numpy(), b["partition"].to_numpy()]))
+    lead = np.append(leaders["leader"].to_numpy(dtype="int32"), np.int32(-1))
+    b["broker"] = lead[pos]
+    return b
+
+
+class ResidentRounds:
+    """The function given to `mapInPandas(..., barrier=True)` for one window."""
+
+    def __init__(self, window: Window) -> None:
+        self.window = window
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        from pyspark import BarrierTaskContext
+
+        from .exchange import Mesh, exchange_frames
+
+        w = self.window
+        ctx = BarrierTaskContext.get()
+        mesh = Mesh.rendezvous(ctx)
+        frames = [b for b in batches if len(b)]
+        if w.inbox is not None:
+            frames.append(w.inbox[w.inbox["broker"].to_numpy() % mesh.size == mesh.rank])
+        frames = [f for f in frames if len(f)]
+        wire = pd.concat(frames, ignore_index=True) if frames else W.pack_all([])
+        driver: list[pd.DataFrame] = []
+        snap = LogSnapshot(int(w.first.log_version))
+        try:
+            for k in range(w.rounds):
+                now = w.first.now + k * w.round_ms
+                p = replace(w.first, round_no=w.first.round_no + k, now=now, log_version=snap)
+                if k > 0 and w.workload is not None:
+                    b = produce_batches(w.workload, now, w.leaders)
+                    b = b[(b["broker"] >= 0) & ~b["broker"].isin(list(w.crashed))
+                          & (b["broker"] % mesh.size == mesh.rank)] if len(b) else b
+                    if len(b):
+                        packed = W.pack(W.PRODUCE, conform(b, PRODUCE))
+                        packed["src"] = np.int32(CLIENT)
+                        wire = pd.concat([wire, packed], ignore_index=True)
+                out = process(p, wire) if len(wire) else W.pack_all([(W.RESULT_SUMMARY, pd.DataFrame(
+                    [{"broker": -1, "payload": json.dumps({"timings": {}, "halted": []})}]))])
+                kinds = out["kind"].to_numpy()
+                mine = out[np.isin(kinds, W.DRIVER_KINDS)]
+                adds = [json.loads(a) for a in mine.loc[mine["kind"] == W.ADD, "payload"]]
+                snap = snap.then(adds)
+                summary = mine["kind"] == W.RESULT_SUMMARY
+                if summary.any():
+                    mine = mine.copy()
+                    mine.loc[summary, "payload"] = [json.dumps({**json.loads(x), "round": p.round_no})
+                                                    for x in mine.loc[summary, "payload"]]
+                    halted = any(json.loads(x).get("halted") for x in mine.loc[summary, "payload"])
+                else:
+                    halted = False
+                driver.append(mine)
+                stop = bool(halted or np.isin(kinds, STOP_KINDS).any())
+                state = out[np.isin(kinds, W.STATE_KINDS)]
+                msgs = route(out[np.isin(kinds, W.MESSAGE_KINDS)], w.crashed, w.isolations)
+                headers, inbox = exchange_frames(mesh, msgs, "broker", {"stop": stop})
+                wire = pd.concat([state, inbox], ignore_index=True)
+                if any(h.get("stop") for h in headers):
+                    break
+        finally:
+            mesh.close()
+        yield pd.concat([wire, *driver], ignore_index=True)
