@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                         "acks=all on every partition, a crash at 20 s and restart at 40 s, 60 emulated s)")
     b.add_argument("--scale", default="12,3000", help="with --reference: BROKERS,PARTITIONS (default 12,3000)")
     b.add_argument("--seconds", type=float, default=60.0, help="with --reference: emulated seconds (default 60)")
+    b.add_argument("--engine", default="rounds,resident",
+                   help="with --reference: the engines to run side by side, comma-separated (default rounds,resident)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--exchange", action="store_true",
                    help="the resident engine's per-round message exchange between barrier tasks (--rounds, default 200)")
