@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from test_determinism import assert_same, tables
@@ -43,3 +45,38 @@ def test_unknown_engine_is_a_scenario_error():
 
     with pytest.raises(ScenarioError, match=r"cluster\.emulator\.engine.*warp"):
         _scenario("quickstart", "warp")
+
+
+def test_window_log_files_merge_into_one_per_broker_dir(tmp_path):
+    """A window's own log files become one file per (broker, log_dir); reads see the same records."""
+    import os
+
+    from deltalake import DeltaTable
+    from test_log_truncation import LAYOUT, _build, _file_table
+
+    from sparkkafka.engine.resident import merge_window_logs
+    from sparkkafka.storage import tables as T
+    from sparkkafka.storage.broker_disk import read_log
+
+    tmp = str(tmp_path / "tables")
+    _build(tmp, LAYOUT)
+    v = DeltaTable(T.table_path(tmp, "log")).version()
+    files = [T.write_file(tmp, "log", _file_table([(1, "d0", "t0", 0, 20 + 5 * r + i, 1000 + 10 * r + i, False)
+                                                   for i in range(5)]), f"{r:08d}-b1", {"broker": 1, "log_dir": "d0"})
+             for r in (4, 5, 6)]
+    files.append(T.write_file(tmp, "log", _file_table([(1, "d1", "t1", 1, 20, 2000, False)]), "00000006-b1",
+                              {"broker": 1, "log_dir": "d1"}))
+    snap = T.LogSnapshot(v).then(files)
+    cols = ["broker", "log_dir", "topic", "partition", "offset", "record_id"]
+    before = read_log(tmp, snap, 1, cols).to_pandas().sort_values(cols).reset_index(drop=True)
+
+    merged = merge_window_logs(tmp, snap, 4, 6)
+    adds = [a for a in merged if not a.get("remove")]
+    assert len(adds) == 1 and adds[0]["partition_values"] == {"broker": "1", "log_dir": "d0"}
+    assert sorted(a["path"] for a in merged if a.get("remove")) == sorted(f["path"] for f in files[:3])
+    assert json.loads(adds[0]["stats"])["numRecords"] == 15
+    root = T.table_path(tmp, "log")
+    assert not any(os.path.exists(os.path.join(root, f["path"])) for f in files[:3])  # replaced files deleted
+    assert os.path.exists(os.path.join(root, files[3]["path"]))  # a lone file stays as it is
+    after = read_log(tmp, snap.then(merged), 1, cols).to_pandas().sort_values(cols).reset_index(drop=True)
+    pd.testing.assert_frame_equal(after, before)

@@ -24,14 +24,18 @@ top (storage/tables.py).
 from __future__ import annotations
 
 import json
+import os
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..protocol.frames import PRODUCE, conform
-from ..storage.tables import LogSnapshot
+from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
 from .broker_round import RoundParams, process
 
@@ -79,6 +83,30 @@ def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
     lead = np.append(leaders["leader"].to_numpy(dtype="int32"), np.int32(-1))
     b["broker"] = lead[pos]
     return b
+
+
+def merge_window_logs(tables_dir: str, snap: LogSnapshot, first: int, last: int) -> list[dict]:
+    """Log actions that replace a window's own uncommitted files with one file per (broker, log_dir):
+    the add of the merged file and a remove of each file it replaces (those never reach the table; the
+    driver drops a file added and removed in one window). The round engine leaves one file per
+    (broker, log_dir) per round; merged windows leave ~1/window-length as many, which keeps the log
+    table's file list, and every read of it, small as a run grows (issue 11: round 10,000 vs round 100).
+    The replaced files are deleted: nothing refers to them."""
+    groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    for a in snap.adds:
+        pv = a["partition_values"]
+        groups[(int(pv["broker"]), pv["log_dir"])].append(a)
+    root = table_path(tables_dir, "log")
+    out: list[dict] = []
+    for (b, d), files in sorted(groups.items()):
+        if len(files) < 2:
+            continue
+        data = pa.concat_tables([pq.ParquetFile(os.path.join(root, f["path"])).read() for f in files])
+        out.append(write_file(tables_dir, "log", data, f"w{first:08d}-{last:08d}-b{b}", {"broker": b, "log_dir": d}))
+        out += [{**f, "remove": True} for f in files]
+        for f in files:
+            os.remove(os.path.join(root, f["path"]))
+    return out
 
 
 class ResidentRounds:
@@ -138,4 +166,7 @@ class ResidentRounds:
                     break
         finally:
             mesh.close()
+        merged = merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
+        if merged:
+            driver.append(W.pack(W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
         yield pd.concat([wire, *driver], ignore_index=True)

@@ -8,6 +8,7 @@ rather than duplicated and files of a failed attempt never become live.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -241,6 +242,15 @@ LOG_ACTION_TYPES = {
 }
 
 
+@functools.lru_cache(maxsize=8)
+def _committed_log_actions(root: str, version: int, stamp: tuple | None) -> pa.Table:
+    """The add actions of the log table at a committed version (cached per process: the resident engine
+    reads the same version in every round of a window, the round engine in every call of a round)."""
+    acts = pa.table(DeltaTable(root, version=version).get_add_actions(flatten=True))
+    return pa.table({c: (acts[c].cast(t) if c in acts.column_names else pa.nulls(acts.num_rows, t))
+                     for c, t in LOG_ACTION_TYPES.items()})
+
+
 def log_file_actions(tables_dir: str, version: int | LogSnapshot) -> pa.Table:
     """The live files of the `log` table at `version` (a committed version, or a LogSnapshot with a
     writer's uncommitted actions on top): the add actions' columns in LOG_ACTION_TYPES, paths URL-encoded
@@ -248,9 +258,12 @@ def log_file_actions(tables_dir: str, version: int | LogSnapshot) -> pa.Table:
     from urllib.parse import unquote
 
     snap = version if isinstance(version, LogSnapshot) else LogSnapshot(int(version))
-    acts = pa.table(DeltaTable(table_path(tables_dir, "log"), version=snap.version).get_add_actions(flatten=True))
-    base = pa.table({c: (acts[c].cast(t) if c in acts.column_names else pa.nulls(acts.num_rows, t))
-                     for c, t in LOG_ACTION_TYPES.items()})
+    root = table_path(tables_dir, "log")
+    try:  # a committed version never changes; a run rewritten in place has new commit files
+        st = os.stat(os.path.join(root, "_delta_log", f"{snap.version:020d}.json"))
+        base = _committed_log_actions(root, snap.version, (st.st_ino, st.st_mtime_ns, st.st_size))
+    except FileNotFoundError:  # its commit file is gone (log cleanup): read through the checkpoint
+        base = _committed_log_actions.__wrapped__(root, snap.version, None)
     if not snap.adds and not snap.removes:
         return base
     if snap.removes and base.num_rows:
