@@ -12,12 +12,14 @@ code 1. tools/operator.py does the work; acting verbs save the run directory.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Sequence
 
 from .errors import ScenarioError
+from .protocol.config import ENGINES
 
 FILTERS = ("under_replicated_partitions", "unavailable_partitions", "under_min_isr_partitions",
            "at_min_isr_partitions")
@@ -40,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--master", help="Spark master URL (default local[2]; sc://host:port for Spark Connect)")
     r.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--engine", choices=ENGINES,
+                   help="override cluster.emulator.engine: rounds (one Spark job per round) or resident (many "
+                        "rounds per job); both give the same tables")
     d = sub.add_parser("describe", help="kafka-topics --describe over a run directory")
     d.add_argument("run")
     for f in FILTERS:
@@ -300,11 +305,15 @@ def _run(args: argparse.Namespace) -> int:
         sc = None
     else:
         sc = load_scenario(args.scenario)  # validate before any Spark job starts
+        if args.engine:
+            sc = dataclasses.replace(sc, emulator={**sc.emulator, "engine": args.engine})
     ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
     if sc is None:
         from .engine.session import get_spark
 
         c = Cluster.for_path(get_spark(args.master), args.scenario)
+        if args.engine:  # the rest of the run on the other engine: the same tables either way
+            c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
     else:
         c = Cluster.from_scenario(sc, out=args.out, overwrite=args.overwrite, master=args.master)
     c.run(until_ms=args.until_ms, progress=not args.no_progress and sys.stderr.isatty())

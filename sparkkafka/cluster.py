@@ -573,28 +573,30 @@ class Cluster:
 
             n = self._quiet_rounds(now, limit)
             tasks = self._resident_tasks()
+            # Once placed by a window (task b % tasks hosts broker b), the state stays where it is and the
+            # driver's messages travel with the function: no shuffle. (A shuffle over a union with that
+            # state would also make Spark ask for a barrier map stage as wide as both inputs, more than
+            # the slots.) Otherwise (the first window, a reopened run) everything is shuffled into place;
+            # the input is then never empty, which Spark Connect would plan as no tasks at all.
+            placed = self._placed == tasks
+            inp = self._input(outbox=not placed)
+            if not placed:
+                inp = inp.repartitionById(tasks, "broker")
             window = Window(first=params, rounds=n, round_ms=self.round_ms,
                             workload=copy.deepcopy(self.workload) if n > 1 else None,
                             leaders=self.control.partition_frame()[["topic", "partition", "leader"]],
                             crashed=frozenset(self.crashed), isolations=tuple((a, o) for a, o, _ in self.isolations),
-                            inbox=self._outbox_wire())
-            # The driver's messages travel with the function; the state stays where the last window left
-            # it (task b % tasks hosts broker b): no shuffle unless it comes from elsewhere. (A shuffle
-            # over a union with that state would also make Spark ask for a barrier map stage of both
-            # inputs' partitions, more than the slots.)
-            inp = self._input(outbox=False)
-            if self._placed != tasks:
-                inp = inp.repartitionById(tasks, "broker")
+                            inbox=self._outbox_wire() if placed else None)
             clock.lap("driver")
             out = inp.mapInPandas(ResidentRounds(window), W.SPARK_DDL, barrier=True).localCheckpoint(eager=False)
-            placed: int | None = tasks
+            where: int | None = tasks
         else:
             inp = self._input()
             clock.lap("driver")
             out = (inp.repartitionById(self.spark_partitions, "broker")
                    .mapInPandas(BrokerRound(params), W.SPARK_DDL)
                    .localCheckpoint(eager=False))
-            placed = None
+            where = None
         clock.lap("job")
         # One Spark job: collecting the driver's rows materialises the lazy local checkpoint.
         side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).collect(), columns=list(W.WIRE))
@@ -649,7 +651,7 @@ class Cluster:
         if self.state is not None:
             self.state.unpersist()
         self.state = out
-        self._placed = placed
+        self._placed = where
         before = self.round
         self.round = last + 1
         # brokers that shut down this round are gone now (not at the next round's start: a shutdown

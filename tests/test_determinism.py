@@ -56,7 +56,9 @@ def test_rerun_in_process_is_identical(spark, reference, tmp_path):
 @pytest.mark.parametrize("master", ["local[1]", "local-cluster[2,1,1024]"])
 def test_spark_submit_gives_identical_tables(reference, tmp_path, master):
     out = str(tmp_path / "run")
-    proc = spark_submit(JOB, SCENARIO, "--out", out, master=master, timeout=900)
+    # the resident engine (many rounds per barrier job, messages over the tasks' own sockets) in a
+    # multi-process cluster gives the in-process round engine's tables
+    proc = spark_submit(JOB, SCENARIO, "--out", out, "--engine", "resident", master=master, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Topic: a\tTopicId: " in proc.stdout
     assert_same(tables(out), reference)
@@ -66,6 +68,7 @@ def test_spark_submit_gives_identical_tables(reference, tmp_path, master):
 def test_spark_connect_gives_identical_tables(reference, tmp_path):
     out = str(tmp_path / "run")
     with connect_server() as url:
-        proc = run_python(JOB, SCENARIO, "--out", out, env={"SPARK_REMOTE": url}, timeout=900)
+        proc = run_python(JOB, SCENARIO, "--out", out, "--engine", "resident", env={"SPARK_REMOTE": url},
+                          timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert_same(tables(out), reference)
