@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..protocol import frames as F
+from . import events as ev
+from . import instructions as ins
 from . import reassignment as ra
 from .election import (
     Election,
@@ -34,16 +36,17 @@ TP = tuple[str, int]
 
 @dataclass
 class Requests:
-    """Requests a controller has decided to send, per kind (frames LEADER_AND_ISR, STOP_REPLICA,
-    UPDATE_METADATA), plus the partition_state rows of its writes and its state-change lines."""
+    """What a controller decided while handling events: its requests per kind (instructions whose
+    rows make the frames LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ISR_RESULT), the answers to
+    admin requests, plus the partition_state rows of its writes and its state-change lines."""
 
-    leader_and_isr: list[tuple] = field(default_factory=list)
-    stop_replica: list[tuple] = field(default_factory=list)
-    update_metadata: list[tuple] = field(default_factory=list)
+    leader_and_isr: list[ins.LeaderAndIsr] = field(default_factory=list)
+    stop_replica: list[ins.StopReplica] = field(default_factory=list)
+    update_metadata: list[ins.UpdateMetadata] = field(default_factory=list)
     writes: list[dict] = field(default_factory=list)
     lines: list[tuple] = field(default_factory=list)
-    isr_results: list[tuple] = field(default_factory=list)  # AlterIsr responses, frame ISR_RESULT
-    admin_results: list[tuple] = field(default_factory=list)  # (request key, {tp: (error, message) | None})
+    isr_results: list[ins.IsrResult] = field(default_factory=list)  # AlterIsr responses
+    admin_results: list[ins.AdminResult] = field(default_factory=list)
 
     def frames(self) -> dict[str, pd.DataFrame]:
         return {
@@ -53,11 +56,17 @@ class Requests:
             "isr_results": _frame(self.isr_results, F.ISR_RESULT),
         }
 
+    def instructions(self) -> list[ins.Instruction]:
+        """Everything decided, in Kafka's per-batch order (LeaderAndIsr, UpdateMetadata, StopReplica),
+        then the AlterIsr and admin answers."""
+        return [*self.leader_and_isr, *self.update_metadata, *self.stop_replica, *self.isr_results,
+                *self.admin_results]
 
-def _frame(rows: list[tuple], spec: dict) -> pd.DataFrame:
-    if not rows:
+
+def _frame(items: list, spec: dict) -> pd.DataFrame:
+    if not items:
         return F.empty(spec)
-    return F.conform(pd.DataFrame(rows, columns=list(spec)), spec)
+    return F.conform(pd.DataFrame([i.row() for i in items], columns=list(spec)), spec)
 
 
 @dataclass
@@ -72,7 +81,7 @@ class KafkaController:
     epoch_version: int = -1
     live: dict[int, int] = field(default_factory=dict)  # broker -> broker epoch, as the context knows
     shutting_down: set[int] = field(default_factory=set)
-    queue: list[tuple] = field(default_factory=list)
+    queue: list[ev.ControllerEvent] = field(default_factory=list)
     resigned: bool = False
     unclean_elections: int = 0
     out: Requests = field(default_factory=Requests)
@@ -81,6 +90,8 @@ class KafkaController:
     offline_replicas: dict[int, set[TP]] = field(default_factory=dict)  # replicasOnOfflineDirs (KIP-112)
     broker_config: Callable[[], dict] = dict  # the controller's broker configs (auto rebalance)
     next_rebalance_ms: int | None = None  # when the next auto leader-rebalance check runs
+    last_writes: list[dict] = field(default_factory=list)  # partition_state rows of the last `handle`
+    last_lines: list[tuple] = field(default_factory=list)  # state-change lines of the last `handle`
 
     # ------------------------------------------------------------------ election of the controller
     @classmethod
@@ -91,7 +102,7 @@ class KafkaController:
         _, version = zk.controller_epoch()
         epoch, new_version = zk.register_controller_and_increment_epoch(broker, version)
         c = cls(broker=broker, zk=zk, epoch=epoch, epoch_version=new_version, **kw)
-        c.queue.append(("failover",))
+        c.queue.append(ev.ControllerFailover())
         return c
 
     @property
@@ -144,28 +155,70 @@ class KafkaController:
                              replicas: list[int] | None = None) -> None:
         reps = F.csv(self._assignment(tp) if replicas is None else replicas)
         for b in to:
-            self.out.leader_and_isr.append((b, tp[0], tp[1], state["leader"], state["leader_epoch"], self.epoch,
-                                            F.csv(state["isr"]), reps, is_new, None, version))
+            self.out.leader_and_isr.append(ins.LeaderAndIsr(b, tp[0], tp[1], state["leader"], state["leader_epoch"],
+                                                            self.epoch, F.csv(state["isr"]), reps, is_new, None,
+                                                            version))
 
     def _send_update_metadata(self) -> None:
         for b in sorted(self.live):
-            self.out.update_metadata.append((b, self.epoch, self.broker, F.csv(sorted(self.live))))
+            self.out.update_metadata.append(ins.UpdateMetadata(b, self.epoch, self.broker, F.csv(sorted(self.live))))
 
     def _send_stop_replica(self, b: int, tp: TP, leader_epoch: int, delete: bool) -> None:
-        self.out.stop_replica.append((b, tp[0], tp[1], leader_epoch, self.epoch, delete))
+        self.out.stop_replica.append(ins.StopReplica(b, tp[0], tp[1], leader_epoch, self.epoch, delete))
 
     # ------------------------------------------------------------------ event loop
+    def handle(self, *events: ev.ControllerEvent, now: int) -> list[ins.Instruction]:
+        """Handle `events` after whatever is queued, as the event thread would, and return what was
+        decided: requests to brokers, AlterIsr and admin answers (`Requests.instructions`). The
+        partition_state rows and state-change lines of the same events are `last_writes`, `last_lines`."""
+        self.queue.extend(events)
+        self.process(now)
+        out = self.take()
+        self.last_writes, self.last_lines = out.writes, out.lines
+        return out.instructions()
+
     def process(self, now: int) -> None:
         """Handle every queued event; a write refused because another controller took over makes
         this one resign (the rest of its queue is dropped, as Kafka's controller does)."""
         while self.queue and not self.resigned:
-            ev = self.queue.pop(0)
+            event = self.queue.pop(0)
             try:
-                getattr(self, f"_on_{ev[0]}")(now, *ev[1:])
+                self._dispatch(now, event)
             except ControllerMovedError:
                 self._line(now, None, "Controller moved to another broker. Resigning")
                 self.resigned = True
                 self.queue.clear()
+
+    def _dispatch(self, now: int, event: ev.ControllerEvent) -> None:
+        match event:
+            case ev.ControllerFailover():
+                self._on_failover(now)
+            case ev.BrokerChange():
+                self._on_broker_change(now)
+            case ev.ControlledShutdown(broker=b):
+                self._on_controlled_shutdown(now, b)
+            case ev.TopicChange():
+                self._on_new_partitions(now)
+            case ev.TopicDeletion():
+                self._on_topic_deletion(now)
+            case ev.UncleanLeaderElectionEnable(topic=topic):
+                self._on_config_change(now, topic)
+            case ev.AlterIsrReceived(requests=requests):
+                self._on_alter_isr(now, requests)
+            case ev.IsrChangeNotification():
+                self._on_isr_change_notification(now)
+            case ev.ApiPartitionReassignment(key=key, targets=targets):
+                self._on_reassign(now, key, targets)
+            case ev.ZkPartitionReassignment():
+                self._on_zk_reassign(now)
+            case ev.ReplicaLeaderElection(key=key, election_type=kind, partitions=tps):
+                self._on_elect_leaders(now, key, kind, tps)
+            case ev.AutoPreferredReplicaLeaderElection():
+                self._on_auto_rebalance(now)
+            case ev.LogDirEventNotification(replicas=replicas):
+                self._on_log_dir_failure(now, replicas)
+            case _:
+                raise TypeError(f"not a controller event: {event!r}")
 
     def _on_failover(self, now: int) -> None:
         """onControllerFailover (7.2): context from ZooKeeper, replicas online or offline, elections."""
@@ -367,8 +420,8 @@ class KafkaController:
             try:
                 state, v = self._state(tp)
             except KeyError:
-                results.append((r.broker, r.topic, r.partition, r.leader_epoch, r.isr, r.zk_version,
-                                "UNKNOWN_TOPIC_OR_PARTITION"))
+                results.append(ins.IsrResult(r.broker, r.topic, r.partition, r.leader_epoch, r.isr, r.zk_version,
+                                             "UNKNOWN_TOPIC_OR_PARTITION"))
                 continue
             isr = F.ids(r.isr)
             if r.leader_epoch < state["leader_epoch"]:
@@ -385,7 +438,7 @@ class KafkaController:
                     raise
                 except BadVersionError:
                     err, nv = "INVALID_UPDATE_VERSION", r.zk_version
-            results.append((r.broker, r.topic, r.partition, r.leader_epoch, r.isr, nv, err))
+            results.append(ins.IsrResult(r.broker, r.topic, r.partition, r.leader_epoch, r.isr, nv, err))
         if len(requests):
             self._send_update_metadata()
         for tp in sorted({(t, p) for t, p in zip(requests["topic"], requests["partition"], strict=True)}):
@@ -433,7 +486,7 @@ class KafkaController:
                 self._remove_zk_entry(tp)
             self._on_partition_reassignment(now, tp, current.reassign_to(target))
             results[tp] = None
-        self.out.admin_results.append((key, results))
+        self.out.admin_results.append(ins.AdminResult(key, results))
 
     def _on_zk_reassign(self, now: int) -> None:
         """processZkPartitionReassignment: the moves written to /admin/reassign_partitions."""
@@ -559,7 +612,7 @@ class KafkaController:
                     results[tp] = ("ELECTION_NOT_NEEDED", "Leader election not needed for topic partition.")
                 continue
             results[tp] = self._elect_one(now, tp, state, v, election_type)
-        self.out.admin_results.append((key, results))
+        self.out.admin_results.append(ins.AdminResult(key, results))
 
     def _elect_one(self, now: int, tp: TP, state: dict, v: int, election_type: str) -> tuple[str, str] | None:
         reps = self._assignment(tp)
