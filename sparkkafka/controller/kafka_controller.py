@@ -29,9 +29,11 @@ from .election import (
     reassign_election,
     remove_replica_from_isr,
 )
+from .state_machines import PartitionState, PartitionStateMachine, ReplicaState, ReplicaStateMachine
 from .zookeeper import BadVersionError, ControllerMovedError, ZooKeeper
 
 TP = tuple[str, int]
+PS, RS = PartitionState, ReplicaState
 
 
 @dataclass
@@ -92,6 +94,12 @@ class KafkaController:
     next_rebalance_ms: int | None = None  # when the next auto leader-rebalance check runs
     last_writes: list[dict] = field(default_factory=list)  # partition_state rows of the last `handle`
     last_lines: list[tuple] = field(default_factory=list)  # state-change lines of the last `handle`
+    partition_states: PartitionStateMachine = field(default_factory=PartitionStateMachine)
+    replica_states: ReplicaStateMachine = field(default_factory=ReplicaStateMachine)
+
+    def __post_init__(self) -> None:
+        for m in (self.partition_states, self.replica_states):
+            m.controller_id, m.epoch = self.broker, self.epoch
 
     # ------------------------------------------------------------------ election of the controller
     @classmethod
@@ -142,6 +150,40 @@ class KafkaController:
     def _line(self, now: int, tp: TP | None, message: str) -> None:
         t, p = tp if tp else (None, None)
         self.out.lines.append((now, self.broker, self.epoch, t, p, f"[Controller id={self.broker} epoch={self.epoch}] {message}"))
+
+    # ------------------------------------------------------------------ state machines (protocol.md 1.1)
+    def _partition_ok(self, now: int, tp: TP, target: PartitionState) -> bool:
+        """Whether `tp` may move to `target`; an illegal transition is logged and the caller skips it."""
+        return bool(self.partition_states.valid([tp], target, lambda k, m: self._line(now, k, m)))
+
+    def _to_partition(self, now: int, tps: list[TP], target: PartitionState) -> list[TP]:
+        return self.partition_states.transition(tps, target, lambda k, m: self._line(now, k, m))
+
+    def _to_replica(self, now: int, tp: TP, brokers: list[int], target: ReplicaState) -> list[int]:
+        """Move the replicas of `tp` on `brokers` to `target`; returns the brokers whose replica moved."""
+        moved = self.replica_states.transition([(tp[0], tp[1], b) for b in brokers], target,
+                                               lambda k, m: self._line(now, (k[0], k[1]), m))
+        return [b for _, _, b in moved]
+
+    def _init_partition(self, tp: TP, reps: list[int]) -> None:
+        """initializePartitionState / initializeReplicaState for one partition from ZooKeeper: New
+        without a state znode, else Online or Offline by its leader; each replica Online if online,
+        else ReplicaDeletionIneligible."""
+        for b in reps:
+            self.replica_states.set((tp[0], tp[1], b),
+                                    RS.OnlineReplica if self._replica_online(b, tp) else RS.ReplicaDeletionIneligible)
+        if not self.zk.has_partition_state(tp):
+            self.partition_states.set(tp, PS.NewPartition)
+        else:
+            leader = self._state(tp)[0]["leader"]
+            self.partition_states.set(tp, PS.OnlinePartition if self._replica_online(leader, tp) else PS.OfflinePartition)
+
+    def _init_states(self) -> None:
+        self.partition_states.states.clear()
+        self.replica_states.states.clear()
+        for t in sorted(self.zk.topics()):
+            for p, reps in sorted(self.zk.topic_assignment(t).items()):
+                self._init_partition((t, p), reps)
 
     # ------------------------------------------------------------------ requests
     def _online(self, b: int) -> bool:
@@ -225,6 +267,7 @@ class KafkaController:
         self.live = dict(self.zk.live_brokers())
         self.shutting_down.clear()
         self._line(now, None, f"Starting become controller state transition (epoch {self.epoch})")
+        self._init_states()
         self._send_update_metadata()
         for tp in self.partitions():
             state, v = self._state(tp)
@@ -264,6 +307,7 @@ class KafkaController:
     def _on_broker_failure(self, now: int, dead: list[int]) -> None:
         self._line(now, None, f"Broker failure callback for {', '.join(map(str, dead))}")
         led = [tp for tp in self.partitions() if self._state(tp)[0]["leader"] in dead]
+        self._to_partition(now, led, PS.OfflinePartition)
         self._elect_offline(now, led)
         self._offline_replicas(now, dead)
         self._send_update_metadata()
@@ -275,6 +319,7 @@ class KafkaController:
         self._send_update_metadata()
         for tp in self.partitions():
             on = [b for b in self._assignment(tp) if b in new]
+            on = self._to_replica(now, tp, on, RS.OnlineReplica) if on else on
             if on:
                 state, v = self._state(tp)
                 self._send_leader_and_isr(tp, state, v, on)
@@ -295,6 +340,8 @@ class KafkaController:
         for tp in tps:
             state, v = self._state(tp)
             if state["controller_epoch"] > self.epoch:
+                continue
+            if not self._partition_ok(now, tp, PS.OnlinePartition):
                 continue
             unclean = force_unclean or bool(self.topic_config(tp[0])["unclean.leader.election.enable"])
             live = [b for b in self._assignment(tp) if self._replica_online(b, tp)]
@@ -317,6 +364,7 @@ class KafkaController:
                             f"LeaderAndIsr(leader={e.leader}, leaderEpoch={new['leader_epoch']}, "
                             f"isr={F.csv(e.isr)}, zkVersion={nv})")
         self._send_leader_and_isr(tp, new, nv, recipients)
+        self.partition_states.set(tp, PS.OnlinePartition)
 
     def _offline_replicas(self, now: int, brokers: list[int]) -> None:
         """OfflineReplica (4.5): drop each replica from the ISR (leader -1 if it led; the last ISR
@@ -326,7 +374,8 @@ class KafkaController:
             for tp in parts:
                 if b not in self._assignment(tp):
                     continue
-                self._remove_from_isr(now, tp, b)
+                if self._to_replica(now, tp, [b], RS.OfflineReplica):
+                    self._remove_from_isr(now, tp, b)
 
     def _remove_from_isr(self, now: int, tp: TP, b: int, replicas: list[int] | None = None) -> None:
         """ReplicaStateMachine.doRemoveReplicasFromIsr for one replica (4.5): out of the ISR (leader -1
@@ -354,11 +403,13 @@ class KafkaController:
                 continue
             state, v = self._state(tp)
             if state["leader"] == b:
+                if not self._partition_ok(now, tp, PS.OnlinePartition):
+                    continue
                 alive = [x for x in reps if x in self.live]
                 e = controlled_shutdown_election(reps, state["isr"], alive, self.shutting_down)
                 if e is not None:
                     self._apply_election(now, tp, state, v, e, alive)
-            elif state["leader"] >= 0:
+            elif state["leader"] >= 0 and self._to_replica(now, tp, [b], RS.OfflineReplica):
                 self._send_stop_replica(b, tp, state["leader_epoch"], delete=False)
                 self._remove_from_isr(now, tp, b)
 
@@ -368,11 +419,19 @@ class KafkaController:
         for t in sorted(self.zk.topics()):
             for p, reps in sorted(self.zk.topic_assignment(t).items()):
                 tp = (t, p)
+                fresh = self.partition_states.state(tp) is PS.NonExistentPartition
                 if self.zk.has_partition_state(tp):
+                    if fresh:  # created by another controller while this one was not looking
+                        self._init_partition(tp, reps)
                     continue
+                if fresh:  # onNewPartitionCreation: NewPartition, NewReplica, then OnlineReplica for all
+                    self._to_partition(now, [tp], PS.NewPartition)
+                    self._to_replica(now, tp, list(reps), RS.NewReplica)
+                    self._to_replica(now, tp, list(reps), RS.OnlineReplica)
                 alive = [b for b in reps if self._online(b)]
-                if not alive:
+                if not alive or not self._partition_ok(now, tp, PS.OnlinePartition):
                     continue
+                self.partition_states.set(tp, PS.OnlinePartition)
                 state = {"leader": alive[0], "leader_epoch": 0, "isr": alive, "controller_epoch": self.epoch}
                 self.zk.create_partition_state(tp, state)
                 self.out.writes.append({"time_ms": now, "topic": t, "partition": p, **self._row(state),
@@ -397,8 +456,16 @@ class KafkaController:
                 self._line(now, None, f"Topic {t} is ineligible for deletion: a replica is offline")
                 continue
             for p, reps in sorted(assignment.items()):
-                for b in reps:
+                # partitions Offline -> NonExistent; replicas Offline -> ReplicaDeletionStarted (StopReplica
+                # with delete) -> ReplicaDeletionSuccessful -> NonExistent (the emulator does not wait)
+                self._to_partition(now, [(t, p)], PS.OfflinePartition)
+                self._to_partition(now, [(t, p)], PS.NonExistentPartition)
+                started = self._to_replica(now, (t, p), self._to_replica(now, (t, p), list(reps), RS.OfflineReplica),
+                                           RS.ReplicaDeletionStarted)
+                for b in started:
                     self._send_stop_replica(b, (t, p), -2, delete=True)
+                self._to_replica(now, (t, p), self._to_replica(now, (t, p), started, RS.ReplicaDeletionSuccessful),
+                                 RS.NonExistentReplica)
                 self.out.writes.append({"time_ms": now, "topic": t, "partition": p, "leader": -2, "isr": [],
                                         "leader_epoch": -2, "controller_epoch": self.epoch,
                                         "replicas": list(reps), "version": -1})
@@ -548,13 +615,20 @@ class KafkaController:
                                 f"for partition being reassigned {tp[0]}-{tp[1]}")
             self._send_leader_and_isr(tp, new, nv, [b for b in a.origin if self._online(b)])
             self._send_leader_and_isr(tp, new, nv, [b for b in a.adding if self._online(b)], is_new=True)
+            # A2: adding replicas -> NewReplica. Kafka also requests it for replicas already New or Online (a
+            # repeated phase A, a failover) and logs the illegal transition; only NonExistent ones move here
+            self._to_replica(now, tp, [b for b in a.adding if self.replica_states.state((tp[0], tp[1], b))
+                                       is RS.NonExistentReplica], RS.NewReplica)
             return
         # B1/B2: the new replicas are online; the controller's assignment is the target from now on
+        self._to_replica(now, tp, list(a.adding), RS.OnlineReplica)
         target = list(a.target)
         live = [b for b in target if self._replica_online(b, tp)]
         if state["leader"] not in target or not self._replica_online(state["leader"], tp):
             e = reassign_election(target, state["isr"], live)  # B3: ReassignPartitionLeaderElectionStrategy
-            if e is None:
+            if not self._partition_ok(now, tp, PS.OnlinePartition):
+                pass
+            elif e is None:
                 self._line(now, tp, f"Failed to elect leader for partition {tp[0]}-{tp[1]} under strategy "
                                     f"ReassignPartitionLeaderElectionStrategy")
             else:
@@ -565,6 +639,7 @@ class KafkaController:
                                     f"with state LeaderAndIsr(leader={e.leader}, leaderEpoch={new['leader_epoch']}, "
                                     f"isr={F.csv(e.isr)}, zkVersion={nv})")
                 self._send_leader_and_isr(tp, new, nv, live, replicas=target)
+                self.partition_states.set(tp, PS.OnlinePartition)
         else:
             new = {**state, "leader_epoch": state["leader_epoch"] + 1, "controller_epoch": self.epoch}
             nv = self._write(tp, new, v, now)
@@ -584,13 +659,16 @@ class KafkaController:
         """stopRemovedReplicasOfReassignedPartition: OfflineReplica (StopReplica without delete, out of
         the ISR with an epoch bump each), then ReplicaDeletionStarted (StopReplica with delete); the
         controller does not wait for the deletion."""
+        removed = self._to_replica(now, tp, removed, RS.OfflineReplica)
         for b in removed:
             if self._online(b):
                 self._send_stop_replica(b, tp, self._state(tp)[0]["leader_epoch"], delete=False)
             self._remove_from_isr(now, tp, b, replicas=remaining)
-        for b in removed:
+        for b in self._to_replica(now, tp, removed, RS.ReplicaDeletionStarted):
             if self._online(b):
                 self._send_stop_replica(b, tp, self._state(tp)[0]["leader_epoch"], delete=True)
+        self._to_replica(now, tp, self._to_replica(now, tp, removed, RS.ReplicaDeletionSuccessful),
+                         RS.NonExistentReplica)
 
     # ------------------------------------------------------------------ elections on request (6.4, 11.4, 10)
     def _on_elect_leaders(self, now: int, key: str, election_type: str, tps: list[TP] | None) -> None:
@@ -611,6 +689,8 @@ class KafkaController:
                 if tps is not None:  # the broker drops these for an all-partitions request
                     results[tp] = ("ELECTION_NOT_NEEDED", "Leader election not needed for topic partition.")
                 continue
+            if not self._partition_ok(now, tp, PS.OnlinePartition):
+                continue  # Kafka's PartitionStateMachine gives no result for it
             results[tp] = self._elect_one(now, tp, state, v, election_type)
         self.out.admin_results.append(ins.AdminResult(key, results))
 
@@ -650,7 +730,8 @@ class KafkaController:
             for tp in off:
                 state, v = self._state(tp)
                 reps = self._assignment(tp)
-                if self._replica_online(reps[0], tp) and reps[0] in state["isr"]:
+                if (self._replica_online(reps[0], tp) and reps[0] in state["isr"]
+                        and self._partition_ok(now, tp, PS.OnlinePartition)):
                     self._line(now, tp, f"Starting auto preferred replica leader election for {tp[0]}-{tp[1]}")
                     self._elect_one(now, tp, state, v, "preferred")
 
@@ -669,9 +750,10 @@ class KafkaController:
         self._line(now, None, "Replicas " + ", ".join(f"[{t}-{p}, broker {b}]" for b, (t, p) in newly)
                    + " went offline (KAFKA_STORAGE_ERROR)")
         led = sorted({tp for b, tp in newly if self.zk.has_partition_state(tp) and self._state(tp)[0]["leader"] == b})
+        self._to_partition(now, led, PS.OfflinePartition)
         self._elect_offline(now, led)
         for b, tp in newly:
-            if self.zk.has_partition_state(tp):
+            if self.zk.has_partition_state(tp) and self._to_replica(now, tp, [b], RS.OfflineReplica):
                 self._remove_from_isr(now, tp, b)
         self._send_update_metadata()
 
