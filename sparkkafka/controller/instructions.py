@@ -4,6 +4,10 @@ Requests to brokers (protocol.md 7.3): LeaderAndIsr, UpdateMetadata, StopReplica
 leaders: IsrResult (AlterIsr responses); answers to the AdminClient: AdminResult. Each request
 instruction's `row()` is its row in the matching frame (protocol.frames LEADER_AND_ISR,
 UPDATE_METADATA, STOP_REPLICA, ISR_RESULT), column for column, which is what the broker rounds read.
+
+Treat them as values. The request classes are plain slotted dataclasses rather than frozen ones:
+a failover of thousands of partitions makes tens of thousands of them, and a frozen dataclass
+costs several times as much to construct.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 TP = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LeaderAndIsr:
     """One partition's entry of a LeaderAndIsr request to `broker` (isr, replicas: comma-joined ids)."""
 
@@ -34,7 +38,7 @@ class LeaderAndIsr:
                 self.isr, self.replicas, self.is_new, self.log_dir, self.zk_version)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StopReplica:
     """One partition's entry of a StopReplica request (KIP-570 leader epoch; -2 while deleting a topic)."""
 
@@ -49,7 +53,7 @@ class StopReplica:
         return (self.broker, self.topic, self.partition, self.leader_epoch, self.controller_epoch, self.delete)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UpdateMetadata:
     """An UpdateMetadata request: who the controller is and the live brokers (comma-joined)."""
 
@@ -62,7 +66,7 @@ class UpdateMetadata:
         return (self.broker, self.controller_epoch, self.controller_id, self.live_brokers)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class IsrResult:
     """The controller's answer to one AlterIsr item: error None, or Kafka's error name."""
 

@@ -2,12 +2,15 @@
 ZooKeeper era (protocol.md sections 4.5, 6, 7), running on the driver.
 
 A controller belongs to a broker. It keeps a context rebuilt from ZooKeeper at failover, handles
-events in order (broker changes, ISR changes, controlled shutdown, topic creation and deletion,
-config changes), writes partition state to ZooKeeper conditionally on the version it read and
-on its own controller-epoch znode version (KAFKA-6082), and queues LeaderAndIsr, UpdateMetadata
-and StopReplica requests stamped with its controller epoch. Events that arrive while its broker
-is paused wait in its queue; a controller whose session expired meanwhile processes them on
-resume as a zombie: its writes fail the version check and its requests carry a stale epoch.
+events in order (the typed events of controller/events.py: broker changes, ISR changes, controlled
+shutdown, topic creation and deletion, config changes, reassignments, elections, log-dir failures;
+`handle(*events, now)` returns the instructions of controller/instructions.py), tracks Kafka's
+partition and replica states (controller/state_machines.py), writes partition state to ZooKeeper
+conditionally on the version it read and on its own controller-epoch znode version (KAFKA-6082),
+and queues LeaderAndIsr, UpdateMetadata and StopReplica requests stamped with its controller
+epoch. Events that arrive while its broker is paused wait in its queue; a controller whose session
+expired meanwhile processes them on resume as a zombie: its writes fail the version check and its
+requests carry a stale epoch.
 """
 
 from __future__ import annotations
@@ -165,25 +168,17 @@ class KafkaController:
                                                lambda k, m: self._line(now, (k[0], k[1]), m))
         return [b for _, _, b in moved]
 
-    def _init_partition(self, tp: TP, reps: list[int]) -> None:
+    def _init_partition(self, tp: TP, reps: list[int], leader: int | None) -> None:
         """initializePartitionState / initializeReplicaState for one partition from ZooKeeper: New
-        without a state znode, else Online or Offline by its leader; each replica Online if online,
-        else ReplicaDeletionIneligible."""
+        without a state znode (leader None), else Online or Offline by its leader; each replica
+        Online if online, else ReplicaDeletionIneligible."""
         for b in reps:
             self.replica_states.set((tp[0], tp[1], b),
                                     RS.OnlineReplica if self._replica_online(b, tp) else RS.ReplicaDeletionIneligible)
-        if not self.zk.has_partition_state(tp):
+        if leader is None:
             self.partition_states.set(tp, PS.NewPartition)
         else:
-            leader = self._state(tp)[0]["leader"]
             self.partition_states.set(tp, PS.OnlinePartition if self._replica_online(leader, tp) else PS.OfflinePartition)
-
-    def _init_states(self) -> None:
-        self.partition_states.states.clear()
-        self.replica_states.states.clear()
-        for t in sorted(self.zk.topics()):
-            for p, reps in sorted(self.zk.topic_assignment(t).items()):
-                self._init_partition((t, p), reps)
 
     # ------------------------------------------------------------------ requests
     def _online(self, b: int) -> bool:
@@ -267,10 +262,16 @@ class KafkaController:
         self.live = dict(self.zk.live_brokers())
         self.shutting_down.clear()
         self._line(now, None, f"Starting become controller state transition (epoch {self.epoch})")
-        self._init_states()
+        self.partition_states.states.clear()
+        self.replica_states.states.clear()
+        for t in sorted(self.zk.topics()):
+            for p, reps in sorted(self.zk.topic_assignment(t).items()):
+                if not self.zk.has_partition_state((t, p)):
+                    self._init_partition((t, p), reps, None)
         self._send_update_metadata()
         for tp in self.partitions():
             state, v = self._state(tp)
+            self._init_partition(tp, self._assignment(tp), state["leader"])
             online = [b for b in self._assignment(tp) if self._online(b)]
             self._send_leader_and_isr(tp, state, v, online)
         dead = {b for tp in self.partitions() for b in self._assignment(tp) if not self._online(b)}
@@ -419,11 +420,11 @@ class KafkaController:
         for t in sorted(self.zk.topics()):
             for p, reps in sorted(self.zk.topic_assignment(t).items()):
                 tp = (t, p)
-                fresh = self.partition_states.state(tp) is PS.NonExistentPartition
                 if self.zk.has_partition_state(tp):
-                    if fresh:  # created by another controller while this one was not looking
-                        self._init_partition(tp, reps)
+                    if tp not in self.partition_states.states:  # created by another controller meanwhile
+                        self._init_partition(tp, reps, self._state(tp)[0]["leader"])
                     continue
+                fresh = self.partition_states.state(tp) is PS.NonExistentPartition
                 if fresh:  # onNewPartitionCreation: NewPartition, NewReplica, then OnlineReplica for all
                     self._to_partition(now, [tp], PS.NewPartition)
                     self._to_replica(now, tp, list(reps), RS.NewReplica)
@@ -627,7 +628,7 @@ class KafkaController:
         if state["leader"] not in target or not self._replica_online(state["leader"], tp):
             e = reassign_election(target, state["isr"], live)  # B3: ReassignPartitionLeaderElectionStrategy
             if not self._partition_ok(now, tp, PS.OnlinePartition):
-                pass
+                pass  # refused by the partition state machine (logged); the reassignment step goes on (6.3)
             elif e is None:
                 self._line(now, tp, f"Failed to elect leader for partition {tp[0]}-{tp[1]} under strategy "
                                     f"ReassignPartitionLeaderElectionStrategy")

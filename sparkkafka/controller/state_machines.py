@@ -90,9 +90,9 @@ class _StateMachine(Generic[K, S]):
 
     def valid(self, keys: Iterable[K], target: S, log: Log | None = None) -> list[K]:
         """checkValid*StateChange: the keys that may move to `target`; the others are logged."""
-        ok = []
+        ok, states, none, prev = [], self.states, self.NON_EXISTENT, self.VALID_PREVIOUS[target]
         for k in keys:
-            if self.is_valid(k, target):
+            if states.get(k, none) in prev:
                 ok.append(k)
             elif log is not None:
                 log(k, self.invalid_message(k, target))
@@ -101,8 +101,11 @@ class _StateMachine(Generic[K, S]):
     def transition(self, keys: Iterable[K], target: S, log: Log | None = None) -> list[K]:
         """Move every valid key to `target` (NonExistent forgets it); returns the keys moved."""
         ok = self.valid(keys, target, log)
-        for k in ok:
-            self.set(k, target)
+        if target is self.NON_EXISTENT:
+            for k in ok:
+                self.states.pop(k, None)
+        else:
+            self.states.update(dict.fromkeys(ok, target))
         return ok
 
     def invalid_message(self, key: K, target: S) -> str:  # pragma: no cover - overridden
