@@ -4,9 +4,12 @@ partition and replica state machines (protocol.md 1.1, 6.2, 7.5, 8.2)."""
 
 from __future__ import annotations
 
+import random
+
 import pandas as pd
 import pytest
 
+from sparkkafka.controller.control_plane import ControlPlane
 from sparkkafka.controller.events import (
     AlterIsrReceived,
     ApiPartitionReassignment,
@@ -33,6 +36,8 @@ from sparkkafka.controller.state_machines import (
 )
 from sparkkafka.controller.zookeeper import ZooKeeper
 from sparkkafka.protocol import frames as F
+from sparkkafka.protocol.config import broker_config
+from sparkkafka.scenario.model import TopicSpec
 
 PS, RS = PartitionState, ReplicaState
 CLEAN = {"unclean.leader.election.enable": False}
@@ -212,3 +217,90 @@ def test_handle_rejects_what_is_not_an_event():
     _, c = cluster([1], {0: [1]})
     with pytest.raises(TypeError):
         c.handle(("broker_change",), now=1)
+
+
+def _drive(seed: int, profile: str, steps: int = 80) -> tuple[ControlPlane, list[str]]:
+    """The control plane through random crashes, restarts, pauses, shutdowns, controller failovers,
+    topic creations and deletions, reassignments, elections, log-dir failures and ISR changes."""
+    rng = random.Random(seed)
+    brokers = [1, 2, 3, 4, 5]
+    cp = ControlPlane(brokers, None, broker_config({"inter.broker.protocol.version": profile}), seed, profile)
+    cp.start(0)
+    crashed: set[int] = set()
+    paused: dict[int, int] = {}
+    lines: list[str] = []
+    for step in range(steps):
+        now = 100 * (step + 1)
+        for b, end in sorted(paused.items()):
+            if now >= end:
+                del paused[b]
+                cp.resume(b, now)
+        up = [b for b in brokers if b not in crashed and b not in paused]
+        topics = cp.topics()
+        r = rng.random()
+        if r < 0.12 or not topics:
+            n = rng.randint(1, 3)
+            cp.create_topic(TopicSpec(f"t{step}", n, 3, {p: tuple(rng.sample(brokers, 3)) for p in range(n)}), now)
+        elif r < 0.24 and up:
+            b = rng.choice(up)
+            crashed.add(b)
+            cp.crash(b, now)
+        elif r < 0.36 and crashed:
+            b = rng.choice(sorted(crashed))
+            crashed.discard(b)
+            cp.restart(b, now)
+        elif r < 0.40 and up:
+            b = rng.choice(up)
+            paused[b] = now + rng.choice([300, 40000])
+            cp.pause(b, now, paused[b])
+        elif r < 0.44 and up:
+            b = rng.choice(up)
+            cp.shutdown(b, now)
+            crashed.add(b)
+        elif r < 0.47:
+            cp.controller_failover(now)
+        elif r < 0.62:
+            t = rng.choice(topics)
+            if cp.zk.has_partition_state((t, 0)):
+                target = None if rng.random() < 0.2 else rng.sample(brokers, rng.randint(1, 3))
+                cp.admin(ApiPartitionReassignment(f"k{step}", {(t, 0): target}), now)
+        elif r < 0.70:
+            cp.admin(ReplicaLeaderElection(f"k{step}", rng.choice(["preferred", "unclean"]), None), now)
+        elif r < 0.74:
+            cp.delete_topic(rng.choice(topics), now)
+        elif r < 0.78:
+            t = rng.choice(topics)
+            cp.offline_replicas(pd.DataFrame([{"broker": rng.choice(cp.zk.topic_assignment(t)[0]), "topic": t,
+                                               "partition": 0}]), now)
+        else:
+            rows = []
+            for t in topics:
+                for p, reps in cp.zk.topic_assignment(t).items():
+                    if not cp.zk.has_partition_state((t, p)):
+                        continue
+                    s, v = cp.zk.get_partition_state((t, p))
+                    if s["leader"] >= 0:
+                        isr = [s["leader"]] + [b for b in reps if b != s["leader"] and rng.random() < 0.7]
+                        rows.append({"broker": s["leader"], "topic": t, "partition": p, "leader_epoch": s["leader_epoch"],
+                                     "zk_version": v, "controller_epoch": s["controller_epoch"], "isr": F.csv(isr),
+                                     "kind": "shrink"})
+            if rows:
+                cp.isr_changes(F.conform(pd.DataFrame(rows), F.ISR_CHANGE), now, lambda a, b: True)
+        cp.tick(now, frozenset(paused))
+        cp.take_messages(now, frozenset(paused), crashed)
+        lines += [x[-1] for x in cp.take_lines()]
+    return cp, lines
+
+
+@pytest.mark.parametrize("seed,profile", [(s, p) for s in (1, 2, 3) for p in ("2.8", "2.1")])
+def test_random_runs_make_no_illegal_transition(seed, profile):
+    """The state machines follow what the controller does: in runs of every kind of event no transition
+    is refused, and the active controller knows every partition ZooKeeper has."""
+    cp, lines = _drive(seed, profile)
+    assert not [x for x in lines if "IllegalStateException" in x]
+    assert any("Removed replica" in x for x in lines) and any("Completed reassignment" in x for x in lines)
+    c = cp.active()
+    if c is not None:
+        for t in cp.topics():
+            for p in cp.zk.topic_assignment(t):
+                assert c.partition_states.state((t, p)) is not PS.NonExistentPartition
