@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as Fn
 
 from .controller.control_plane import ControlPlane
+from .controller.events import ApiPartitionReassignment, ReplicaLeaderElection
 from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
@@ -493,7 +494,7 @@ class Cluster:
             results: dict = {}
         else:
             targets = {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in plan["partitions"]}
-            results = c.admin(self._admin_key(), ("reassign", targets), now)
+            results = c.admin(ApiPartitionReassignment(self._admin_key(), targets), now)
             if results is None:
                 results = {tp: ("NOT_CONTROLLER", "This is not the correct controller for this cluster.")
                            for tp in targets}
@@ -510,13 +511,14 @@ class Cluster:
 
     def cancel_reassignments(self, tps: list[tuple[str, int]], now: int | None = None) -> dict:
         """AlterPartitionReassignments with a null target for each partition (cancellation)."""
-        results = self.control.admin(self._admin_key(), ("reassign", {tp: None for tp in tps}), self._now(now))
+        results = self.control.admin(ApiPartitionReassignment(self._admin_key(), {tp: None for tp in tps}),
+                                     self._now(now))
         return results if results is not None else {}
 
     def elect_leaders(self, election_type: str, partitions: list[tuple[str, int]] | None = None,
                       now: int | None = None) -> dict:
         """ElectLeaders (KIP-460) through the controller: {(topic, partition): None or (error, message)}."""
-        results = self.control.admin(self._admin_key(), ("elect_leaders", election_type, partitions),
+        results = self.control.admin(ReplicaLeaderElection(self._admin_key(), election_type, partitions),
                                      self._now(now))
         if results is None:
             return {tp: ("NOT_CONTROLLER", "This is not the correct controller for this cluster.")

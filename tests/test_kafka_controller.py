@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from sparkkafka.controller.events import AlterIsrReceived, BrokerChange
 from sparkkafka.controller.kafka_controller import KafkaController
 from sparkkafka.controller.zookeeper import ZooKeeper
 from sparkkafka.protocol import frames as F
@@ -26,7 +27,7 @@ def alter(c, leader_epoch, zk_version, isr="1,2"):
     req = F.conform(pd.DataFrame([{"broker": 1, "topic": "t", "partition": 0, "leader_epoch": leader_epoch,
                                    "zk_version": zk_version, "controller_epoch": c.epoch, "isr": isr,
                                    "kind": "shrink"}]), F.ISR_CHANGE)
-    c.queue.append(("alter_isr", req))
+    c.queue.append(AlterIsrReceived(req))
     c.process(0)
     return c.take().frames()["isr_results"].iloc[0]
 
@@ -53,7 +54,7 @@ def test_controller_epoch_fences_a_zombie_controller_write():
     new = KafkaController.elect(zk, 2, topic_config=old.topic_config)
     assert (old.epoch, new.epoch) == (1, 2)
     old.live = {1: 1, 2: 2, 3: 3}
-    old.queue.append(("broker_change",))  # it wakes up and handles what it missed
+    old.queue.append(BrokerChange())  # it wakes up and handles what it missed
     old.process(0)
     assert old.resigned
     assert zk.get_partition_state(("t", 0))[1] == 0  # nothing it tried was written

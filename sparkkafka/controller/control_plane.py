@@ -20,6 +20,7 @@ import pandas as pd
 from ..protocol import frames as F
 from ..protocol.config import at_least, broker_config, topic_config
 from ..scenario.model import TopicSpec
+from . import events as ev
 from .kafka_controller import KafkaController, Requests
 from .placement import assign_replicas_to_brokers
 from .zookeeper import BadVersionError, ZooKeeper
@@ -77,13 +78,13 @@ class ControlPlane:
                                                     self.racks, seed=seed)
         self.overrides[spec.name] = dict(spec.config)
         self.zk.create_topic(spec.name, assignment)
-        self._enqueue(("new_partitions",))
+        self._enqueue(ev.TopicChange())
 
     def delete_topic(self, topic: str, now: int) -> None:
         """What the topic tool does: create /admin/delete_topics/<t>; the controller acts on it."""
         if topic in self.zk.topics() and topic not in self.zk.topics_to_delete():
             self.zk.mark_topic_for_deletion(topic)
-            self._enqueue(("topic_deletion",))
+            self._enqueue(ev.TopicDeletion())
 
     def set_config(self, a: dict, now: int) -> None:
         if a["entity"] == "topics":
@@ -101,7 +102,7 @@ class ControlPlane:
                 mine.pop(k, None) if v is None else mine.__setitem__(k, v)
             topic = None
         if any(k == "unclean.leader.election.enable" for k in a["config"]):
-            self._enqueue(("config_change", topic))
+            self._enqueue(ev.UncleanLeaderElectionEnable(topic))
 
     # ------------------------------------------------------------------ brokers
     def live(self) -> set[int]:
@@ -145,7 +146,7 @@ class ControlPlane:
         closes its session at once."""
         c = self.active()
         if c is not None:
-            c.queue.append(("controlled_shutdown", b))
+            c.queue.append(ev.ControlledShutdown(b))
             c.process(now)
             self._collect(c, now)
         self.controllers = [c for c in self.controllers if c.broker != b]
@@ -164,15 +165,15 @@ class ControlPlane:
 
     def _register(self, b: int) -> None:
         self.zk.register_broker(b)
-        self._enqueue(("broker_change",))
+        self._enqueue(ev.BrokerChange())
 
     def _expire(self, b: int) -> None:
         self.session_expiry.pop(b, None)
         if b in self.zk.live_brokers():
             self.zk.unregister_broker(b)  # the session's ephemeral nodes go, /controller included
-        self._enqueue(("broker_change",))
+        self._enqueue(ev.BrokerChange())
 
-    def _enqueue(self, event: tuple) -> None:
+    def _enqueue(self, event: ev.ControllerEvent) -> None:
         for c in self.controllers:
             if not c.resigned:
                 c.queue.append(event)
@@ -206,7 +207,7 @@ class ControlPlane:
         c = self.active()
         if (c is not None and c.next_rebalance_ms is not None and now >= c.next_rebalance_ms
                 and bool(self.broker_cfg["auto.leader.rebalance.enable"])):
-            c.queue.append(("auto_rebalance",))
+            c.queue.append(ev.AutoPreferredReplicaLeaderElection())
             c.next_rebalance_ms = now + 1000 * int(self.broker_cfg["leader.imbalance.check.interval.seconds"])
         for c in list(self.controllers):
             if c.broker not in paused:
@@ -242,17 +243,17 @@ class ControlPlane:
         return self.dynamic.get(b, {}).get(name, self.broker_cfg[name])
 
     # ------------------------------------------------------------------ admin requests (AdminClient -> controller)
-    def admin(self, key: str, event: tuple, now: int) -> dict | None:
+    def admin(self, event: ev.AdminEvent, now: int) -> dict | None:
         """Hand an admin request to the active controller and let it act now, as the controller's
-        event thread does when the request arrives; returns its per-partition results (None when no
-        controller is active: the request fails with NOT_CONTROLLER)."""
+        event thread does when the request arrives; returns its per-partition results, filed under
+        `event.key` (None when no controller is active: the request fails with NOT_CONTROLLER)."""
         c = self.active()
         if c is None:
             return None
-        c.queue.append((event[0], key, *event[1:]))
+        c.queue.append(event)
         c.process(now)
         self._collect(c, now)
-        return self.admin_results.pop(key, None)
+        return self.admin_results.pop(event.key, None)
 
     def reassign_via_zookeeper(self, plan: dict, now: int) -> None:
         """The pre-2.4 path (and `kafka-reassign-partitions --zookeeper`): write /admin/reassign_partitions;
@@ -261,11 +262,11 @@ class ControlPlane:
             self.zk.create_reassign_partitions(plan)
         else:
             self.zk.set_reassign_partitions(plan)
-        self._enqueue(("zk_reassign",))
+        self._enqueue(ev.ZkPartitionReassignment())
 
     def offline_replicas(self, replicas: pd.DataFrame, now: int) -> None:
         """Replicas brokers reported on failed log dirs (KIP-112's log_dir_event_notification)."""
-        self._enqueue(("log_dir_failure", replicas))
+        self._enqueue(ev.LogDirEventNotification(replicas))
 
     def reassignments(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
         """ListPartitionReassignments: (replicas, adding, removing) of every moving partition."""
@@ -279,8 +280,8 @@ class ControlPlane:
 
     def _collect(self, c: KafkaController, now: int) -> None:
         out = c.take()
-        for key, res in out.admin_results:
-            self.admin_results[key] = res
+        for r in out.admin_results:
+            self.admin_results[r.key] = r.results
         self.writes += out.writes
         self.lines += out.lines
         self.unclean_elections += c.unclean_elections
@@ -300,7 +301,7 @@ class ControlPlane:
             if len(lost):  # the request never arrived: the leader gives up the change and retries
                 self.isr_results.append((now, self._results(lost, error="NETWORK_EXCEPTION")))
             if ok.any():
-                c.queue.append(("alter_isr", proposals[ok]))
+                c.queue.append(ev.AlterIsrReceived(proposals[ok]))
             return
         rows = []
         for r in proposals.itertuples():
@@ -318,7 +319,7 @@ class ControlPlane:
             except (BadVersionError, KeyError):
                 rows.append((r.broker, r.topic, r.partition, r.leader_epoch, r.isr, r.zk_version, "BADVERSION"))
         self.isr_results.append((now, F.conform(pd.DataFrame(rows, columns=list(F.ISR_RESULT)), F.ISR_RESULT)))
-        self._enqueue(("isr_change_notification",))
+        self._enqueue(ev.IsrChangeNotification())
 
     @staticmethod
     def _results(p: pd.DataFrame, error: str) -> pd.DataFrame:

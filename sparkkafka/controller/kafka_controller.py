@@ -2,12 +2,15 @@
 ZooKeeper era (protocol.md sections 4.5, 6, 7), running on the driver.
 
 A controller belongs to a broker. It keeps a context rebuilt from ZooKeeper at failover, handles
-events in order (broker changes, ISR changes, controlled shutdown, topic creation and deletion,
-config changes), writes partition state to ZooKeeper conditionally on the version it read and
-on its own controller-epoch znode version (KAFKA-6082), and queues LeaderAndIsr, UpdateMetadata
-and StopReplica requests stamped with its controller epoch. Events that arrive while its broker
-is paused wait in its queue; a controller whose session expired meanwhile processes them on
-resume as a zombie: its writes fail the version check and its requests carry a stale epoch.
+events in order (the typed events of controller/events.py: broker changes, ISR changes, controlled
+shutdown, topic creation and deletion, config changes, reassignments, elections, log-dir failures;
+`handle(*events, now)` returns the instructions of controller/instructions.py), tracks Kafka's
+partition and replica states (controller/state_machines.py), writes partition state to ZooKeeper
+conditionally on the version it read and on its own controller-epoch znode version (KAFKA-6082),
+and queues LeaderAndIsr, UpdateMetadata and StopReplica requests stamped with its controller
+epoch. Events that arrive while its broker is paused wait in its queue; a controller whose session
+expired meanwhile processes them on resume as a zombie: its writes fail the version check and its
+requests carry a stale epoch.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..protocol import frames as F
+from . import events as ev
+from . import instructions as ins
 from . import reassignment as ra
 from .election import (
     Election,
@@ -27,23 +32,26 @@ from .election import (
     reassign_election,
     remove_replica_from_isr,
 )
+from .state_machines import PartitionState, PartitionStateMachine, ReplicaState, ReplicaStateMachine
 from .zookeeper import BadVersionError, ControllerMovedError, ZooKeeper
 
 TP = tuple[str, int]
+PS, RS = PartitionState, ReplicaState
 
 
 @dataclass
 class Requests:
-    """Requests a controller has decided to send, per kind (frames LEADER_AND_ISR, STOP_REPLICA,
-    UPDATE_METADATA), plus the partition_state rows of its writes and its state-change lines."""
+    """What a controller decided while handling events: its requests per kind (instructions whose
+    rows make the frames LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ISR_RESULT), the answers to
+    admin requests, plus the partition_state rows of its writes and its state-change lines."""
 
-    leader_and_isr: list[tuple] = field(default_factory=list)
-    stop_replica: list[tuple] = field(default_factory=list)
-    update_metadata: list[tuple] = field(default_factory=list)
+    leader_and_isr: list[ins.LeaderAndIsr] = field(default_factory=list)
+    stop_replica: list[ins.StopReplica] = field(default_factory=list)
+    update_metadata: list[ins.UpdateMetadata] = field(default_factory=list)
     writes: list[dict] = field(default_factory=list)
     lines: list[tuple] = field(default_factory=list)
-    isr_results: list[tuple] = field(default_factory=list)  # AlterIsr responses, frame ISR_RESULT
-    admin_results: list[tuple] = field(default_factory=list)  # (request key, {tp: (error, message) | None})
+    isr_results: list[ins.IsrResult] = field(default_factory=list)  # AlterIsr responses
+    admin_results: list[ins.AdminResult] = field(default_factory=list)
 
     def frames(self) -> dict[str, pd.DataFrame]:
         return {
@@ -53,11 +61,17 @@ class Requests:
             "isr_results": _frame(self.isr_results, F.ISR_RESULT),
         }
 
+    def instructions(self) -> list[ins.Instruction]:
+        """Everything decided, in Kafka's per-batch order (LeaderAndIsr, UpdateMetadata, StopReplica),
+        then the AlterIsr and admin answers."""
+        return [*self.leader_and_isr, *self.update_metadata, *self.stop_replica, *self.isr_results,
+                *self.admin_results]
 
-def _frame(rows: list[tuple], spec: dict) -> pd.DataFrame:
-    if not rows:
+
+def _frame(items: list, spec: dict) -> pd.DataFrame:
+    if not items:
         return F.empty(spec)
-    return F.conform(pd.DataFrame(rows, columns=list(spec)), spec)
+    return F.conform(pd.DataFrame([i.row() for i in items], columns=list(spec)), spec)
 
 
 @dataclass
@@ -72,7 +86,7 @@ class KafkaController:
     epoch_version: int = -1
     live: dict[int, int] = field(default_factory=dict)  # broker -> broker epoch, as the context knows
     shutting_down: set[int] = field(default_factory=set)
-    queue: list[tuple] = field(default_factory=list)
+    queue: list[ev.ControllerEvent] = field(default_factory=list)
     resigned: bool = False
     unclean_elections: int = 0
     out: Requests = field(default_factory=Requests)
@@ -81,6 +95,14 @@ class KafkaController:
     offline_replicas: dict[int, set[TP]] = field(default_factory=dict)  # replicasOnOfflineDirs (KIP-112)
     broker_config: Callable[[], dict] = dict  # the controller's broker configs (auto rebalance)
     next_rebalance_ms: int | None = None  # when the next auto leader-rebalance check runs
+    last_writes: list[dict] = field(default_factory=list)  # partition_state rows of the last `handle`
+    last_lines: list[tuple] = field(default_factory=list)  # state-change lines of the last `handle`
+    partition_states: PartitionStateMachine = field(default_factory=PartitionStateMachine)
+    replica_states: ReplicaStateMachine = field(default_factory=ReplicaStateMachine)
+
+    def __post_init__(self) -> None:
+        for m in (self.partition_states, self.replica_states):
+            m.controller_id, m.epoch = self.broker, self.epoch
 
     # ------------------------------------------------------------------ election of the controller
     @classmethod
@@ -91,7 +113,7 @@ class KafkaController:
         _, version = zk.controller_epoch()
         epoch, new_version = zk.register_controller_and_increment_epoch(broker, version)
         c = cls(broker=broker, zk=zk, epoch=epoch, epoch_version=new_version, **kw)
-        c.queue.append(("failover",))
+        c.queue.append(ev.ControllerFailover())
         return c
 
     @property
@@ -132,6 +154,32 @@ class KafkaController:
         t, p = tp if tp else (None, None)
         self.out.lines.append((now, self.broker, self.epoch, t, p, f"[Controller id={self.broker} epoch={self.epoch}] {message}"))
 
+    # ------------------------------------------------------------------ state machines (protocol.md 1.1)
+    def _partition_ok(self, now: int, tp: TP, target: PartitionState) -> bool:
+        """Whether `tp` may move to `target`; an illegal transition is logged and the caller skips it."""
+        return bool(self.partition_states.valid([tp], target, lambda k, m: self._line(now, k, m)))
+
+    def _to_partition(self, now: int, tps: list[TP], target: PartitionState) -> list[TP]:
+        return self.partition_states.transition(tps, target, lambda k, m: self._line(now, k, m))
+
+    def _to_replica(self, now: int, tp: TP, brokers: list[int], target: ReplicaState) -> list[int]:
+        """Move the replicas of `tp` on `brokers` to `target`; returns the brokers whose replica moved."""
+        moved = self.replica_states.transition([(tp[0], tp[1], b) for b in brokers], target,
+                                               lambda k, m: self._line(now, (k[0], k[1]), m))
+        return [b for _, _, b in moved]
+
+    def _init_partition(self, tp: TP, reps: list[int], leader: int | None) -> None:
+        """initializePartitionState / initializeReplicaState for one partition from ZooKeeper: New
+        without a state znode (leader None), else Online or Offline by its leader; each replica
+        Online if online, else ReplicaDeletionIneligible."""
+        for b in reps:
+            self.replica_states.set((tp[0], tp[1], b),
+                                    RS.OnlineReplica if self._replica_online(b, tp) else RS.ReplicaDeletionIneligible)
+        if leader is None:
+            self.partition_states.set(tp, PS.NewPartition)
+        else:
+            self.partition_states.set(tp, PS.OnlinePartition if self._replica_online(leader, tp) else PS.OfflinePartition)
+
     # ------------------------------------------------------------------ requests
     def _online(self, b: int) -> bool:
         return b in self.live and b not in self.shutting_down
@@ -144,37 +192,86 @@ class KafkaController:
                              replicas: list[int] | None = None) -> None:
         reps = F.csv(self._assignment(tp) if replicas is None else replicas)
         for b in to:
-            self.out.leader_and_isr.append((b, tp[0], tp[1], state["leader"], state["leader_epoch"], self.epoch,
-                                            F.csv(state["isr"]), reps, is_new, None, version))
+            self.out.leader_and_isr.append(ins.LeaderAndIsr(b, tp[0], tp[1], state["leader"], state["leader_epoch"],
+                                                            self.epoch, F.csv(state["isr"]), reps, is_new, None,
+                                                            version))
 
     def _send_update_metadata(self) -> None:
         for b in sorted(self.live):
-            self.out.update_metadata.append((b, self.epoch, self.broker, F.csv(sorted(self.live))))
+            self.out.update_metadata.append(ins.UpdateMetadata(b, self.epoch, self.broker, F.csv(sorted(self.live))))
 
     def _send_stop_replica(self, b: int, tp: TP, leader_epoch: int, delete: bool) -> None:
-        self.out.stop_replica.append((b, tp[0], tp[1], leader_epoch, self.epoch, delete))
+        self.out.stop_replica.append(ins.StopReplica(b, tp[0], tp[1], leader_epoch, self.epoch, delete))
 
     # ------------------------------------------------------------------ event loop
+    def handle(self, *events: ev.ControllerEvent, now: int) -> list[ins.Instruction]:
+        """Handle `events` after whatever is queued, as the event thread would, and return what was
+        decided: requests to brokers, AlterIsr and admin answers (`Requests.instructions`). The
+        partition_state rows and state-change lines of the same events are `last_writes`, `last_lines`."""
+        self.queue.extend(events)
+        self.process(now)
+        out = self.take()
+        self.last_writes, self.last_lines = out.writes, out.lines
+        return out.instructions()
+
     def process(self, now: int) -> None:
         """Handle every queued event; a write refused because another controller took over makes
         this one resign (the rest of its queue is dropped, as Kafka's controller does)."""
         while self.queue and not self.resigned:
-            ev = self.queue.pop(0)
+            event = self.queue.pop(0)
             try:
-                getattr(self, f"_on_{ev[0]}")(now, *ev[1:])
+                self._dispatch(now, event)
             except ControllerMovedError:
                 self._line(now, None, "Controller moved to another broker. Resigning")
                 self.resigned = True
                 self.queue.clear()
+
+    def _dispatch(self, now: int, event: ev.ControllerEvent) -> None:
+        match event:
+            case ev.ControllerFailover():
+                self._on_failover(now)
+            case ev.BrokerChange():
+                self._on_broker_change(now)
+            case ev.ControlledShutdown(broker=b):
+                self._on_controlled_shutdown(now, b)
+            case ev.TopicChange():
+                self._on_new_partitions(now)
+            case ev.TopicDeletion():
+                self._on_topic_deletion(now)
+            case ev.UncleanLeaderElectionEnable(topic=topic):
+                self._on_config_change(now, topic)
+            case ev.AlterIsrReceived(requests=requests):
+                self._on_alter_isr(now, requests)
+            case ev.IsrChangeNotification():
+                self._on_isr_change_notification(now)
+            case ev.ApiPartitionReassignment(key=key, targets=targets):
+                self._on_reassign(now, key, targets)
+            case ev.ZkPartitionReassignment():
+                self._on_zk_reassign(now)
+            case ev.ReplicaLeaderElection(key=key, election_type=kind, partitions=tps):
+                self._on_elect_leaders(now, key, kind, tps)
+            case ev.AutoPreferredReplicaLeaderElection():
+                self._on_auto_rebalance(now)
+            case ev.LogDirEventNotification(replicas=replicas):
+                self._on_log_dir_failure(now, replicas)
+            case _:
+                raise TypeError(f"not a controller event: {event!r}")
 
     def _on_failover(self, now: int) -> None:
         """onControllerFailover (7.2): context from ZooKeeper, replicas online or offline, elections."""
         self.live = dict(self.zk.live_brokers())
         self.shutting_down.clear()
         self._line(now, None, f"Starting become controller state transition (epoch {self.epoch})")
+        self.partition_states.states.clear()
+        self.replica_states.states.clear()
+        for t in sorted(self.zk.topics()):
+            for p, reps in sorted(self.zk.topic_assignment(t).items()):
+                if not self.zk.has_partition_state((t, p)):
+                    self._init_partition((t, p), reps, None)
         self._send_update_metadata()
         for tp in self.partitions():
             state, v = self._state(tp)
+            self._init_partition(tp, self._assignment(tp), state["leader"])
             online = [b for b in self._assignment(tp) if self._online(b)]
             self._send_leader_and_isr(tp, state, v, online)
         dead = {b for tp in self.partitions() for b in self._assignment(tp) if not self._online(b)}
@@ -211,6 +308,7 @@ class KafkaController:
     def _on_broker_failure(self, now: int, dead: list[int]) -> None:
         self._line(now, None, f"Broker failure callback for {', '.join(map(str, dead))}")
         led = [tp for tp in self.partitions() if self._state(tp)[0]["leader"] in dead]
+        self._to_partition(now, led, PS.OfflinePartition)
         self._elect_offline(now, led)
         self._offline_replicas(now, dead)
         self._send_update_metadata()
@@ -222,6 +320,7 @@ class KafkaController:
         self._send_update_metadata()
         for tp in self.partitions():
             on = [b for b in self._assignment(tp) if b in new]
+            on = self._to_replica(now, tp, on, RS.OnlineReplica) if on else on
             if on:
                 state, v = self._state(tp)
                 self._send_leader_and_isr(tp, state, v, on)
@@ -242,6 +341,8 @@ class KafkaController:
         for tp in tps:
             state, v = self._state(tp)
             if state["controller_epoch"] > self.epoch:
+                continue
+            if not self._partition_ok(now, tp, PS.OnlinePartition):
                 continue
             unclean = force_unclean or bool(self.topic_config(tp[0])["unclean.leader.election.enable"])
             live = [b for b in self._assignment(tp) if self._replica_online(b, tp)]
@@ -264,6 +365,7 @@ class KafkaController:
                             f"LeaderAndIsr(leader={e.leader}, leaderEpoch={new['leader_epoch']}, "
                             f"isr={F.csv(e.isr)}, zkVersion={nv})")
         self._send_leader_and_isr(tp, new, nv, recipients)
+        self.partition_states.set(tp, PS.OnlinePartition)
 
     def _offline_replicas(self, now: int, brokers: list[int]) -> None:
         """OfflineReplica (4.5): drop each replica from the ISR (leader -1 if it led; the last ISR
@@ -273,7 +375,8 @@ class KafkaController:
             for tp in parts:
                 if b not in self._assignment(tp):
                     continue
-                self._remove_from_isr(now, tp, b)
+                if self._to_replica(now, tp, [b], RS.OfflineReplica):
+                    self._remove_from_isr(now, tp, b)
 
     def _remove_from_isr(self, now: int, tp: TP, b: int, replicas: list[int] | None = None) -> None:
         """ReplicaStateMachine.doRemoveReplicasFromIsr for one replica (4.5): out of the ISR (leader -1
@@ -301,11 +404,13 @@ class KafkaController:
                 continue
             state, v = self._state(tp)
             if state["leader"] == b:
+                if not self._partition_ok(now, tp, PS.OnlinePartition):
+                    continue
                 alive = [x for x in reps if x in self.live]
                 e = controlled_shutdown_election(reps, state["isr"], alive, self.shutting_down)
                 if e is not None:
                     self._apply_election(now, tp, state, v, e, alive)
-            elif state["leader"] >= 0:
+            elif state["leader"] >= 0 and self._to_replica(now, tp, [b], RS.OfflineReplica):
                 self._send_stop_replica(b, tp, state["leader_epoch"], delete=False)
                 self._remove_from_isr(now, tp, b)
 
@@ -316,10 +421,18 @@ class KafkaController:
             for p, reps in sorted(self.zk.topic_assignment(t).items()):
                 tp = (t, p)
                 if self.zk.has_partition_state(tp):
+                    if tp not in self.partition_states.states:  # created by another controller meanwhile
+                        self._init_partition(tp, reps, self._state(tp)[0]["leader"])
                     continue
+                fresh = self.partition_states.state(tp) is PS.NonExistentPartition
+                if fresh:  # onNewPartitionCreation: NewPartition, NewReplica, then OnlineReplica for all
+                    self._to_partition(now, [tp], PS.NewPartition)
+                    self._to_replica(now, tp, list(reps), RS.NewReplica)
+                    self._to_replica(now, tp, list(reps), RS.OnlineReplica)
                 alive = [b for b in reps if self._online(b)]
-                if not alive:
+                if not alive or not self._partition_ok(now, tp, PS.OnlinePartition):
                     continue
+                self.partition_states.set(tp, PS.OnlinePartition)
                 state = {"leader": alive[0], "leader_epoch": 0, "isr": alive, "controller_epoch": self.epoch}
                 self.zk.create_partition_state(tp, state)
                 self.out.writes.append({"time_ms": now, "topic": t, "partition": p, **self._row(state),
@@ -344,8 +457,16 @@ class KafkaController:
                 self._line(now, None, f"Topic {t} is ineligible for deletion: a replica is offline")
                 continue
             for p, reps in sorted(assignment.items()):
-                for b in reps:
+                # partitions Offline -> NonExistent; replicas Offline -> ReplicaDeletionStarted (StopReplica
+                # with delete) -> ReplicaDeletionSuccessful -> NonExistent (the emulator does not wait)
+                self._to_partition(now, [(t, p)], PS.OfflinePartition)
+                self._to_partition(now, [(t, p)], PS.NonExistentPartition)
+                started = self._to_replica(now, (t, p), self._to_replica(now, (t, p), list(reps), RS.OfflineReplica),
+                                           RS.ReplicaDeletionStarted)
+                for b in started:
                     self._send_stop_replica(b, (t, p), -2, delete=True)
+                self._to_replica(now, (t, p), self._to_replica(now, (t, p), started, RS.ReplicaDeletionSuccessful),
+                                 RS.NonExistentReplica)
                 self.out.writes.append({"time_ms": now, "topic": t, "partition": p, "leader": -2, "isr": [],
                                         "leader_epoch": -2, "controller_epoch": self.epoch,
                                         "replicas": list(reps), "version": -1})
@@ -367,8 +488,8 @@ class KafkaController:
             try:
                 state, v = self._state(tp)
             except KeyError:
-                results.append((r.broker, r.topic, r.partition, r.leader_epoch, r.isr, r.zk_version,
-                                "UNKNOWN_TOPIC_OR_PARTITION"))
+                results.append(ins.IsrResult(r.broker, r.topic, r.partition, r.leader_epoch, r.isr, r.zk_version,
+                                             "UNKNOWN_TOPIC_OR_PARTITION"))
                 continue
             isr = F.ids(r.isr)
             if r.leader_epoch < state["leader_epoch"]:
@@ -385,7 +506,7 @@ class KafkaController:
                     raise
                 except BadVersionError:
                     err, nv = "INVALID_UPDATE_VERSION", r.zk_version
-            results.append((r.broker, r.topic, r.partition, r.leader_epoch, r.isr, nv, err))
+            results.append(ins.IsrResult(r.broker, r.topic, r.partition, r.leader_epoch, r.isr, nv, err))
         if len(requests):
             self._send_update_metadata()
         for tp in sorted({(t, p) for t, p in zip(requests["topic"], requests["partition"], strict=True)}):
@@ -433,7 +554,7 @@ class KafkaController:
                 self._remove_zk_entry(tp)
             self._on_partition_reassignment(now, tp, current.reassign_to(target))
             results[tp] = None
-        self.out.admin_results.append((key, results))
+        self.out.admin_results.append(ins.AdminResult(key, results))
 
     def _on_zk_reassign(self, now: int) -> None:
         """processZkPartitionReassignment: the moves written to /admin/reassign_partitions."""
@@ -495,13 +616,20 @@ class KafkaController:
                                 f"for partition being reassigned {tp[0]}-{tp[1]}")
             self._send_leader_and_isr(tp, new, nv, [b for b in a.origin if self._online(b)])
             self._send_leader_and_isr(tp, new, nv, [b for b in a.adding if self._online(b)], is_new=True)
+            # A2: adding replicas -> NewReplica. Kafka also requests it for replicas already New or Online (a
+            # repeated phase A, a failover) and logs the illegal transition; only NonExistent ones move here
+            self._to_replica(now, tp, [b for b in a.adding if self.replica_states.state((tp[0], tp[1], b))
+                                       is RS.NonExistentReplica], RS.NewReplica)
             return
         # B1/B2: the new replicas are online; the controller's assignment is the target from now on
+        self._to_replica(now, tp, list(a.adding), RS.OnlineReplica)
         target = list(a.target)
         live = [b for b in target if self._replica_online(b, tp)]
         if state["leader"] not in target or not self._replica_online(state["leader"], tp):
             e = reassign_election(target, state["isr"], live)  # B3: ReassignPartitionLeaderElectionStrategy
-            if e is None:
+            if not self._partition_ok(now, tp, PS.OnlinePartition):
+                pass  # refused by the partition state machine (logged); the reassignment step goes on (6.3)
+            elif e is None:
                 self._line(now, tp, f"Failed to elect leader for partition {tp[0]}-{tp[1]} under strategy "
                                     f"ReassignPartitionLeaderElectionStrategy")
             else:
@@ -512,6 +640,7 @@ class KafkaController:
                                     f"with state LeaderAndIsr(leader={e.leader}, leaderEpoch={new['leader_epoch']}, "
                                     f"isr={F.csv(e.isr)}, zkVersion={nv})")
                 self._send_leader_and_isr(tp, new, nv, live, replicas=target)
+                self.partition_states.set(tp, PS.OnlinePartition)
         else:
             new = {**state, "leader_epoch": state["leader_epoch"] + 1, "controller_epoch": self.epoch}
             nv = self._write(tp, new, v, now)
@@ -531,13 +660,16 @@ class KafkaController:
         """stopRemovedReplicasOfReassignedPartition: OfflineReplica (StopReplica without delete, out of
         the ISR with an epoch bump each), then ReplicaDeletionStarted (StopReplica with delete); the
         controller does not wait for the deletion."""
+        removed = self._to_replica(now, tp, removed, RS.OfflineReplica)
         for b in removed:
             if self._online(b):
                 self._send_stop_replica(b, tp, self._state(tp)[0]["leader_epoch"], delete=False)
             self._remove_from_isr(now, tp, b, replicas=remaining)
-        for b in removed:
+        for b in self._to_replica(now, tp, removed, RS.ReplicaDeletionStarted):
             if self._online(b):
                 self._send_stop_replica(b, tp, self._state(tp)[0]["leader_epoch"], delete=True)
+        self._to_replica(now, tp, self._to_replica(now, tp, removed, RS.ReplicaDeletionSuccessful),
+                         RS.NonExistentReplica)
 
     # ------------------------------------------------------------------ elections on request (6.4, 11.4, 10)
     def _on_elect_leaders(self, now: int, key: str, election_type: str, tps: list[TP] | None) -> None:
@@ -558,8 +690,10 @@ class KafkaController:
                 if tps is not None:  # the broker drops these for an all-partitions request
                     results[tp] = ("ELECTION_NOT_NEEDED", "Leader election not needed for topic partition.")
                 continue
+            if not self._partition_ok(now, tp, PS.OnlinePartition):
+                continue  # Kafka's PartitionStateMachine gives no result for it
             results[tp] = self._elect_one(now, tp, state, v, election_type)
-        self.out.admin_results.append((key, results))
+        self.out.admin_results.append(ins.AdminResult(key, results))
 
     def _elect_one(self, now: int, tp: TP, state: dict, v: int, election_type: str) -> tuple[str, str] | None:
         reps = self._assignment(tp)
@@ -597,7 +731,8 @@ class KafkaController:
             for tp in off:
                 state, v = self._state(tp)
                 reps = self._assignment(tp)
-                if self._replica_online(reps[0], tp) and reps[0] in state["isr"]:
+                if (self._replica_online(reps[0], tp) and reps[0] in state["isr"]
+                        and self._partition_ok(now, tp, PS.OnlinePartition)):
                     self._line(now, tp, f"Starting auto preferred replica leader election for {tp[0]}-{tp[1]}")
                     self._elect_one(now, tp, state, v, "preferred")
 
@@ -616,9 +751,10 @@ class KafkaController:
         self._line(now, None, "Replicas " + ", ".join(f"[{t}-{p}, broker {b}]" for b, (t, p) in newly)
                    + " went offline (KAFKA_STORAGE_ERROR)")
         led = sorted({tp for b, tp in newly if self.zk.has_partition_state(tp) and self._state(tp)[0]["leader"] == b})
+        self._to_partition(now, led, PS.OfflinePartition)
         self._elect_offline(now, led)
         for b, tp in newly:
-            if self.zk.has_partition_state(tp):
+            if self.zk.has_partition_state(tp) and self._to_replica(now, tp, [b], RS.OfflineReplica):
                 self._remove_from_isr(now, tp, b)
         self._send_update_metadata()
 
