@@ -697,7 +697,13 @@ class Cluster:
             slots = 1
         else:
             m = re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]", master)
-            slots = int(m.group(1)) * int(m.group(2)) if m else self.spark_partitions
+            if m:
+                slots = int(m.group(1)) * int(m.group(2))
+            else:  # a real cluster: its cores now (classic sessions; Spark Connect has no SparkContext)
+                try:
+                    slots = int(self.spark.sparkContext.defaultParallelism)
+                except Exception:
+                    slots = self.spark_partitions
         return max(1, min(self.spark_partitions, slots))
 
     def flush(self) -> None:
