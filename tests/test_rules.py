@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -115,6 +116,12 @@ def test_table_and_format_table():
     assert t["truncate_to_hw"] == {p: p in ("0.8", "0.10") for p in PROFILES}
     text = format_table()
     lines = text.splitlines()
-    assert lines[0] == "| flag | changed by | " + " | ".join(PROFILES) + " |"
+    assert lines[0] == "| flag | what | changed by | " + " | ".join(PROFILES) + " |"
     assert len(lines) == 2 + len(FLAGS)
-    assert "| `alter_isr` | KIP-497, IBP 2.7-IV2 | - | - | - | - | - | yes | yes |" in lines
+    assert ("| `alter_isr` | ISR changes via AlterIsr to the controller | KIP-497, IBP 2.7-IV2 "
+            "| - | - | - | - | - | yes | yes |") in lines
+
+
+def test_docs_hold_the_current_table():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "versions.md").read_text()
+    assert format_table() in doc, "regenerate docs/versions.md's table with rules.format_table()"

@@ -33,21 +33,22 @@ from .config import PROFILES, profile_of
 IBP = "inter.broker.protocol.version"
 
 
-def _change(before: Any, changes: Mapping[str, Any], ref: str) -> Any:
+def _change(before: Any, changes: Mapping[str, Any], ref: str, what: str) -> Any:
     """A flag whose value is `before` up to the first profile in `changes`, then each value in
-    `changes` from its profile on. `ref` names the KIP / JIRA and Kafka version (the table's text)."""
+    `changes` from its profile on. `ref` names the KIP / JIRA and Kafka version, `what` says in a few
+    words what the flag does (both for the table; the attribute docstring has the details)."""
     assert all(p in PROFILES for p in changes), changes
-    return field(metadata={"before": before, "changes": dict(changes), "ref": ref})
+    return field(metadata={"before": before, "changes": dict(changes), "ref": ref, "what": what})
 
 
-def _from(profile: str, ref: str) -> Any:
+def _from(profile: str, ref: str, what: str) -> Any:
     """A behaviour that starts at `profile`: False before it, True from it."""
-    return _change(False, {profile: True}, ref)
+    return _change(False, {profile: True}, ref, what)
 
 
-def _until(profile: str, ref: str) -> Any:
+def _until(profile: str, ref: str, what: str) -> Any:
     """A behaviour that ends at `profile`: True before it, False from it."""
-    return _change(True, {profile: False}, ref)
+    return _change(True, {profile: False}, ref, what)
 
 
 @dataclass(frozen=True)
@@ -57,78 +58,101 @@ class Rules:
 
     profile: str
 
-    # -- 0.10.2: KAFKA-4485 (our "0.10" profile) ---------------------------------------------------
-    isr_lag_by_messages: bool = _until("0.10", "KAFKA-1546 / KAFKA-4485, 0.10.2")
+    # -- 0.9 / 0.10.2: KAFKA-1546, KAFKA-4485 (our "0.10" profile on) --------------------------------
+    isr_lag_by_messages: bool = _until(
+        "0.10", "KAFKA-1546, 0.9.0", "ISR lag by LEO progress and replica.lag.max.messages")
     """0.8 ISR rule (Partition.getOutOfSyncReplicas before lastCaughtUpTime): a follower is out of sync
     when its LEO has not moved for replica.lag.time.max.ms or it is more than replica.lag.max.messages
-    behind. From 0.10.2: now - lastCaughtUpTime > replica.lag.time.max.ms (protocol.md 4.1, 4.3)."""
-    isr_check_period_divisor: int = _change(1, {"0.10": 2}, "KAFKA-4485, 0.10.2")
+    behind. KAFKA-1546 (0.9.0) dropped the message count; the emulator's 0.8 profile (0.8-0.9) keeps 0.8's
+    rule and the later ones use 0.10.2's now - lastCaughtUpTime > replica.lag.time.max.ms (KAFKA-4485,
+    protocol.md 4.1, 4.3)."""
+    isr_check_period_divisor: int = _change(
+        1, {"0.10": 2}, "KAFKA-4485, 0.10.2", "ISR shrink check every lag / n")
     """The isr-expiration task runs every replica.lag.time.max.ms / this (1 on 0.8, then 2)."""
-    hw_counts_caught_up_followers: bool = _from("0.10", "KAFKA-4485, 0.10.2")
+    hw_counts_caught_up_followers: bool = _from(
+        "0.10", "KAFKA-4485, 0.10.2", "recently caught-up non-ISR followers hold the HW")
     """A follower outside the ISR that caught up within replica.lag.time.max.ms also holds the leader's
     HW back (maybeIncrementLeaderHW, protocol.md 3.4); on 0.8 only ISR members count."""
 
     # -- 0.11: KIP-101 ----------------------------------------------------------------------------
-    leader_epoch_cache: bool = _from("0.11", "KIP-101, 0.11.0")
+    leader_epoch_cache: bool = _from(
+        "0.11", "KIP-101, 0.11.0", "batches carry the leader epoch; epoch cache kept")
     """Message format v2: batches carry the leader epoch and replicas keep a leader-epoch cache
     (leader-epoch-checkpoint). Before, records read as epoch -1 and the cache stays empty (KAFKA-7897)."""
-    leader_epoch_exchange: bool = _from("0.11", "KIP-101, 0.11.0")
+    leader_epoch_exchange: bool = _from(
+        "0.11", "KIP-101, 0.11.0", "OffsetsForLeaderEpoch exists")
     """OffsetsForLeaderEpoch exists: a new follower with an epoch cache truncates by its leader's answer
     (the fetcher's Truncating state; a log mover asks the local current log)."""
-    truncate_to_hw: bool = _until("0.11", "KIP-101, 0.11.0")
+    truncate_to_hw: bool = _until(
+        "0.11", "KIP-101, 0.11.0", "a new follower truncates to its HW")
     """ReplicaManager.makeFollowers before KIP-101: a replica that becomes follower truncates to its own
     high watermark (also what a replica with an empty cache still does afterwards)."""
 
     # -- 1.0 / 1.1: KIP-112, KIP-113 (our "0.11" profile holds 0.11-1.1) -------------------------
-    halt_on_log_dir_failure: bool = _until("0.11", "KIP-112, IBP 1.0")
+    halt_on_log_dir_failure: bool = _until(
+        "0.11", "KIP-112, IBP 1.0", "any failed log dir halts the broker")
     """Before IBP 1.0 a broker halts when any log dir fails; from 1.0 it takes that dir's replicas
     offline and halts only when no dir is left (protocol.md 9.5)."""
-    alter_replica_log_dirs: bool = _from("0.11", "KIP-113, 1.1")
+    alter_replica_log_dirs: bool = _from(
+        "0.11", "KIP-113, 1.1", "AlterReplicaLogDirs (moves between dirs)")
     """AlterReplicaLogDirs exists (moves between a broker's dirs); before, UNSUPPORTED_VERSION."""
 
     # -- 2.0: KIP-279 -------------------------------------------------------------------------------
-    epoch_truncation: bool = _from("2.0", "KIP-279, 2.0")
+    epoch_truncation: bool = _from(
+        "2.0", "KIP-279, 2.0", "(epoch, offset) answers, multi-step truncation")
     """OffsetsForLeaderEpoch v1 answers (epoch, end offset) and the follower truncates by
     getOffsetTruncationState, possibly over several rounds. On 0.11-1.1 (v0) the answer is an offset
     only and the follower truncates to min(answer, LEO) at once (protocol.md 5.4)."""
 
     # -- 2.1 ------------------------------------------------------------------------------------------
-    current_leader_epoch: bool = _from("2.1", "KIP-320, 2.1")
+    current_leader_epoch: bool = _from(
+        "2.1", "KIP-320, 2.1", "current leader epoch in requests (fencing)")
     """Fetch and OffsetsForLeaderEpoch carry the follower's current leader epoch, so the leader fences
     it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, protocol.md 3.5); before, -1 (not checked)."""
-    epoch_entry_on_become_leader: bool = _from("2.1", "KAFKA-7415, 2.1")
+    epoch_entry_on_become_leader: bool = _from(
+        "2.1", "KAFKA-7415, 2.1", "new leader writes (epoch, LEO) at once")
     """Partition.makeLeader records (new epoch, LEO) in the epoch cache at once, before any write."""
-    restart_fetcher_on_new_epoch: bool = _from("2.1", "KAFKA-7164, 2.1")
+    restart_fetcher_on_new_epoch: bool = _from(
+        "2.1", "KAFKA-7164, 2.1", "any new epoch restarts the fetcher")
     """Any new leader epoch (re)starts a follower's fetcher (and so its truncation); before, only a
     change of leader did."""
-    isr_expand_needs_epoch_start: bool = _from("2.1", "KAFKA-7128, 2.1")
+    isr_expand_needs_epoch_start: bool = _from(
+        "2.1", "KAFKA-7128, 2.1", "ISR join needs LEO >= epoch start")
     """A follower joins the ISR only once its LEO also reached the offset where the leader's current
     epoch began (maybeExpandIsr, protocol.md 4.2)."""
-    isr_equal_leo_in_sync: bool = _from("2.1", "KAFKA-7152, 2.1")
+    isr_equal_leo_in_sync: bool = _from(
+        "2.1", "KAFKA-7152, 2.1", "equal-LEO follower never out of sync")
     """A follower whose LEO equals the leader's is never out of sync, however long since it last
     caught up (getOutOfSyncReplicas, protocol.md 4.3)."""
-    halt_on_out_of_range_truncation: bool = _until("2.1", "KAFKA-7414, 2.1")
+    halt_on_out_of_range_truncation: bool = _until(
+        "2.1", "KAFKA-7414, 2.1", "exit instead of truncating to a shorter leader")
     """OFFSET_OUT_OF_RANGE with the leader's LEO below the follower's on a topic with unclean election
     off: the broker exits ("log truncation is not allowed"); from 2.1 it truncates (protocol.md 3.6)."""
 
     # -- 2.7: KIP-497 ---------------------------------------------------------------------------------
-    alter_isr: bool = _from("2.7", "KIP-497, IBP 2.7-IV2")
+    alter_isr: bool = _from(
+        "2.7", "KIP-497, IBP 2.7-IV2", "ISR changes via AlterIsr to the controller")
     """Leaders send ISR changes to the controller in AlterIsr; before, they write the partition state
     znode themselves (conditional on its version) and leave an isr_change_notification."""
 
     # -- 2.8: KAFKA-10554 -----------------------------------------------------------------------------
-    fetch_divergence: bool = _from("2.8", "KAFKA-10554, Fetch v12, 2.8")
+    fetch_divergence: bool = _from(
+        "2.8", "KAFKA-10554, Fetch v12, 2.8", "Fetch lastFetchedEpoch / DivergingEpoch")
     """A follower with a non-empty epoch cache skips OffsetsForLeaderEpoch: it fetches from its LEO with
     lastFetchedEpoch and truncates on the leader's DivergingEpoch (protocol.md 5.5, golden R9)."""
 
     # -- defaults that changed (protocol.md section 0; config.version_defaults) ---------------------
-    default_unclean_leader_election: bool = _until("0.11", "KIP-106, 0.11.0")
+    default_unclean_leader_election: bool = _until(
+        "0.11", "KIP-106, 0.11.0", "unclean.leader.election.enable default")
     """unclean.leader.election.enable's default (true until 0.11.0)."""
-    default_delete_topic: bool = _from("0.11", "KIP-162, 1.0")
+    default_delete_topic: bool = _from(
+        "0.11", "KIP-162, 1.0", "delete.topic.enable default")
     """delete.topic.enable's default (false before 1.0; our 0.11 profile uses 1.0's)."""
-    default_replica_lag_time_max_ms: int = _change(10000, {"2.1": 30000}, "KIP-537, 2.5")
+    default_replica_lag_time_max_ms: int = _change(
+        10000, {"2.1": 30000}, "KIP-537, 2.5", "replica.lag.time.max.ms default")
     """replica.lag.time.max.ms's default (10000 before 2.5; our 2.1 profile spans 2.1-2.6, keeps 2.8's)."""
-    default_zookeeper_session_timeout_ms: int = _change(6000, {"2.1": 18000}, "KIP-537, 2.5")
+    default_zookeeper_session_timeout_ms: int = _change(
+        6000, {"2.1": 18000}, "KIP-537, 2.5", "zookeeper.session.timeout.ms default")
     """zookeeper.session.timeout.ms's default (6000 before 2.5; as above)."""
 
 
@@ -186,13 +210,14 @@ def table() -> dict[str, dict[str, Any]]:
 
 
 def format_table() -> str:
-    """The rules table as Markdown: one row per flag, its source (KIP / JIRA, Kafka version) and value
-    per profile (yes / - for booleans)."""
+    """The rules table as Markdown: one row per flag, what it does, its source (KIP / JIRA, Kafka
+    version) and its value per profile (yes / - for booleans)."""
     def cell(v: Any) -> str:
         return ("yes" if v else "-") if isinstance(v, bool) else str(v)
 
-    head = ["flag", "changed by", *PROFILES]
+    head = ["flag", "what", "changed by", *PROFILES]
     rows = [head, ["---"] * len(head)]
     for name, per in table().items():
-        rows.append([f"`{name}`", Rules.__dataclass_fields__[name].metadata["ref"], *(cell(per[p]) for p in PROFILES)])
+        meta = Rules.__dataclass_fields__[name].metadata
+        rows.append([f"`{name}`", meta["what"], meta["ref"], *(cell(per[p]) for p in PROFILES)])
     return "\n".join("| " + " | ".join(r) + " |" for r in rows) + "\n"
