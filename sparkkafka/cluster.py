@@ -33,6 +33,7 @@ from .errors import ScenarioError
 from .protocol import errors as kerr
 from .protocol.config import LONG_MAX, TOPIC_CONFIGS, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform
+from .protocol.rules import rules_for
 from .scenario import Scenario, load_scenario
 from .scenario.workload import Workload
 from .storage import tables as T
@@ -377,6 +378,7 @@ class Cluster:
     def _params(self, now: int) -> RoundParams:
         cfg = dict(self.broker_cfg)
         cfg["profile"] = self.profile
+        cfg["rules"] = rules_for(self.profile)  # the version flags the executors read (protocol/rules.py)
         tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
         min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
         cfg["topic_unclean"] = {t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()}

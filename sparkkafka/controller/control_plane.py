@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ..protocol import frames as F
-from ..protocol.config import at_least, broker_config, topic_config
+from ..protocol.config import broker_config, topic_config
+from ..protocol.rules import rules_for
 from ..scenario.model import TopicSpec
 from . import events as ev
 from .kafka_controller import KafkaController, Requests
@@ -294,7 +295,7 @@ class ControlPlane:
         the version it knows, and leaves an isr_change_notification."""
         if proposals.empty:
             return
-        if at_least(self.profile, "2.7"):
+        if rules_for(self.profile).alter_isr:  # KIP-497
             c = self.active()
             ok = np.array([c is not None and reachable(b, c.broker) for b in proposals["broker"]], dtype=bool)
             lost = proposals[~ok]

@@ -38,6 +38,7 @@ from ..protocol import (
 from ..protocol import frames as F
 from ..protocol.high_watermark import maybe_increment_leader_hw
 from ..protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
+from ..protocol.rules import rules_of
 from ..storage import broker_disk, log_truncation
 from ..storage.tables import SCHEMAS, write_file
 from . import rows as W
@@ -309,7 +310,7 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     paused = wire["broker"].isin(list(p.paused)).to_numpy() if p.paused else np.zeros(len(wire), bool)
     held = wire[paused]
     wire = wire[~paused]
-    cfg, prof = p.cfg, p.cfg["profile"]
+    cfg, rules = p.cfg, rules_of(p.cfg)
     sw = _Laps()
     k = W.split(wire)
     replicas, remotes, tail, brokers = k[W.REPLICA], k[W.REMOTE], k[W.TAIL], k[W.BROKER]
@@ -325,13 +326,13 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     # failed log dirs (KIP-112, 9.5): their replicas go offline, their future logs are dropped
     offline_dirs = log_dir_failure.offline_dirs_now(p.offline_dirs, k[W.LOG_DIR_FAILURE])
     replicas, remotes, futures, offline, tail, offline_new, dir_halts = log_dir_failure.fail_log_dirs(
-        replicas, remotes, futures, offline, tail, offline_dirs, p.log_dirs, prof, brokers["broker"].tolist())
+        replicas, remotes, futures, offline, tail, offline_dirs, p.log_dirs, rules, brokers["broker"].tolist())
     listed_r, listed_f = replicas, futures  # the logs the dirs' listings hold
     # controller requests, in the order the controller's channel sends them (7.3), after the admin's
     # AlterReplicaLogDirs (KIP-113, 9.1)
     brokers = controller_requests.update_metadata(brokers, k[W.UPDATE_METADATA])
     futures, preferred, alter_answers, cancelled = alter_log_dirs.alter_replica_log_dirs(
-        k[W.ALTER_LOG_DIRS], replicas, futures, preferred, offline, p.log_dirs, offline_dirs, prof)
+        k[W.ALTER_LOG_DIRS], replicas, futures, preferred, offline, p.log_dirs, offline_dirs, rules)
     before = replicas
     lai, offline, lai_offline = log_dir_failure.screen_leader_and_isr(
         k[W.LEADER_AND_ISR], replicas, offline, brokers, offline_dirs, p.log_dirs, preferred)
@@ -341,7 +342,7 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     preferred = alter_log_dirs.forget_preferences(preferred, replicas)
     cuts = truncation.no_cuts()
     if len(k[W.LEADER_AND_ISR]):
-        replicas, cuts = truncation.on_leader_and_isr(before, replicas, prof)
+        replicas, cuts = truncation.on_leader_and_isr(before, replicas, rules)
         futures = alter_log_dirs.on_leader_and_isr(futures, replicas, lai)
     replicas, remotes, deleted, stop_lines = controller_requests.stop_replicas(
         replicas, remotes, brokers, k[W.STOP_REPLICA])
@@ -352,7 +353,7 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
 
     replicas, remotes, counts = isr.apply_isr_results(replicas, remotes, k[W.ISR_RESULT], p.now)
     if counts["isr_shrinks"]:  # followers that no longer count may let the HW advance (4.3)
-        replicas = maybe_increment_leader_hw(replicas, remotes, prof, cfg["replica.lag.time.max.ms"], p.now)
+        replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], p.now)
     replicas, epoch_cuts = offsets_for_leader_epoch.apply_answers(replicas, k[W.EPOCH_RESPONSE], p.now, cfg)
     replicas, appended_f, fetch_cuts, halts = fetch.apply_fetch_responses(
         replicas, k[W.FETCH_RESPONSE], k[W.FETCH_RECORD], p.now, cfg)
@@ -373,9 +374,9 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     sw.lap("storage_reads")
     replicas, remotes, responses, resp_records, parked = fetch.serve_fetch(
         replicas, remotes, log, requests, parked, p.now, cfg)
-    epoch_answers = offsets_for_leader_epoch.answer(replicas, k[W.EPOCH_REQUEST], prof)
-    replicas, remotes, expand = isr.maybe_expand_isr(replicas, remotes, p.now, prof)
-    replicas, shrink = isr.maybe_shrink_isr(replicas, remotes, p.now, cfg, prof)
+    epoch_answers = offsets_for_leader_epoch.answer(replicas, k[W.EPOCH_REQUEST], rules)
+    replicas, remotes, expand = isr.maybe_expand_isr(replicas, remotes, p.now, rules)
+    replicas, shrink = isr.maybe_shrink_isr(replicas, remotes, p.now, cfg, rules)
 
     pending, done = produce.complete_delayed_produce(
         replicas, F.concat([k[W.PENDING_PRODUCE], pending_new], F.PENDING), min_isr, p.now, offline=offline)
@@ -465,9 +466,9 @@ def _movers(p: RoundParams, replicas: pd.DataFrame, futures: pd.DataFrame, mem: 
     Returns (replicas, futures, copied records, swaps, cuts of future logs)."""
     if futures.empty:
         return replicas, futures, F.empty(F.RECORD), pd.DataFrame(columns=alter_log_dirs.SWAPS), truncation.no_cuts()
-    prof = p.cfg["profile"]
+    rules = rules_of(p.cfg)
     futures = alter_log_dirs.mark_for_truncation(futures, cuts)
-    futures, c1 = alter_log_dirs.truncate_futures(futures, replicas, prof)
+    futures, c1 = alter_log_dirs.truncate_futures(futures, replicas, rules)
     futures, c2 = alter_log_dirs.out_of_range(futures, replicas)
     threads = alter_log_dirs.thread_count(p.cfg, p.log_dirs)
     futures, selected = alter_log_dirs.select_for_copy(futures, replicas, threads)
@@ -475,7 +476,7 @@ def _movers(p: RoundParams, replicas: pd.DataFrame, futures: pd.DataFrame, mem: 
     records = _current_records(p, ranges, mem)
     budgets = {int(b): alter_log_dirs.round_budget(p.cfg, int(b)) for b in set(futures["broker"])}
     futures, copied = alter_log_dirs.append_copies(futures, replicas, records, selected, threads,
-                                                   p.cfg["replica.fetch.max.bytes"], budgets, prof)
+                                                   p.cfg["replica.fetch.max.bytes"], budgets, rules)
     replicas, futures, swaps = alter_log_dirs.swap(replicas, futures, selected)
     return replicas, futures, copied, swaps, pd.concat([c1, c2], ignore_index=True)
 

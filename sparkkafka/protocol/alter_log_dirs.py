@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
-from .config import LONG_MAX, at_least
+from .config import LONG_MAX
 from .frames import (
     ALTER_LOG_DIRS_RESPONSE,
     FETCHING,
@@ -53,6 +53,7 @@ from .frames import (
     new_replicas,
     take,
 )
+from .rules import Rules, rules_for
 from .truncation import CUTS, no_cuts, truncate
 
 LOG_DIR_NOT_FOUND = "LOG_DIR_NOT_FOUND"
@@ -117,7 +118,7 @@ def round_budget(cfg: Mapping, broker: int) -> int | None:
 
 def alter_replica_log_dirs(
     requests: pd.DataFrame, replicas: pd.DataFrame, futures: pd.DataFrame, preferred: pd.DataFrame,
-    offline: pd.DataFrame, log_dirs: Sequence[str], offline_dirs: Mapping[int, Iterable[str]], profile: str,
+    offline: pd.DataFrame, log_dirs: Sequence[str], offline_dirs: Mapping[int, Iterable[str]], rules: Rules | str,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Handle AlterReplicaLogDirs entries (broker, topic, partition, log_dir = destination), in order.
 
@@ -151,7 +152,7 @@ def alter_replica_log_dirs(
     created: dict[tuple, tuple[str, int]] = {}
     cancelled: list[tuple] = []
     errs: list[str | None] = []
-    supported = at_least(profile, "0.11")  # the profile that holds 1.1 (0.11-1.1 share one profile)
+    supported = rules_for(rules).alter_replica_log_dirs  # KIP-113, 1.1 (our 0.11 profile holds 0.11-1.1)
     configured = set(log_dirs)
     for i, key in enumerate(_keys(req)):
         b, dest = key[0], req["log_dir"].iat[i]
@@ -282,7 +283,7 @@ def _log_back(futures: pd.DataFrame, logs: pd.DataFrame) -> pd.DataFrame:
     return conform(f, FUTURE)
 
 
-def local_epoch_answers(futures: pd.DataFrame, replicas: pd.DataFrame, profile: str) -> pd.DataFrame:
+def local_epoch_answers(futures: pd.DataFrame, replicas: pd.DataFrame, rules: Rules | str) -> pd.DataFrame:
     """ReplicaAlterLogDirsThread.fetchEpochEndOffsets: each future log's latest epoch asked of the local
     current log (Partition.lastOffsetForLeaderEpoch with fetchOnlyFromLeader = false). A current replica
     that is missing or offline answers KAFKA_STORAGE_ERROR, the others still answer; the mover's epoch
@@ -296,17 +297,18 @@ def local_epoch_answers(futures: pd.DataFrame, replicas: pd.DataFrame, profile: 
                     [errors.KAFKA_STORAGE_ERROR, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH], "")
     caches = take(replicas, "epoch_cache", pos, "")
     leos = take(replicas, "leo", pos, -1)
-    ans = [leader_epoch.offsets_for_leader_epoch(leader_epoch.decode(c), int(lo), int(e), profile)
+    rules = rules_for(rules)
+    ans = [leader_epoch.offsets_for_leader_epoch(leader_epoch.decode(c), int(lo), int(e), rules)
            if ok else leader_epoch.UNDEFINED
            for c, lo, e, ok in zip(caches, leos, f["last_fetched_epoch"].to_numpy(), err == "", strict=True)]
     return pd.DataFrame({"leader_epoch": [a[0] for a in ans], "end_offset": [a[1] for a in ans],
                          "error": np.where(err == "", None, err)})
 
 
-def truncation_step(futures: pd.DataFrame, replicas: pd.DataFrame, profile: str
+def truncation_step(futures: pd.DataFrame, replicas: pd.DataFrame, rules: Rules | str
                     ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """One pass of the mover's maybeTruncate over its Truncating partitions: a future log with no epoch
-    (or a pre-0.11 profile) truncates to its fetch offset (truncateToHighWatermark); the others ask
+    (or truncate_to_hw, before 0.11) truncates to its fetch offset (truncateToHighWatermark); the others ask
     local_epoch_answers and truncate by leader_epoch.truncation_offset (the fetch offset stands for the
     follower's HW: an UNDEFINED answer truncates there). Done -> Fetching; not done (KIP-279's "ask again
     with the new latest epoch") -> still Truncating, fetch offset = the truncation point; an error leaves
@@ -316,19 +318,20 @@ def truncation_step(futures: pd.DataFrame, replicas: pd.DataFrame, profile: str
     todo = np.flatnonzero(f["fetch_state"].to_numpy() == TRUNCATING)
     if len(todo) == 0:
         return futures, no_cuts(), 0
-    ans = local_epoch_answers(f.iloc[todo], replicas, profile)
+    rules = rules_for(rules)
+    ans = local_epoch_answers(f.iloc[todo], replicas, rules)
     pos, offs, done = [], [], []
     for j, i in enumerate(todo):
         cache = leader_epoch.decode(f.at[i, "epoch_cache"])
         start = int(f.at[i, "fetch_offset"])
-        if not cache or not at_least(profile, "0.11"):
+        if not cache or rules.truncate_to_hw:
             off, fin = start, True
         elif ans["error"].iat[j] is not None:
             continue
         else:
             off, fin = leader_epoch.truncation_offset(
                 cache, int(f.at[i, "leo"]), start,
-                (int(ans["leader_epoch"].iat[j]), int(ans["end_offset"].iat[j])), profile)
+                (int(ans["leader_epoch"].iat[j]), int(ans["end_offset"].iat[j])), rules)
         pos.append(i)
         offs.append(off)
         done.append(fin)
@@ -342,13 +345,13 @@ def truncation_step(futures: pd.DataFrame, replicas: pd.DataFrame, profile: str
     return conform(f, FUTURE), cuts, int((~done_a).sum())
 
 
-def truncate_futures(futures: pd.DataFrame, replicas: pd.DataFrame, profile: str, max_passes: int = 8
+def truncate_futures(futures: pd.DataFrame, replicas: pd.DataFrame, rules: Rules | str, max_passes: int = 8
                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """truncation_step repeated while some partition asks again (the mover loops within a round, with no
     network round trip). Returns (futures, cuts)."""
     all_cuts = []
     for _ in range(max_passes):
-        futures, cuts, again = truncation_step(futures, replicas, profile)
+        futures, cuts, again = truncation_step(futures, replicas, rules)
         all_cuts.append(cuts)
         if again == 0:
             break
@@ -424,7 +427,7 @@ def record_bytes(records: pd.DataFrame) -> np.ndarray:
 
 def append_copies(
     futures: pd.DataFrame, replicas: pd.DataFrame, records: pd.DataFrame, selected: np.ndarray, threads: int,
-    fetch_max_bytes: int, budgets: Mapping[int, int | None], profile: str,
+    fetch_max_bytes: int, budgets: Mapping[int, int | None], rules: Rules | str,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """processPartitionData for each selected future log: the current log's records from its LEO on
     (`records`: RECORD rows of the current logs, any order, extra ones ignored), at most
@@ -459,7 +462,7 @@ def append_copies(
     leo = logs["leo"].to_numpy().copy()
     leo[at] = last["offset"].to_numpy() + 1
     logs["leo"] = leo
-    logs = leader_epoch.on_append(logs, copied, profile)
+    logs = leader_epoch.on_append(logs, copied, rules)
     f = _log_back(f, logs)
     pos = locate(replicas, f)
     f.loc[at, "hw"] = np.minimum(take(replicas, "hw", pos, 0), f["leo"].to_numpy())[at]

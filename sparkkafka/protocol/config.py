@@ -100,7 +100,8 @@ _ALIASES = {
 
 
 def at_least(profile: str, version: str) -> bool:
-    """Whether `profile` has the behaviour introduced in profile `version` (both from PROFILES)."""
+    """Whether `profile` has the behaviour introduced in profile `version` (both from PROFILES).
+    Behaviour code does not call this: it reads a named flag of rules.rules_for(profile)."""
     return PROFILES.index(profile) >= PROFILES.index(version)
 
 
@@ -114,16 +115,16 @@ def profile_of(ibp: str) -> str | None:
 
 
 def version_defaults(profile: str) -> dict[str, Any]:
-    """Defaults that changed across versions (protocol.md section 0)."""
-    out: dict[str, Any] = {}
-    if not at_least(profile, "0.11"):  # true until 0.11.0
-        out["unclean.leader.election.enable"] = True
-    if not at_least(profile, "0.11"):  # false before 1.0
-        out["delete.topic.enable"] = False
-    if not at_least(profile, "2.1"):  # 10000 / 6000 before 2.5 (the 2.1 profile spans 2.1-2.6 and keeps 2.8's values)
-        out["replica.lag.time.max.ms"] = 10000
-        out["zookeeper.session.timeout.ms"] = 6000
-    return out
+    """Defaults that changed across versions (protocol.md section 0), where the profile's differ from
+    2.8's (the default_* flags of rules.Rules)."""
+    from .rules import rules_for  # rules.py builds on PROFILES / profile_of
+
+    r = rules_for(profile)
+    values = {"unclean.leader.election.enable": r.default_unclean_leader_election,
+              "delete.topic.enable": r.default_delete_topic,
+              "replica.lag.time.max.ms": r.default_replica_lag_time_max_ms,
+              "zookeeper.session.timeout.ms": r.default_zookeeper_session_timeout_ms}
+    return {k: v for k, v in values.items() if v != BROKER_DEFAULTS[k]}
 
 
 def broker_config(overrides: dict[str, Any] | None) -> dict[str, Any]:

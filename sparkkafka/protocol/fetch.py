@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch, offsets_for_leader_epoch, replication_quota
-from .config import at_least
 from .frames import (
     EPOCH_REQUEST,
     FETCH,
@@ -35,6 +34,7 @@ from .frames import (
     take,
 )
 from .high_watermark import follower_hw, maybe_increment_leader_hw
+from .rules import Rules, rules_of
 from .truncation import no_cuts, truncate
 
 FOREVER = np.iinfo("int64").max
@@ -80,14 +80,14 @@ def fetch_requests(
     if not send.any():
         return r, empty(FETCH), empty(EPOCH_REQUEST)
     truncating = r["fetch_state"].to_numpy() == TRUNCATING
-    prof = cfg["profile"]
-    epoch_reqs = offsets_for_leader_epoch.requests(r, send & truncating, now, prof)
+    rules = rules_of(cfg)
+    epoch_reqs = offsets_for_leader_epoch.requests(r, send & truncating, now, rules)
     s = r[send & ~truncating]
     req = pd.DataFrame({
         "broker": s["leader"], "src": s["broker"], "topic": s["topic"], "partition": s["partition"],
         "fetch_offset": s["leo"],
-        "current_leader_epoch": s["leader_epoch"] if at_least(prof, "2.1") else -1,  # KIP-320
-        "last_fetched_epoch": s["last_fetched_epoch"] if at_least(prof, "2.8") else -1,  # KAFKA-10554, v12
+        "current_leader_epoch": s["leader_epoch"] if rules.current_leader_epoch else -1,  # KIP-320
+        "last_fetched_epoch": s["last_fetched_epoch"] if rules.fetch_divergence else -1,  # KAFKA-10554, v12
         "log_start_offset": s["log_start_offset"], "sent_ms": now, "deadline_ms": -1,
     })
     r.loc[send, "fetch_in_flight"] = True
@@ -285,7 +285,7 @@ def serve_fetch(
     m["_hw_snapshot"] = m["hw"]
     new_ok = m[m["_new"] & (m["_err"] == "") & (m["_de"] < 0)]
     remotes = _update_followers(remotes, new_ok, now)
-    replicas = maybe_increment_leader_hw(replicas, remotes, cfg["profile"], cfg["replica.lag.time.max.ms"], now)
+    replicas = maybe_increment_leader_hw(replicas, remotes, rules_of(cfg), cfg["replica.lag.time.max.ms"], now)
     m = m.drop(columns=["hw"]).merge(replicas[["broker", "topic", "partition", "hw"]], how="left",
                                      on=["broker", "topic", "partition"])
     recs = _read(m, log, cfg)
@@ -356,7 +356,7 @@ def apply_fetch_responses(
     if err.any():
         fenced = error[err] == errors.FENCED_LEADER_EPOCH
         r.loc[pos[err], "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"])
-    r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], cfg["profile"])
+    r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], rules_of(cfg))
     r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
     cuts = pd.concat([cuts_d, cuts_o], ignore_index=True)
     appended = empty(RECORD)
@@ -376,7 +376,7 @@ def apply_fetch_responses(
         last = appended.groupby(["broker", "topic", "partition"], as_index=False, sort=False).agg(
             _leo=("offset", "max"))
         r.loc[locate(r, last), "leo"] = last["_leo"].to_numpy() + 1
-        r = leader_epoch.on_append(r, appended, cfg["profile"])
+        r = leader_epoch.on_append(r, appended, rules_of(cfg))
     op = pos[ok]
     ls = np.maximum(r["log_start_offset"].to_numpy()[op], okr["log_start_offset"].to_numpy())
     r.loc[op, "log_start_offset"] = ls
@@ -384,11 +384,11 @@ def apply_fetch_responses(
     return r, appended, cuts, halts
 
 
-def _truncate_diverging(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, profile: str
+def _truncate_diverging(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, rules: Rules
                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """AbstractFetcherThread.truncateOnFetchResponse: the KIP-279 arithmetic on the DivergingEpoch."""
     offs = [leader_epoch.truncation_offset(leader_epoch.decode(r.at[p, "epoch_cache"]), int(r.at[p, "leo"]),
-                                           int(r.at[p, "hw"]), (int(e), int(o)), profile)[0]
+                                           int(r.at[p, "hw"]), (int(e), int(o)), rules)[0]
             for p, e, o in zip(pos, resp["diverging_epoch"], resp["diverging_end_offset"], strict=True)]
     return truncate(r, pos, np.asarray(offs, dtype="int64"))
 
@@ -406,7 +406,7 @@ def out_of_range_recovery(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, 
     own = r["leo"].to_numpy()[pos]
     behind = leader_leo < own
     unclean = cfg.get("topic_unclean", {})
-    old = not at_least(cfg["profile"], "2.1")
+    old = rules_of(cfg).halt_on_out_of_range_truncation  # KAFKA-7414
     halt = behind & old & ~np.array([bool(unclean.get(t, cfg["unclean.leader.election.enable"]))
                                      for t in resp["topic"]], dtype=bool)
     halts = _halts(r, pos[halt], leader_leo[halt], resp["src"].to_numpy()[halt])

@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .rules import Rules, rules_for
 
-def counts_for_hw(remotes: pd.DataFrame, profile: str, lag_ms: int, now: int) -> np.ndarray:
+
+def counts_for_hw(remotes: pd.DataFrame, rules: Rules | str, lag_ms: int, now: int) -> np.ndarray:
     """Which remote replicas hold the leader's HW back.
 
     0.8: ISR members only. From 0.10.2 (KAFKA-4485, our 0.10 profile on) also a follower outside
@@ -16,7 +18,7 @@ def counts_for_hw(remotes: pd.DataFrame, profile: str, lag_ms: int, now: int) ->
     from a follower about to rejoin.
     """
     in_isr = remotes["in_isr"].to_numpy(dtype=bool)
-    if profile == "0.8":
+    if not rules_for(rules).hw_counts_caught_up_followers:
         return in_isr
     recent = (now - remotes["last_caught_up_ms"].to_numpy()) <= lag_ms
     # Kafka resets lastCaughtUpTimeMs to 0 (the epoch) for "never"; emulated time starts at 0, so
@@ -25,7 +27,7 @@ def counts_for_hw(remotes: pd.DataFrame, profile: str, lag_ms: int, now: int) ->
 
 
 def maybe_increment_leader_hw(
-    replicas: pd.DataFrame, remotes: pd.DataFrame, profile: str, lag_ms: int, now: int
+    replicas: pd.DataFrame, remotes: pd.DataFrame, rules: Rules | str, lag_ms: int, now: int
 ) -> pd.DataFrame:
     """Raise each leader's HW to the minimum LEO over itself and the remotes that count.
 
@@ -37,7 +39,7 @@ def maybe_increment_leader_hw(
         return replicas
     cand = replicas["leo"].to_numpy().copy()
     if len(remotes):
-        r = remotes[counts_for_hw(remotes, profile, lag_ms, now)]
+        r = remotes[counts_for_hw(remotes, rules, lag_ms, now)]
         if len(r):
             low = r.groupby(["broker", "topic", "partition"])["leo"].min().rename("_low").reset_index()
             m = replicas[["broker", "topic", "partition"]].merge(low, how="left", on=["broker", "topic", "partition"])

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from . import errors
-from .config import at_least
 from .frames import ISR_CHANGE, KEY, REMOTE, REPLICA, conform, csv, empty, ids, isr_size, locate
+from .rules import Rules, rules_for
 
 # AlterIsr errors after which the leader gives up and stays pending until the next LeaderAndIsr
 # (Partition.handleAlterIsrError, 2.7-2.8). Any other error drops the change so it is retried.
@@ -57,7 +57,7 @@ def _leaders(replicas: pd.DataFrame) -> np.ndarray:
 
 
 def maybe_expand_isr(
-    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, profile: str
+    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, rules: Rules | str
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Partition.maybeExpandIsr (protocol.md 4.2). Returns (replicas, remotes, proposals).
 
@@ -87,7 +87,7 @@ def maybe_expand_isr(
     cand = (~remotes["in_isr"].to_numpy(dtype=bool)[ok]
             & (leo >= 0) & (leo >= replicas["hw"].to_numpy()[rp])
             & (remotes["last_fetch_ms"].to_numpy()[ok] == now))
-    if at_least(profile, "2.1"):
+    if rules_for(rules).isr_expand_needs_epoch_start:  # KAFKA-7128
         cand &= leo >= replicas["epoch_start_offset"].to_numpy()[rp]
     if not cand.any():
         return replicas, remotes, empty(ISR_CHANGE)
@@ -104,7 +104,7 @@ def maybe_expand_isr(
 
 
 def out_of_sync_replicas(
-    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: Mapping, profile: str
+    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: Mapping, rules: Rules | str
 ) -> pd.DataFrame:
     """Partition.getOutOfSyncReplicas: the followers in each led partition's committed ISR that
     are out of sync now (KEY + `replica`), whether or not a shrink check is due.
@@ -128,19 +128,20 @@ def out_of_sync_replicas(
     lag = cfg["replica.lag.time.max.ms"]
     leo = r["leo"].to_numpy()
     leader_leo = replicas["leo"].to_numpy()[rp]
-    if profile == "0.8":
+    rules = rules_for(rules)
+    if rules.isr_lag_by_messages:
         stuck = (now - r["leo_changed_ms"].to_numpy()) > lag
         slow = (leo >= 0) & (leader_leo - leo > cfg["replica.lag.max.messages"])
         out = stuck | slow
     else:
         out = (now - r["last_caught_up_ms"].to_numpy()) > lag
-        if at_least(profile, "2.1"):
+        if rules.isr_equal_leo_in_sync:  # KAFKA-7152
             out &= leo != leader_leo
     return r.loc[in_isr & out, cols].reset_index(drop=True)
 
 
 def maybe_shrink_isr(
-    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: Mapping, profile: str
+    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: Mapping, rules: Rules | str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The broker's isr-expiration task, Partition.maybeShrinkIsr (protocol.md 4.3).
     Returns (replicas, proposals).
@@ -157,7 +158,8 @@ def maybe_shrink_isr(
     if replicas.empty:
         return replicas, empty(ISR_CHANGE)
     lag = int(cfg["replica.lag.time.max.ms"])
-    period = lag if profile == "0.8" else lag // 2
+    rules = rules_for(rules)
+    period = lag // rules.isr_check_period_divisor
     last = replicas["isr_check_ms"].to_numpy()
     due = _leaders(replicas) & ((last < 0) | (now - last >= period))
     if not due.any():
@@ -165,7 +167,7 @@ def maybe_shrink_isr(
     replicas = replicas.copy()
     replicas.loc[due, "isr_check_ms"] = now
     run = due & (_strs(replicas["pending_isr"]) == "")
-    gone = out_of_sync_replicas(replicas[run], remotes, now, cfg, profile)
+    gone = out_of_sync_replicas(replicas[run], remotes, now, cfg, rules)
     if gone.empty:
         return replicas, empty(ISR_CHANGE)
     removed = gone.groupby(KEY)["replica"].agg(lambda s: set(s.tolist())).reset_index()

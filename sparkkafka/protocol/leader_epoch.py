@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .config import at_least
+from .rules import Rules, rules_for
 
 Entry = tuple[int, int]
 
@@ -153,21 +153,22 @@ def end_offset_for_v0(entries: Iterable[Entry], requested_epoch: int, leo: int) 
 # ---------------------------------------------------------------------------------------------------------
 
 def offsets_for_leader_epoch(entries: Iterable[Entry], leo: int, requested_epoch: int,
-                             profile: str) -> Entry:
+                             rules: Rules | str) -> Entry:
     """The leader's OffsetsForLeaderEpoch answer (ReplicaManager/Partition.lastOffsetForLeaderEpoch).
 
     Returns (epoch, end_offset). Before 0.11 the request does not exist: (-1, -1). 0.11-1.1 (v0) carry
     an offset only: (-1, end_offset_for_v0). 2.0+ (v1+): end_offset_for, an empty cache giving (-1, -1).
     Error handling (not leader, FENCED/UNKNOWN_LEADER_EPOCH, protocol.md 3.5/5.3) is the caller's."""
-    if not at_least(profile, "0.11"):
+    rules = rules_for(rules)
+    if not rules.leader_epoch_exchange:
         return UNDEFINED
-    if not at_least(profile, "2.0"):
+    if not rules.epoch_truncation:
         return (UNDEFINED_EPOCH, end_offset_for_v0(entries, requested_epoch, leo))
     return end_offset_for(entries, requested_epoch, leo)
 
 
 def truncation_offset(follower_entries: Iterable[Entry], follower_leo: int, follower_hw: int,
-                      leader_answer: Entry, profile: str) -> tuple[int, bool]:
+                      leader_answer: Entry, rules: Rules | str) -> tuple[int, bool]:
     """The follower's truncation point (golden R8, protocol.md 5.4-5.5). Returns (offset, done).
 
     * 0.8/0.10 (ReplicaManager.makeFollowers), or no local epoch (empty cache): (HW, True).
@@ -181,13 +182,14 @@ def truncation_offset(follower_entries: Iterable[Entry], follower_leo: int, foll
     The same arithmetic applies to a Fetch v12 DivergingEpoch (2.8, AbstractFetcherThread.truncateOnFetchResponse).
     The caller truncates the log and the cache (truncate_from_end) before asking again.
     """
+    rules = rules_for(rules)
     es = _entries(follower_entries)
-    if not at_least(profile, "0.11") or not es:
+    if rules.truncate_to_hw or not es:
         return (int(follower_hw), True)
     le, lo = int(leader_answer[0]), int(leader_answer[1])
     if lo == UNDEFINED_EPOCH_OFFSET:
         return (int(follower_hw), True)
-    if not at_least(profile, "2.0") or le == UNDEFINED_EPOCH:
+    if not rules.epoch_truncation or le == UNDEFINED_EPOCH:
         return (min(lo, follower_leo), True)
     fe, fo = end_offset_for(es, le, follower_leo)
     if fo == UNDEFINED_EPOCH_OFFSET:
@@ -259,10 +261,10 @@ def parse_checkpoint(text: str) -> list[Entry]:
 # replica, changed only when an epoch starts or the log is truncated, so the Python work below runs
 # for those few rows and the common case (records of the epoch already cached) stays vectorised.
 
-def enabled(profile: str) -> bool:
+def enabled(rules: Rules | str) -> bool:
     """Whether records carry a leader epoch and replicas keep the cache: message format v2, from 0.11
     (KIP-101). Older formats have no epoch field (read as -1) and the cache stays empty (KAFKA-7897)."""
-    return at_least(profile, "0.11")
+    return rules_for(rules).leader_epoch_cache
 
 
 def encode(entries: Iterable[Entry]) -> str:
@@ -279,7 +281,7 @@ def _latest_of(text: str) -> int:
     return int(text.rsplit(",", 1)[-1].split(":", 1)[0]) if text else UNDEFINED_EPOCH
 
 
-def on_append(replicas, appended, profile: str):
+def on_append(replicas, appended, rules: Rules | str):
     """LeaderEpochFileCache.assign(batch epoch, base offset) for every appended batch (leader or
     follower, protocol.md 5.1 site a). `appended` holds RECORD rows sorted by offset per partition;
     an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
@@ -305,21 +307,22 @@ def on_append(replicas, appended, profile: str):
     starts = (pos >= 0) & (ep != prev) & (ep >= 0)
     last = ~np.r_[same[1:], False]  # the last record of each partition
     lp = pos[last & (pos >= 0)]
-    if enabled(profile) and starts.any():
+    cached = enabled(rules)
+    if cached and starts.any():
         caches = r["epoch_cache"].to_numpy().copy()
         for p, e, o in zip(pos[starts], ep[starts], a["offset"].to_numpy()[starts], strict=True):
             caches[p] = encode(assign(decode(caches[p]), int(e), int(o)))
         r["epoch_cache"] = caches
-    latest = ([_latest_of(c) for c in r["epoch_cache"].to_numpy()[lp]] if enabled(profile)
+    latest = ([_latest_of(c) for c in r["epoch_cache"].to_numpy()[lp]] if cached
               else ep[last & (pos >= 0)])
     r.loc[lp, "last_fetched_epoch"] = np.asarray(latest, dtype="int32")
     return r
 
 
-def on_become_leader(replicas, mask, profile: str):
+def on_become_leader(replicas, mask, rules: Rules | str):
     """Partition.makeLeader from 2.1 (KAFKA-7415): a new leader records (its epoch, LEO) at once, before
     any write, so a follower holding a never-replicated later epoch still finds a higher entry."""
-    if not at_least(profile, "2.1") or not mask.any():
+    if not rules_for(rules).epoch_entry_on_become_leader or not mask.any():
         return replicas
     r = replicas.copy()
     idx = r.index[mask]

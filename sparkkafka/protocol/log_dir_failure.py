@@ -26,7 +26,6 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .config import at_least
 from .frames import (
     FUTURE,
     KEY,
@@ -40,6 +39,7 @@ from .frames import (
     empty,
     locate,
 )
+from .rules import Rules, rules_for
 
 HALT_COLUMNS = ["broker", "topic", "partition", "message"]
 
@@ -71,7 +71,7 @@ def _drop_keys(frame: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
 
 def fail_log_dirs(
     replicas: pd.DataFrame, remotes: pd.DataFrame, futures: pd.DataFrame, offline: pd.DataFrame,
-    tail: pd.DataFrame, offline_dirs: Mapping[int, Iterable[str]], log_dirs: Iterable[str], profile: str,
+    tail: pd.DataFrame, offline_dirs: Mapping[int, Iterable[str]], log_dirs: Iterable[str], rules: Rules | str,
     brokers: Iterable[int] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ReplicaManager.handleLogDirFailure for every replica and future log in an offline dir.
@@ -86,7 +86,7 @@ def fail_log_dirs(
         gone = set(offline_dirs.get(b, ()))
         if not gone:
             continue
-        if not at_least(profile, "0.11"):  # IBP < 1.0; the emulator's profile 0.11 holds 0.11-1.1
+        if rules_for(rules).halt_on_log_dir_failure:  # IBP < 1.0; the emulator's profile 0.11 holds 0.11-1.1
             halts.append((b, "", -1, f"Halting broker because dir {sorted(gone)[0]} is offline"))
         elif all(d in gone for d in all_dirs):
             halts.append((b, "", -1, f"Shutdown broker because all log dirs in {', '.join(all_dirs)} have failed"))

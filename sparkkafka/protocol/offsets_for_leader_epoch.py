@@ -16,24 +16,25 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
-from .config import at_least
 from .frames import EPOCH_REQUEST, EPOCH_RESPONSE, FETCHING, REPLICA, TRUNCATING, conform, empty, locate, take
+from .rules import Rules, rules_for, rules_of
 from .truncation import no_cuts, truncate
 
 FOREVER = np.iinfo("int64").max
 
 
-def requests(replicas: pd.DataFrame, send: np.ndarray, now: int, profile: str) -> pd.DataFrame:
+def requests(replicas: pd.DataFrame, send: np.ndarray, now: int, rules: Rules | str) -> pd.DataFrame:
     """The request entries of the selected (truncating) followers: their latest epoch, their current one."""
     s = replicas[send]
     return conform(pd.DataFrame({
         "broker": s["leader"], "src": s["broker"], "topic": s["topic"], "partition": s["partition"],
         "leader_epoch": s["last_fetched_epoch"],
-        "current_leader_epoch": s["leader_epoch"] if at_least(profile, "2.1") else -1, "sent_ms": now,
+        "current_leader_epoch": s["leader_epoch"] if rules_for(rules).current_leader_epoch else -1,  # KIP-320
+        "sent_ms": now,
     }), EPOCH_REQUEST)
 
 
-def answer(replicas: pd.DataFrame, reqs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def answer(replicas: pd.DataFrame, reqs: pd.DataFrame, rules: Rules | str) -> pd.DataFrame:
     """The leader's answers: errors in Kafka's order (not hosted, fenced/unknown epoch, not leader),
     else end_offset_for on its cache; an empty cache answers (-1, -1) with no error."""
     if reqs.empty:
@@ -49,7 +50,8 @@ def answer(replicas: pd.DataFrame, reqs: pd.DataFrame, profile: str) -> pd.DataF
          errors.NOT_LEADER_OR_FOLLOWER], default="")
     caches = take(replicas, "epoch_cache", pos, "")
     leos = take(replicas, "leo", pos, -1)
-    ans = [leader_epoch.offsets_for_leader_epoch(leader_epoch.decode(c), int(lo), int(e), profile) if ok
+    rules = rules_for(rules)
+    ans = [leader_epoch.offsets_for_leader_epoch(leader_epoch.decode(c), int(lo), int(e), rules) if ok
            else leader_epoch.UNDEFINED
            for c, lo, e, ok in zip(caches, leos, reqs["leader_epoch"].to_numpy(), err == "", strict=True)]
     return conform(pd.DataFrame({
@@ -81,12 +83,13 @@ def apply_answers(replicas: pd.DataFrame, responses: pd.DataFrame, now: int, cfg
         fenced = err[failed] == errors.FENCED_LEADER_EPOCH
         r.loc[pos[failed], "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"])
     ok = np.flatnonzero(mine & pd.isna(err))
+    rules = rules_of(cfg)
     offs, done = [], []
     for i in ok:
         p = pos[i]
         off, fin = leader_epoch.truncation_offset(
             leader_epoch.decode(r.at[p, "epoch_cache"]), int(r.at[p, "leo"]), int(r.at[p, "hw"]),
-            (int(responses["leader_epoch"].iat[i]), int(responses["end_offset"].iat[i])), cfg["profile"])
+            (int(responses["leader_epoch"].iat[i]), int(responses["end_offset"].iat[i])), rules)
         offs.append(off)
         done.append(fin)
     r, cuts = truncate(r, pos[ok], np.asarray(offs, dtype="int64"))

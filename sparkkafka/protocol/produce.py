@@ -14,6 +14,7 @@ import pandas as pd
 from . import errors, leader_epoch
 from .frames import PENDING, RECORD, REPLICA, RESULT, concat, conform, empty, isr_size, locate
 from .high_watermark import maybe_increment_leader_hw
+from .rules import rules_of
 
 VALID_ACKS = (-1, 0, 1)
 
@@ -82,10 +83,11 @@ def append_to_leader(
     has = replicas["new_leo"].notna()
     replicas.loc[has, "leo"] = replicas.loc[has, "new_leo"].astype("int64")
     # Message format v2 (0.11+) stamps each batch with the leader's epoch; older formats carry none (-1).
-    epoch = a["leader_epoch"] if leader_epoch.enabled(cfg["profile"]) else -1
+    rules = rules_of(cfg)
+    epoch = a["leader_epoch"] if rules.leader_epoch_cache else -1
     records = expand_batches(a.assign(leader_epoch=epoch, src=a["broker"], timestamp=a["sent_ms"]))
-    replicas = leader_epoch.on_append(conform(replicas, REPLICA), records, cfg["profile"])
-    replicas = maybe_increment_leader_hw(replicas, remotes, cfg["profile"], cfg["replica.lag.time.max.ms"], now)
+    replicas = leader_epoch.on_append(conform(replicas, REPLICA), records, rules)
+    replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
 
     ack1 = a[a["acks"] == 1]
     answered = _results(ack1, now, None, ack1["base_offset"], True)

@@ -15,26 +15,28 @@ import numpy as np
 import pandas as pd
 
 from . import leader_epoch
-from .config import at_least
 from .frames import FETCHING, KEY, REPLICA, TRUNCATING, conform, locate, take
+from .rules import Rules, rules_for
 
 CUTS = ["broker", "topic", "partition", "log_dir", "offset"]
 
 
-def on_leader_and_isr(before: pd.DataFrame, after: pd.DataFrame, profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def on_leader_and_isr(before: pd.DataFrame, after: pd.DataFrame, rules: Rules | str
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What becoming leader or follower does to the logs, given the replicas before and after
     LeaderAndIsr (leader_and_isr.become_leader_or_follower): a new leader epoch's leader records its
     epoch start (leader_epoch.on_become_leader, KAFKA-7415); a replica whose fetcher makeFollower
     (re)starts (a new leader epoch with another leader or, from 2.1 (KAFKA-7164), any new leader
     epoch) enters it as its profile does (become_follower). Returns (replicas, cuts)."""
+    rules = rules_for(rules)
     after = after.reset_index(drop=True)
     pos = locate(before, after)
     new_epoch = after["leader_epoch"].to_numpy() != take(before, "leader_epoch", pos, -2)
     leader, broker = after["leader"].to_numpy(), after["broker"].to_numpy()
-    after = leader_epoch.on_become_leader(after, (leader == broker) & new_epoch, profile)
-    if not at_least(profile, "2.1"):
+    after = leader_epoch.on_become_leader(after, (leader == broker) & new_epoch, rules)
+    if not rules.restart_fetcher_on_new_epoch:  # KAFKA-7164
         new_epoch &= leader != take(before, "leader", pos, -2)
-    return become_follower(after, (leader >= 0) & (leader != broker) & new_epoch, profile)
+    return become_follower(after, (leader >= 0) & (leader != broker) & new_epoch, rules)
 
 
 def no_cuts() -> pd.DataFrame:
@@ -61,15 +63,19 @@ def truncate(replicas: pd.DataFrame, pos: np.ndarray, offsets: np.ndarray) -> tu
     return conform(r, REPLICA), cuts
 
 
-def become_follower(replicas: pd.DataFrame, mask: np.ndarray, profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Put the new followers in `mask` into the fetcher as their profile does (see the module text).
+def become_follower(replicas: pd.DataFrame, mask: np.ndarray, rules: Rules | str
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Put the new followers in `mask` into the fetcher as their profile does (see the module text):
+    truncate_to_hw (or an empty cache) -> to the HW now; leader_epoch_exchange without fetch_divergence
+    -> Truncating (OffsetsForLeaderEpoch); fetch_divergence -> Fetching with lastFetchedEpoch.
     Returns (replicas, cuts)."""
+    rules = rules_for(rules)
     r = replicas.reset_index(drop=True)
     has_cache = r["epoch_cache"].astype(str).str.len().to_numpy() > 0
-    to_hw = mask & (~has_cache | (not at_least(profile, "0.11")))
+    to_hw = mask & (~has_cache | rules.truncate_to_hw)
     state = r["fetch_state"].to_numpy().copy()
     state[mask] = FETCHING
-    if at_least(profile, "0.11") and not at_least(profile, "2.8"):
+    if rules.leader_epoch_exchange and not rules.fetch_divergence:
         state[mask & ~to_hw] = TRUNCATING
     r["fetch_state"] = state
     pos = np.flatnonzero(to_hw)

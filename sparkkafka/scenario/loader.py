@@ -25,12 +25,12 @@ from sparkkafka.protocol.config import (
     EMULATOR_DEFAULTS,
     ENGINES,
     LONG_MAX,
-    PROFILES,
     TOPIC_CONFIGS,
     TOPIC_DEFAULTS,
     broker_config,
     profile_of,
 )
+from sparkkafka.protocol.rules import unknown_version_message
 from sparkkafka.scenario.model import Event, Scenario, TopicSpec
 
 # Valid events (and "crash.power_loss") whose behaviour is not implemented yet. They are fully
@@ -181,8 +181,7 @@ def _config_value(v: Any, path: str, name: str, deletable: bool) -> Any:
     if name == IBP:
         text = str(v) if isinstance(v, str | int | float) and not isinstance(v, bool) else ""
         if profile_of(text) is None:
-            _err(path, v, f"unknown {IBP}; known: {', '.join(PROFILES)} (and their x.y.z / -IVn forms); "
-                          'quote it in YAML ("0.10", unquoted, is the number 0.1)')
+            _err(path, v, unknown_version_message())
         return text
     out = _typed(v, path, default, lo=_CONFIG_MIN.get(name, 0))
     if name.endswith("throttled.replicas") and not _THROTTLED.fullmatch(out):
