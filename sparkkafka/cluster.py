@@ -111,6 +111,10 @@ class Cluster:
                      "_produced", "offline_dirs", "alter_dir_responses", "spark_partitions", "tool_state",
                      "_driver_rows", "_flushed_round")
 
+    # The run directory's driver-state format: 1 was written before it had a number (no driver.json);
+    # 2 has the typed controller events and instructions (issue 11). Another format is refused by number.
+    RUN_FORMAT_VERSION = 2
+
     @property
     def resumable(self) -> bool:
         return self.scenario is not None and hasattr(self, "control")
@@ -134,6 +138,9 @@ class Cluster:
         with open(tmp, "wb") as f:
             cloudpickle.dump(blob, f)
         os.replace(tmp, os.path.join(self.out, "driver.pkl"))
+        with open(tmp, "w") as f:  # the format of driver.pkl, readable without unpickling it
+            json.dump({"format_version": self.RUN_FORMAT_VERSION, "round": self.round}, f)
+        os.replace(tmp, os.path.join(self.out, "driver.json"))
         if os.path.isdir(state_root):
             for old in os.listdir(state_root):
                 if folder is None or os.path.join(state_root, old) != folder:
@@ -143,6 +150,14 @@ class Cluster:
         path = os.path.join(self.out, "driver.pkl")
         if not os.path.exists(path):
             return  # a run saved before runs could be continued: its tables can still be read
+        manifest = os.path.join(self.out, "driver.json")
+        found = 1
+        if os.path.exists(manifest):
+            with open(manifest) as f:
+                found = int(json.load(f).get("format_version", 1))
+        if found != self.RUN_FORMAT_VERSION:
+            self._format_found = found  # its tables can still be read; continuing it is refused
+            return
         import pickle
 
         with open(path, "rb") as f:
@@ -162,6 +177,12 @@ class Cluster:
             self.state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
 
     def _require_resumable(self) -> None:
+        found = getattr(self, "_format_found", None)
+        if found is not None:
+            raise ScenarioError("driver.json format_version", found,
+                                f"run directory {self.out} was saved in run format {found}; this sparkkafka continues "
+                                f"format {self.RUN_FORMAT_VERSION} only (its tables can still be read): run the "
+                                "scenario again to continue it")
         if not self.resumable:
             raise ScenarioError("run", self.out, "was written by an older sparkkafka (no driver.pkl): it can be "
                                                  "read but not continued")
