@@ -71,6 +71,8 @@ Log = Callable[[K, str], None]  # (key, message) of a refused transition
 @dataclass
 class _StateMachine(Generic[K, S]):
     states: dict = field(default_factory=dict)
+    controller_id: int = -1  # who logs a refused transition, as Kafka's messages name it
+    epoch: int = 0
 
     NON_EXISTENT: ClassVar[Enum]  # set by the subclasses
     VALID_PREVIOUS: ClassVar[dict]
@@ -111,19 +113,19 @@ class _StateMachine(Generic[K, S]):
     def invalid_message(self, key: K, target: S) -> str:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _refused(self, key: K, target: S) -> tuple[S, str]:
+        """The key's state and the valid previous states of `target`, as the refusal messages print them."""
+        return self.state(key), ",".join(map(str, self.VALID_PREVIOUS[target]))
+
 
 @dataclass
 class PartitionStateMachine(_StateMachine[TP, PartitionState]):
     NON_EXISTENT: ClassVar[Enum] = PartitionState.NonExistentPartition
     VALID_PREVIOUS: ClassVar[dict] = PARTITION_VALID_PREVIOUS
 
-    controller_id: int = -1
-    epoch: int = 0
-
     def invalid_message(self, tp: TP, target: PartitionState) -> str:
         """PartitionStateMachine.logInvalidTransition."""
-        cur = self.state(tp)
-        valid = ",".join(map(str, self.VALID_PREVIOUS[target]))
+        cur, valid = self._refused(tp, target)
         return (f"Controller {self.controller_id} epoch {self.epoch} failed to change state for partition "
                 f"{tp[0]}-{tp[1]} from {cur} to {target}: java.lang.IllegalStateException: Partition "
                 f"{tp[0]}-{tp[1]} should be in one of {valid} states before moving to {target} state. "
@@ -135,13 +137,9 @@ class ReplicaStateMachine(_StateMachine[Replica, ReplicaState]):
     NON_EXISTENT: ClassVar[Enum] = ReplicaState.NonExistentReplica
     VALID_PREVIOUS: ClassVar[dict] = REPLICA_VALID_PREVIOUS
 
-    controller_id: int = -1
-    epoch: int = 0
-
     def invalid_message(self, r: Replica, target: ReplicaState) -> str:
         """ReplicaStateMachine.logInvalidTransition (PartitionAndReplica printed as Kafka does)."""
-        cur = self.state(r)
-        valid = ",".join(map(str, self.VALID_PREVIOUS[target]))
+        cur, valid = self._refused(r, target)
         return (f"Controller {self.controller_id} epoch {self.epoch} initiated state change of replica {r[2]} for "
                 f"partition {r[0]}-{r[1]} from {cur} to {target} failed: java.lang.IllegalStateException: Replica "
                 f"[Topic={r[0]},Partition={r[1]},Replica={r[2]}] should be in the {valid} states before moving "
