@@ -353,11 +353,7 @@ class ControlPlane:
     # ------------------------------------------------------------------ views
     def leaders_of(self, topics: pd.Series, partitions: pd.Series) -> np.ndarray:
         """Current leader of each (topic, partition) in ZooKeeper (-1 for none or unknown)."""
-        known = self.partition_frame()
-        idx = pd.MultiIndex.from_arrays([known["topic"].to_numpy(), known["partition"].to_numpy()])
-        pos = idx.get_indexer(pd.MultiIndex.from_arrays([topics.to_numpy(), partitions.to_numpy()]))
-        leaders = np.append(known["leader"].to_numpy(dtype="int32"), np.int32(-1))
-        return leaders[np.where(pos >= 0, pos, -1)]
+        return F.leaders_by_key(self.partition_frame(), topics, partitions)
 
     def partition_frame(self) -> pd.DataFrame:
         """Every partition's state in ZooKeeper, rebuilt only after ZooKeeper changed."""

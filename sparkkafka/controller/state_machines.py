@@ -76,6 +76,7 @@ class _StateMachine(Generic[K, S]):
 
     NON_EXISTENT: ClassVar[Enum]  # set by the subclasses
     VALID_PREVIOUS: ClassVar[dict]
+    REFUSAL: ClassVar[str]  # the refused-transition message, a str.format template
 
     def state(self, key: K) -> S:
         return self.states.get(key, self.NON_EXISTENT)
@@ -110,37 +111,28 @@ class _StateMachine(Generic[K, S]):
             self.states.update(dict.fromkeys(ok, target))
         return ok
 
-    def invalid_message(self, key: K, target: S) -> str:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def _refused(self, key: K, target: S) -> tuple[S, str]:
-        """The key's state and the valid previous states of `target`, as the refusal messages print them."""
-        return self.state(key), ",".join(map(str, self.VALID_PREVIOUS[target]))
+    def invalid_message(self, key: K, target: S) -> str:
+        """Kafka's logInvalidTransition line for `key` (its fields as `k[0]`, `k[1]`, ... in REFUSAL)."""
+        return self.REFUSAL.format(cid=self.controller_id, epoch=self.epoch, k=key, cur=self.state(key),
+                                   target=target, valid=",".join(map(str, self.VALID_PREVIOUS[target])))
 
 
 @dataclass
 class PartitionStateMachine(_StateMachine[TP, PartitionState]):
     NON_EXISTENT: ClassVar[Enum] = PartitionState.NonExistentPartition
     VALID_PREVIOUS: ClassVar[dict] = PARTITION_VALID_PREVIOUS
-
-    def invalid_message(self, tp: TP, target: PartitionState) -> str:
-        """PartitionStateMachine.logInvalidTransition."""
-        cur, valid = self._refused(tp, target)
-        return (f"Controller {self.controller_id} epoch {self.epoch} failed to change state for partition "
-                f"{tp[0]}-{tp[1]} from {cur} to {target}: java.lang.IllegalStateException: Partition "
-                f"{tp[0]}-{tp[1]} should be in one of {valid} states before moving to {target} state. "
-                f"Instead it is in {cur} state")
+    REFUSAL: ClassVar[str] = (  # PartitionStateMachine.logInvalidTransition
+        "Controller {cid} epoch {epoch} failed to change state for partition {k[0]}-{k[1]} from {cur} to {target}: "
+        "java.lang.IllegalStateException: Partition {k[0]}-{k[1]} should be in one of {valid} states before moving "
+        "to {target} state. Instead it is in {cur} state")
 
 
 @dataclass
 class ReplicaStateMachine(_StateMachine[Replica, ReplicaState]):
     NON_EXISTENT: ClassVar[Enum] = ReplicaState.NonExistentReplica
     VALID_PREVIOUS: ClassVar[dict] = REPLICA_VALID_PREVIOUS
-
-    def invalid_message(self, r: Replica, target: ReplicaState) -> str:
-        """ReplicaStateMachine.logInvalidTransition (PartitionAndReplica printed as Kafka does)."""
-        cur, valid = self._refused(r, target)
-        return (f"Controller {self.controller_id} epoch {self.epoch} initiated state change of replica {r[2]} for "
-                f"partition {r[0]}-{r[1]} from {cur} to {target} failed: java.lang.IllegalStateException: Replica "
-                f"[Topic={r[0]},Partition={r[1]},Replica={r[2]}] should be in the {valid} states before moving "
-                f"to {target} state. Instead it is in {cur} state")
+    REFUSAL: ClassVar[str] = (  # ReplicaStateMachine.logInvalidTransition (PartitionAndReplica as Kafka prints it)
+        "Controller {cid} epoch {epoch} initiated state change of replica {k[2]} for partition {k[0]}-{k[1]} from "
+        "{cur} to {target} failed: java.lang.IllegalStateException: Replica [Topic={k[0]},Partition={k[1]},"
+        "Replica={k[2]}] should be in the {valid} states before moving to {target} state. Instead it is in {cur} "
+        "state")

@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..protocol.frames import PRODUCE, conform
+from ..protocol.frames import PRODUCE, conform, leaders_by_key
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
 from .broker_round import RoundParams, process
@@ -76,12 +76,8 @@ def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
     """The round's produce batches with their leader (-1 for none), as Cluster._produce_batches makes
     them; `workload` advances (record ids, round-robin cursors)."""
     b = workload.batches(now)
-    if b.empty:
-        return b
-    idx = pd.MultiIndex.from_frame(leaders[["topic", "partition"]])
-    pos = idx.get_indexer(pd.MultiIndex.from_arrays([b["topic"].to_numpy(), b["partition"].to_numpy()]))
-    lead = np.append(leaders["leader"].to_numpy(dtype="int32"), np.int32(-1))
-    b["broker"] = lead[pos]
+    if len(b):
+        b["broker"] = leaders_by_key(leaders, b["topic"], b["partition"])
     return b
 
 
@@ -148,14 +144,12 @@ class ResidentRounds:
                 mine = out[np.isin(kinds, W.DRIVER_KINDS)]
                 adds = [json.loads(a) for a in mine.loc[mine["kind"] == W.ADD, "payload"]]
                 snap = snap.then(adds)
-                summary = mine["kind"] == W.RESULT_SUMMARY
-                if summary.any():
+                summary = (mine["kind"] == W.RESULT_SUMMARY).to_numpy()
+                parsed = [json.loads(x) for x in mine.loc[summary, "payload"]]
+                halted = any(x.get("halted") for x in parsed)
+                if parsed:
                     mine = mine.copy()
-                    mine.loc[summary, "payload"] = [json.dumps({**json.loads(x), "round": p.round_no})
-                                                    for x in mine.loc[summary, "payload"]]
-                    halted = any(json.loads(x).get("halted") for x in mine.loc[summary, "payload"])
-                else:
-                    halted = False
+                    mine.loc[summary, "payload"] = [json.dumps({**x, "round": p.round_no}) for x in parsed]
                 driver.append(mine)
                 stop = bool(halted or np.isin(kinds, STOP_KINDS).any())
                 state = out[np.isin(kinds, W.STATE_KINDS)]

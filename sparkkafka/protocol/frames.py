@@ -201,3 +201,13 @@ def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarr
     if len(table) == 0:
         return np.full(len(pos), default)
     return np.where(pos >= 0, table[column].to_numpy()[np.maximum(pos, 0)], default)
+
+
+def leaders_by_key(known: pd.DataFrame, topics: pd.Series, partitions: pd.Series) -> np.ndarray:
+    """The `leader` of each (topic, partition) in `known` (topic, partition, leader rows), -1 where the
+    partition is not there: the controller's ZooKeeper view on the driver, and the resident engine's
+    tasks routing the produce batches they make."""
+    idx = pd.MultiIndex.from_arrays([known["topic"].to_numpy(), known["partition"].to_numpy()])
+    pos = idx.get_indexer(pd.MultiIndex.from_arrays([topics.to_numpy(), partitions.to_numpy()]))
+    leaders = np.append(known["leader"].to_numpy(dtype="int32"), np.int32(-1))
+    return leaders[np.where(pos >= 0, pos, -1)]
