@@ -111,6 +111,18 @@ def test_nothing_is_lost_when_the_committed_log_holds_every_acked_record(tmp_pat
     assert len(found(out)) == 0
 
 
+def test_a_leader_that_serves_no_log_leaves_its_partition_unjudged(tmp_path):
+    """Broker 0 crashed and restarted inside its old ZooKeeper session: the controller still names it
+    leader of t-0 (and it is live), but it holds the partition with no role until the controller sees
+    the bounce. Its acked records sit on follower 1 (below 1's HW): unavailable, not lost."""
+    out = make_run(str(tmp_path), log=[rec(0, 0, 0), rec(0, 1, 1), rec(1, 0, 0), rec(1, 1, 1)],
+                   replica_state=[rs(9, 0, 2, 0, leader=-1, epoch=-1), rs(9, 1, 2, 2)],
+                   partition_state=[ps(-100, 0, [0, 1])], produce_results=[res(0, 0), res(1, 1)])
+    assert len(found(out, "lost")) == 0
+    s = check(os.path.join(out, "tables"), json.load(open(os.path.join(out, "run.json"))))
+    assert (s["lost_acked"], s["unavailable_acked"], s["offline_partitions"]) == (0, 2, 0)
+
+
 # ---------------------------------------------------------------------- divergent
 def test_divergent_pairs_are_reported_once_at_their_first_differing_offset(tmp_path):
     out = make_run(
