@@ -106,7 +106,7 @@ def _fields(text: str, where: str, allowed: tuple[str, ...]) -> dict[str, str]:
         key, sep, value = part.partition(":")
         key = key.strip()
         if not sep or key not in allowed:
-            _fail(f"{where} {key or part!r}", part, "not kafka-topics --describe output: expected "
+            _fail(f"{where} {key or repr(part)}", part, "not kafka-topics --describe output: expected "
                                                     f"'Key: value' fields among {', '.join(allowed)}")
         if key in out:
             _fail(f"{where} {key}", value.strip(), "field given twice")

@@ -588,6 +588,8 @@ def parse_scenario(data: Any, name: str = "scenario", base_dir: str | Path | Non
     emu = _keys(c.get("emulator"), "cluster.emulator", EMULATOR_DEFAULTS, what="emulator setting")
     emulator = {**EMULATOR_DEFAULTS, **{k: _typed(x, _at("cluster.emulator", k), EMULATOR_DEFAULTS[k], lo=1)
                                         for k, x in emu.items()}}
+    if emulator["initial.record.bytes"] > 2**31 - 1:  # the log table's value_bytes is an int32
+        _err("cluster.emulator.initial.record.bytes", emulator["initial.record.bytes"], f"must be <= {2**31 - 1}")
     if emulator["engine"] not in ENGINES:
         raise ScenarioError("cluster.emulator.engine", emulator["engine"], f"must be one of {', '.join(ENGINES)}")
     racks = _get(c, "racks", "cluster", _racks, brokers=brokers)
