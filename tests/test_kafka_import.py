@@ -300,7 +300,7 @@ def test_imported_sample_cluster_describes_as_the_input(spark, tmp_out):
     from sparkkafka.tools import operator as op
 
     sc = import_cluster(**_sample_args(2**31 - 1, rates=False))  # no producer: sizes stay as imported
-    s = parse_scenario(yaml.safe_load(yaml.safe_dump({k: v for k, v in sc.items() if not k.startswith("_")})))
+    s = parse_scenario({k: v for k, v in sc.items() if not k.startswith("_")})
     c = Cluster.from_scenario(s, spark=spark, out=tmp_out)
     c.step(1)
     assert c.describe() == (SAMPLE / "topics-describe.txt").read_text().splitlines()

@@ -487,12 +487,9 @@ def _typed(name: str, text: str, default: Any, where: str) -> Any:
 
 
 def _config_default(name: str) -> Any:
-    from sparkkafka.protocol.config import TOPIC_DEFAULTS
+    from sparkkafka.scenario.loader import _default_of
 
-    if name in BROKER_DEFAULTS:
-        return BROKER_DEFAULTS[name]
-    base = TOPIC_CONFIGS[name]
-    return BROKER_DEFAULTS[base] if base else TOPIC_DEFAULTS.get(name)
+    return _default_of(name)
 
 
 def _known(entries: Mapping[str, tuple[str, str]], names: Mapping[str, Any], skipped: set[str]) -> dict[str, Any]:
@@ -674,7 +671,7 @@ def to_yaml(scenario: Mapping[str, Any], header: str = "") -> str:
     if skipped:
         lines.append("# configs not modelled by sparkkafka, left out: " + ", ".join(skipped))
 
-    class _Dumper(yaml.SafeDumper):
+    class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # libyaml's emitter when PyYAML has it
         pass
 
     def flow_map(d: yaml.SafeDumper, v: dict) -> yaml.Node:
@@ -722,7 +719,7 @@ def import_cluster(topics_describe: str | Path, log_dirs: str | Path | None = No
     sc = build_scenario(d, ld, rk, cf, rt, name=name, seed=seed, record_bytes=record_bytes, duration_ms=duration_ms)
     text = to_yaml(sc, header=f"Imported by `sparkkafka import` from {topics_describe}"
                               + (f" and {log_dirs}" if log_dirs else ""))
-    parse_scenario(yaml.safe_load(text), name=name)  # what we write loads
+    parse_scenario(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), name=name)  # it loads
     if out is not None:
         write_scenario(text, out)
     return sc

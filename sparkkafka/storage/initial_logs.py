@@ -24,6 +24,7 @@ checkpointed HW is the partition's HW (the ISR's end offset) clamped to its own 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..protocol import leader_epoch
 from ..scenario.model import PartitionStateSpec, TopicSpec
 from . import broker_disk
 from .tables import SCHEMAS, table_path, write_file
@@ -160,6 +162,8 @@ def _write_dir_files(brokers_dir: str, ranges: list[LogRange], log_dirs: list[st
                                          future=True)
             broker_disk.write_hw_checkpoint(brokers_dir, b, d, [(r.topic, r.partition, r.hw) for r in here])
             broker_disk.write_flushed(brokers_dir, b, d, [(r.topic, r.partition, r.end) for r in here])
-            for r in here:
-                broker_disk.write_epoch_checkpoint(brokers_dir, b, d, r.topic, r.partition,
-                                                   [(0, r.start)] if r.end > r.start else [], future=r.is_future)
+            for r in here:  # written once before any broker runs: no temporary file and rename needed
+                folder = broker_disk.log_path(brokers_dir, b, d, r.topic, r.partition, r.is_future)
+                os.makedirs(folder, exist_ok=True)
+                with open(os.path.join(folder, broker_disk.EPOCH_CHECKPOINT), "w") as f:
+                    f.write(leader_epoch.format_checkpoint([(0, r.start)] if r.end > r.start else []))
