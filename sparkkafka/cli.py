@@ -371,15 +371,13 @@ def _import(args: argparse.Namespace) -> int:
     """Build the scenario of a real cluster; on bad input nothing is written (exit 2)."""
     from pathlib import Path
 
-    from .scenario.kafka_import import import_cluster, to_yaml
+    from .scenario.kafka_import import import_cluster
 
     name = args.name or (Path(args.out).stem if args.out else "imported")
     sc = import_cluster(args.topics_describe, args.log_dirs, racks=args.racks, configs=args.configs,
                         rates=args.rates, name=name, seed=args.seed, record_bytes=args.record_bytes,
-                        duration_ms=args.duration_ms, out=args.out)
-    if args.out is None:
-        sys.stdout.write(to_yaml(sc))
-    else:
+                        duration_ms=args.duration_ms, out=args.out or "-")
+    if args.out is not None:
         print(f"Wrote {args.out}: {len(sc['cluster']['brokers'])} brokers, {len(sc['topics'])} topics, "
               f"{sum(len(t['assignment']) for t in sc['topics'])} partitions")
     return 0

@@ -179,6 +179,9 @@ def test_inconsistent_inputs_name_line_and_field(tmp_path):
     with pytest.raises(ScenarioError) as e:  # a rack for a broker the cluster does not have
         build_scenario(ok, parse_log_dirs(LOG_DIRS_36, "l"), parse_racks("1=a\n2=b\n3=c\n9=a\n", "r"))
     assert e.value.field == "r:4 broker"
+    with pytest.raises(ScenarioError) as e:  # server.properties names a dir the log-dirs output lacks
+        build_scenario(ok, parse_log_dirs(LOG_DIRS_36, "l"), None, [parse_configs("log.dirs=/d1,/d2,/d3\n", "s")])
+    assert e.value.field == "s:1 log.dirs" and "['/d3'] are missing" in e.value.message
     with pytest.raises(ScenarioError) as e:  # a config value of the wrong type
         build_scenario(ok, None, None, [parse_configs("min.insync.replicas=two\n", "s")])
     assert e.value.field == "s:1 min.insync.replicas"
@@ -190,9 +193,7 @@ def test_imported_scenario_loads_with_state_and_drops_unmodelled_configs(tmp_pat
                rates="orders,10,100,all\n")
     out = tmp_path / "s.yaml"
     sc = import_cluster(f["d"], f["l"], racks=f["r"], configs=[f["s"]], rates=f["rates"], name="t", out=out)
-    assert sc["_skipped_configs"] == ["listeners"]
-    text = out.read_text()
-    assert "left out: listeners" in text
+    assert "left out: listeners" in out.read_text() and "listeners" not in sc["cluster"]["config"]
     s = load_scenario(out)
     t = s.topics[0]
     assert t.topic_id == "9xXw2y1hQkmQz5fUu8W3Qg" and s.racks == {1: "a", 2: "b", 3: "c"}
@@ -265,8 +266,7 @@ def test_sample_snapshot_is_what_make_sample_writes(tmp_path):
 
 def test_sample_imports_and_its_state_describes_as_the_input():
     """The pure half of the round trip: describe_lines over the imported state gives back the text."""
-    sc = import_cluster(**_sample_args())
-    s = parse_scenario(yaml.safe_load(yaml.safe_dump({k: v for k, v in sc.items() if not k.startswith("_")})))
+    s = parse_scenario(import_cluster(**_sample_args()))
     assert len(s.brokers) == 12 and len(set(s.racks.values())) == 3 and len(s.log_dirs) == 3
     assert sum(t.partitions for t in s.topics) >= 300
     states = [st for t in s.topics for st in t.state.values()]
@@ -299,9 +299,8 @@ def test_imported_sample_cluster_describes_as_the_input(spark, tmp_out):
     from sparkkafka import Cluster
     from sparkkafka.tools import operator as op
 
-    sc = import_cluster(**_sample_args(2**31 - 1, rates=False))  # no producer: sizes stay as imported
-    s = parse_scenario({k: v for k, v in sc.items() if not k.startswith("_")})
-    c = Cluster.from_scenario(s, spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(import_cluster(**_sample_args(2**31 - 1, rates=False)),  # no producer: sizes stay
+                              spark=spark, out=tmp_out)
     c.step(1)
     assert c.describe() == (SAMPLE / "topics-describe.txt").read_text().splitlines()
 
@@ -317,3 +316,14 @@ def test_imported_sample_cluster_describes_as_the_input(spark, tmp_out):
     assert len(futures) == 2 and all(want[k] <= got[k] for k in futures)
     assert np.all([got[k] <= got[(k[0], d, k[2], False)] for k in futures for d in c.scenario.log_dirs
                    if (k[0], d, k[2], False) in got])
+
+
+def test_offline_dir_becomes_a_failed_log_dir_and_cli_prints_to_stdout(tmp_path, capsys):
+    data = json.loads(LOG_DIRS_36.splitlines()[2])
+    d2 = data["brokers"][2]["logDirs"][0]  # broker 3's /d1 is offline: it lists no partitions
+    d2["partitions"], d2["error"] = [], "org.apache.kafka.common.errors.KafkaStorageException"
+    f = _files(tmp_path, d=DESCRIBE_3X, l=json.dumps(data))
+    assert main(["import", f["d"], "--log-dirs", f["l"]]) == 0
+    s = parse_scenario(yaml.safe_load(capsys.readouterr().out))
+    assert [(e.type, e.args) for e in s.timeline] == [("fail_log_dir", {"broker": 3, "log_dir": "/d1"})]
+    assert s.topics[0].state[0].logs[3] == ReplicaLogSpec("/d1", 0)

@@ -27,6 +27,7 @@ import csv
 import io
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,15 +39,15 @@ from sparkkafka.errors import ScenarioError
 from sparkkafka.protocol.config import BROKER_DEFAULTS, TOPIC_CONFIGS
 
 __all__ = [
-    "LogDirs", "PartitionLine", "ReplicaLog", "TopicHeader", "TopicsDescribe", "build_scenario", "import_cluster",
+    "ImportedCluster", "LogDirs", "PartitionLine", "ReplicaLog", "TopicHeader", "TopicsDescribe", "build_scenario", "import_cluster",
     "parse_configs", "parse_log_dirs", "parse_racks", "parse_rates", "parse_topics_describe", "write_scenario",
 ]
 
 _TOPIC_ID = re.compile(r"[A-Za-z0-9_-]{22}")
 _HEADER_KEYS = ("Topic", "TopicId", "PartitionCount", "ReplicationFactor", "Configs", "MarkedForDeletion")
+# Elr and LastKnownElr (3.8+, KIP-966) are read and ignored: a 2.8 ZooKeeper-mode cluster has no ELR
 _PARTITION_KEYS = ("Topic", "Partition", "Leader", "Replicas", "Isr", "Adding Replicas", "Removing Replicas",
-                   "Elr", "LastKnownElr", "Offline")
-_IGNORED_PARTITION_KEYS = ("Elr", "LastKnownElr", "Offline")  # 3.8+ KIP-966 columns: no meaning in a 2.8 cluster
+                   "Elr", "LastKnownElr")
 LOG_DIRS_HEADER = ("Querying brokers for log directories information", "Received log directory information from brokers")
 DEFAULT_DURATION_MS = 60000
 
@@ -518,11 +519,19 @@ def _dir_names(logs: LogDirs, describe: TopicsDescribe) -> tuple[str, ...]:
     return first[1] if first else ("d0",)
 
 
+@dataclass(frozen=True)
+class ImportedCluster:
+    """The scenario mapping (as the YAML holds it) and the configs left out as not modelled."""
+
+    scenario: dict
+    skipped_configs: tuple[str, ...] = ()
+
+
 def build_scenario(describe: TopicsDescribe, log_dirs: LogDirs | None = None,
                    racks: Mapping[int, tuple[str, str]] | None = None, configs: Iterable[Configs] = (),
                    rates: Iterable[Rate] = (), *, name: str = "imported", seed: int = 0,
                    record_bytes: int | None = None, duration_ms: int = DEFAULT_DURATION_MS) -> dict:
-    """The scenario mapping (as the YAML holds it) of an imported cluster; raises ScenarioError on any
+    """The scenario mapping of an imported cluster (and the configs left out); raises ScenarioError on any
     inconsistency between the inputs. ``record_bytes``: the size of the records sizes are expanded to
     (``cluster.emulator.initial.record.bytes``; None keeps the emulator's default)."""
     racks = dict(racks or {})
@@ -545,6 +554,7 @@ def build_scenario(describe: TopicsDescribe, log_dirs: LogDirs | None = None,
     events: list[dict] = []
     topic_cfg: dict[str, dict[str, Any]] = {}
     for c in configs:
+        _check_log_dirs_config(c, dirs if log_dirs is not None else None)
         config.update(_known(c.static, BROKER_DEFAULTS, skipped))
         for entity, entries in c.dynamic.items():
             if entity != "default" and (not entity.isdigit() or int(entity) not in known):
@@ -633,9 +643,22 @@ def build_scenario(describe: TopicsDescribe, log_dirs: LogDirs | None = None,
     if events:
         out["timeline"] = events
     out["run"] = {"until_ms": duration_ms}
-    if skipped:
-        out["_skipped_configs"] = sorted(skipped)  # not a scenario key: write_scenario turns it into a comment
-    return out
+    return ImportedCluster(out, tuple(sorted(skipped)))
+
+
+def _check_log_dirs_config(c: Configs, dirs: tuple[str, ...] | None) -> None:
+    """server.properties' ``log.dirs`` (else ``log.dir``) names the dirs kafka-log-dirs must report, no more."""
+    key = "log.dirs" if "log.dirs" in c.static else "log.dir" if "log.dir" in c.static else None
+    if key is None or dirs is None:
+        return
+    text, where = c.static[key]
+    listed = [d.strip() for d in text.split(",") if d.strip()]
+    missing = [d for d in listed if d not in dirs]
+    if missing:
+        _fail(where, text, f"log dir(s) {missing} are missing from the log-dirs output, which reports {list(dirs)}")
+    extra = [d for d in dirs if d not in listed]
+    if extra:
+        _fail(where, text, f"the log-dirs output reports log dir(s) {extra} that {key} does not list")
 
 
 def _replica_logs(p: PartitionLine, topic: str, logs_of: Mapping, offline: Mapping[int, list[str]],
@@ -663,10 +686,11 @@ def _replica_logs(p: PartitionLine, topic: str, logs_of: Mapping, offline: Mappi
     return out
 
 
-def to_yaml(scenario: Mapping[str, Any], header: str = "") -> str:
-    """The scenario mapping as YAML: lists and per-partition states in flow style, one partition a line."""
+def to_yaml(scenario: Mapping[str, Any], header: str = "", skipped: Iterable[str] = ()) -> str:
+    """The scenario mapping as YAML: lists and per-partition states in flow style, one partition a line;
+    `header` and the `skipped` configs become comments at the top."""
     data = dict(scenario)
-    skipped = data.pop("_skipped_configs", [])
+    skipped = list(skipped)
     lines = [f"# {x}" for x in header.splitlines()]
     if skipped:
         lines.append("# configs not modelled by sparkkafka, left out: " + ", ".join(skipped))
@@ -702,7 +726,8 @@ def import_cluster(topics_describe: str | Path, log_dirs: str | Path | None = No
                    record_bytes: int | None = None, duration_ms: int = DEFAULT_DURATION_MS,
                    out: str | Path | None = None) -> dict:
     """Read the files, build the scenario mapping, check it loads (``parse_scenario``), and write it as
-    YAML to ``out`` if given (nothing is written when any input is bad). Returns the mapping."""
+    YAML to ``out`` if given (``-``: standard output; nothing is written when any input is bad). Returns the
+    mapping, which ``Cluster.from_scenario`` also takes."""
     from sparkkafka.scenario.loader import parse_scenario
 
     def read(path: str | Path, flag: str) -> tuple[str, str]:
@@ -716,11 +741,15 @@ def import_cluster(topics_describe: str | Path, log_dirs: str | Path | None = No
     rk = parse_racks(*read(racks, "--racks")) if racks is not None else None
     cf = [parse_configs(*read(c, "--configs")) for c in configs]
     rt = parse_rates(*read(rates, "--rates")) if rates is not None else ()
-    sc = build_scenario(d, ld, rk, cf, rt, name=name, seed=seed, record_bytes=record_bytes, duration_ms=duration_ms)
+    imported = build_scenario(d, ld, rk, cf, rt, name=name, seed=seed, record_bytes=record_bytes,
+                              duration_ms=duration_ms)
+    sc = imported.scenario
     text = to_yaml(sc, header=f"Imported by `sparkkafka import` from {topics_describe}"
-                              + (f" and {log_dirs}" if log_dirs else ""))
+                              + (f" and {log_dirs}" if log_dirs else ""), skipped=imported.skipped_configs)
     parse_scenario(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), name=name)  # it loads
-    if out is not None:
+    if out == "-":
+        sys.stdout.write(text)
+    elif out is not None:
         write_scenario(text, out)
     return sc
 
