@@ -71,6 +71,28 @@ def _parser() -> argparse.ArgumentParser:
                         "default 1048576); larger means fewer log rows")
     i.add_argument("--duration-ms", type=int, default=60000, help="run length and produce duration (default 60000)")
     i.add_argument("--out", help="write the scenario YAML here (default: print it)")
+    w = sub.add_parser("whatif", help="what-if questions over a cluster snapshot directory: lose brokers, a rack or a "
+                                      "log dir; unclean election candidates; a KIP-113 dir balancing plan (docs/whatif.md)")
+    w.add_argument("snapshot", metavar="SNAPSHOT", help="a directory with topics-describe.txt[, log-dirs.txt, "
+                                                        "racks.txt, server.properties, rates.csv]")
+    w.add_argument("--lose-broker", type=int, action="append", default=[], metavar="B", help="repeatable")
+    w.add_argument("--lose-rack", metavar="R")
+    w.add_argument("--lose-dir", metavar="B:DIR")
+    w.add_argument("--unclean", action="store_true", help="for each partition offline after the loss, each "
+                                                          "candidate leader and the acked records it would lose")
+    w.add_argument("--balance-dirs", action="store_true", help="KIP-113 moves evening out each broker's dirs")
+    w.add_argument("--plan", help="--balance-dirs: write the reassignment JSON here (default: print it)")
+    w.add_argument("--no-emulate", action="store_true", help="the prediction only, no emulated run")
+    w.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="the table's format")
+    w.add_argument("--record-bytes", type=int, default=2**31 - 1,
+                   help="record size the logs are expanded to in the emulated run (default 2^31-1: few rows)")
+    w.add_argument("--at-ms", type=int, default=1000, help="when the loss happens in the emulated run")
+    w.add_argument("--settle-ms", type=int, default=2000,
+                   help="emulated time after zookeeper.session.timeout.ms before the state is read")
+    w.add_argument("--recover-ms", type=int, default=60000,
+                   help="bound on the emulated recovery after the brokers return (0: skip)")
+    w.add_argument("--run-dir", help="emulated run directory (default runs/whatif-<snapshot name>)")
+    w.add_argument("--master", help="Spark master URL")
     b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
     b.add_argument("--brokers", default="3,12,48")
     b.add_argument("--partitions", default="100,1000,10000")
@@ -383,6 +405,57 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _whatif(args: argparse.Namespace) -> int:
+    """Predict from the snapshot, then (unless --no-emulate) confirm on an emulated run; exit 2 on bad input."""
+    from pathlib import Path
+
+    from .scenario.loader import parse_scenario
+    from .tools import whatif as W
+
+    mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes)
+    sc = parse_scenario(mapping, name=mapping["name"])
+    parts = W.partitions_frame(sc)
+    if args.balance_dirs:
+        if args.lose_broker or args.lose_rack or args.lose_dir or args.unclean:
+            raise ScenarioError("--balance-dirs", True, "is asked alone (not with --lose-* or --unclean)")
+        if not any(parts["dirs"].map(len)):
+            raise ScenarioError("--balance-dirs", args.snapshot, "the snapshot has no log-dirs.txt")
+        moves = W.balance_dirs(parts, sc.log_dirs)
+        before, after = W.dir_usage(parts), W.dir_usage(parts, moves)
+        print(f"{len(moves)} KIP-113 move(s); the widest gap between a broker's dirs: {W.widest_gap(before)} -> "
+              f"{W.widest_gap(after)} bytes")
+        sys.stdout.write(W.table_text(W.moves_frame(moves), args.format))
+        text = W.plan_json(parts, moves)
+        if args.plan:
+            Path(args.plan).write_text(text + "\n")
+            print(f"Wrote {args.plan}: kafka-reassign-partitions --execute --reassignment-json-file {args.plan}")
+        else:
+            print(text)
+        return 0
+    loss = W.resolve_loss(sc, args.lose_broker, args.lose_rack, args.lose_dir)
+    predicted = W.predict_loss(parts, loss)
+    emulated = None
+    if not args.no_emulate:
+        out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}")
+        with _Spark(args.master) as spark:
+            emulated = W.emulate_loss(mapping, loss, spark=spark, out=out, at_ms=args.at_ms,
+                                      settle_ms=args.settle_ms, recover_ms=0 if args.unclean else args.recover_ms)
+    sys.stdout.write(W.loss_text(loss, predicted, emulated, W.rates_at_risk(sc, predicted)))
+    sys.stdout.write(W.table_text(W.compare(predicted, emulated.state if emulated else None), args.format))
+    if args.unclean:
+        if emulated is None:
+            raise ScenarioError("--unclean", True, "needs the emulated run's logs (drop --no-emulate)")
+        cands = W.unclean_of_run(emulated.run_dir, emulated.state)
+        print("Unclean election candidates (acked records absent from each candidate's log):")
+        for (t, p), g in cands.groupby(W.TP, sort=True):
+            best = g[g["best"]]
+            print(f"  {t}-{p}: " + (f"elect {int(best['candidate'].iloc[0])}, losing "
+                                    f"{int(best['lost_if_elected'].iloc[0])} of {int(g['acked'].iloc[0])} acked"
+                                    if len(best) else "no live replica to elect"))
+        sys.stdout.write(W.table_text(cands, args.format))
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -396,7 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
                 "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
-                "state-change-log": _state_change_log, "import": _import, "bench": _bench}[args.cmd](args)
+                "state-change-log": _state_change_log, "import": _import, "bench": _bench,
+                "whatif": _whatif}[args.cmd](args)
     except _ToolUsage as e:
         print(e.message, file=sys.stderr)
         return 2
