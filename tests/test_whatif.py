@@ -157,3 +157,32 @@ def test_emulated_rack_loss_matches_prediction_and_metrics(spark, tmp_path):
     assert e.summary["offline_partitions"] == 1
     c = W.unclean_of_run(e.run_dir, e.state)
     assert set(c["candidate"]) == {1, 3} and not c["live"].any()  # b-0: both replicas lost with the rack
+
+
+@pytest.mark.slow
+def test_unclean_best_candidate_loses_exactly_what_was_predicted(spark, tmp_path):
+    """Replicas 3 then 2 drop out (crash), acks=all records go on being acked by the shrinking ISR, then the
+    last ISR member 1 dies and 2, 3 come back: the partition is offline. The prediction names 2 (it missed
+    fewer acked records than 3); electing it uncleanly loses exactly that many (the checker's count)."""
+    from sparkkafka import Cluster
+
+    sc = {"name": "unclean", "cluster": {"brokers": [1, 2, 3], "config": {"zookeeper.session.timeout.ms": 1000},
+                                         "emulator": {"engine": "resident"}},
+          "topics": [{"name": "t", "assignment": {0: [1, 2, 3]}}],
+          "timeline": [{"at": 0, "produce": {"topic": "t", "rate_per_sec": 40, "duration_ms": 9000, "acks": "all"}},
+                       {"at": 300, "crash": 3}, {"at": 2000, "crash": 2}, {"at": 4000, "crash": 1},
+                       {"at": 5500, "restart": 2}, {"at": 5500, "restart": 3}],
+          "run": {"until_ms": 9000}}
+    c = Cluster.from_scenario(sc, spark=spark, out=str(tmp_path / "run"))
+    c.run(until_ms=6500)
+    cands = W.unclean_of_run(c.out).set_index("candidate")
+    assert list(cands["topic"].unique()) == ["t"]
+    best = cands[cands["best"]]
+    assert list(best.index) == [2] and 0 < cands.loc[2, "lost_if_elected"] < cands.loc[3, "lost_if_elected"]
+    assert not cands.loc[1, "live"]
+    assert c.summary()["lost_acked"] == 0
+    assert c.elect_leaders("unclean", [("t", 0)]) == {("t", 0): None}
+    c.run(until_ms=7500)
+    s = c.summary()
+    assert s["offline_partitions"] == 0
+    assert s["lost_acked"] == int(best["lost_if_elected"].iloc[0])

@@ -386,18 +386,22 @@ def plan_json(parts: pd.DataFrame, moves: Iterable[Mapping]) -> str:
     return json.dumps({"version": 1, "partitions": entries})
 
 
-def unclean_of_run(run_dir: str, state: pd.DataFrame) -> pd.DataFrame:
-    """unclean_candidates over an emulated run's tables, for the partitions offline in ``state``."""
+def unclean_of_run(run_dir: str, state: pd.DataFrame | None = None) -> pd.DataFrame:
+    """unclean_candidates over a run's tables, for the partitions offline in ``state`` (default: those whose
+    latest partition_state leader is not a live broker)."""
+    from ..scenario.checker import latest_of
     from ..storage import tables as T
 
     tables = Path(run_dir) / "tables"
-    meta = json.loads((Path(run_dir) / "run.json").read_text())
-    ps = T.read_table(str(tables), "partition_state").to_pandas()
-    reps = ps.drop_duplicates(TP, keep="last")[[*TP, "replicas"]]
-    offline = state[state["offline"]][TP].merge(reps, on=TP)
-    offline["replicas"] = [list(map(int, r)) for r in offline["replicas"]]
+    live = json.loads((Path(run_dir) / "run.json").read_text()).get("live_brokers", [])
+    ps = latest_of(T.read_table(str(tables), "partition_state").to_pandas())
+    if state is None:
+        offline = ps[~ps["leader"].isin(live)][[*TP, "replicas"]]
+    else:
+        offline = state[state["offline"]][TP].merge(ps[[*TP, "replicas"]], on=TP)
+    offline = offline.assign(replicas=[list(map(int, r)) for r in offline["replicas"]])
     return unclean_candidates(T.read_table(str(tables), "produce_results").to_pandas(),
-                              T.read_table(str(tables), "log").to_pandas(), offline, meta.get("live_brokers", []))
+                              T.read_table(str(tables), "log").to_pandas(), offline, live)
 
 
 # ---------------------------------------------------------------------------------------------- output
