@@ -31,7 +31,7 @@ def _snapshot(tmp_path: Path) -> Path:
     d.mkdir()
     (d / "topics-describe.txt").write_text(DESCRIBE)
     (d / "racks.txt").write_text("1=r1\n2=r2\n3=r1\n4=r2\n")
-    (d / "server.properties").write_text("zookeeper.session.timeout.ms=2000\n")
+    (d / "server.properties").write_text("zookeeper.session.timeout.ms=1000\n")
     (d / "rates.csv").write_text("topic,records_per_sec,value_bytes,acks\na,20,100,all\nb,20,100,1\n")
     return d
 
@@ -144,7 +144,7 @@ def test_balance_dirs_plan_evens_dirs_and_is_a_plan_kafkas_tool_accepts(tmp_path
 
 @pytest.mark.slow
 def test_emulated_rack_loss_matches_prediction_and_metrics(spark, tmp_path):
-    """One short run (ZooKeeper session 2 s): the controller's state and the metrics row agree with the
+    """One short run (ZooKeeper session 1 s): the controller's state and the metrics row agree with the
     prediction, partition by partition."""
     m, parts, sc = _load(_snapshot(tmp_path))
     m["cluster"]["emulator"] = {"engine": "resident"}
@@ -169,12 +169,12 @@ def test_unclean_best_candidate_loses_exactly_what_was_predicted(spark, tmp_path
     sc = {"name": "unclean", "cluster": {"brokers": [1, 2, 3], "config": {"zookeeper.session.timeout.ms": 1000},
                                          "emulator": {"engine": "resident"}},
           "topics": [{"name": "t", "assignment": {0: [1, 2, 3]}}],
-          "timeline": [{"at": 0, "produce": {"topic": "t", "rate_per_sec": 40, "duration_ms": 9000, "acks": "all"}},
-                       {"at": 300, "crash": 3}, {"at": 2000, "crash": 2}, {"at": 4000, "crash": 1},
-                       {"at": 5500, "restart": 2}, {"at": 5500, "restart": 3}],
-          "run": {"until_ms": 9000}}
+          "timeline": [{"at": 0, "produce": {"topic": "t", "rate_per_sec": 40, "duration_ms": 5000, "acks": "all"}},
+                       {"at": 300, "crash": 3}, {"at": 1500, "crash": 2}, {"at": 2700, "crash": 1},
+                       {"at": 3800, "restart": 2}, {"at": 3800, "restart": 3}],
+          "run": {"until_ms": 5000}}
     c = Cluster.from_scenario(sc, spark=spark, out=str(tmp_path / "run"))
-    c.run(until_ms=6500)
+    c.run(until_ms=4300)
     cands = W.unclean_of_run(c.out).set_index("candidate")
     assert list(cands["topic"].unique()) == ["t"]
     best = cands[cands["best"]]
@@ -182,7 +182,7 @@ def test_unclean_best_candidate_loses_exactly_what_was_predicted(spark, tmp_path
     assert not cands.loc[1, "live"]
     assert c.summary()["lost_acked"] == 0
     assert c.elect_leaders("unclean", [("t", 0)]) == {("t", 0): None}
-    c.run(until_ms=7500)
+    c.run(until_ms=5000)
     s = c.summary()
     assert s["offline_partitions"] == 0
     assert s["lost_acked"] == int(best["lost_if_elected"].iloc[0])
