@@ -433,6 +433,8 @@ def _whatif(args: argparse.Namespace) -> int:
             print(text)
         return 0
     loss = W.resolve_loss(sc, args.lose_broker, args.lose_rack, args.lose_dir)
+    if args.unclean and args.no_emulate:
+        raise ScenarioError("--unclean", True, "needs the emulated run's logs (drop --no-emulate)")
     predicted = W.predict_loss(parts, loss)
     emulated = None
     if not args.no_emulate:
@@ -442,9 +444,7 @@ def _whatif(args: argparse.Namespace) -> int:
                                       settle_ms=args.settle_ms, recover_ms=0 if args.unclean else args.recover_ms)
     sys.stdout.write(W.loss_text(loss, predicted, emulated, W.rates_at_risk(sc, predicted)))
     sys.stdout.write(W.table_text(W.compare(predicted, emulated.state if emulated else None), args.format))
-    if args.unclean:
-        if emulated is None:
-            raise ScenarioError("--unclean", True, "needs the emulated run's logs (drop --no-emulate)")
+    if args.unclean and emulated is not None:
         cands = W.unclean_of_run(emulated.run_dir, emulated.state)
         print("Unclean election candidates (acked records absent from each candidate's log):")
         for (t, p), g in cands.groupby(W.TP, sort=True):

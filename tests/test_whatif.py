@@ -52,6 +52,7 @@ def test_lose_rack_prediction_follows_kafkas_election(tmp_path):
     assert W.predict_loss(parts, W.resolve_loss(sc, rack="r1"), catch_up=False).set_index(
         ["topic", "partition"]).loc[("a", 1), "isr"] == [2]
     assert W.counts(p) == {"offline": 1, "under_min_isr": 2, "under_replicated": 4, "leader_moved": 3}
+    assert W.resolve_loss(sc, rack="r1").label() == "rack r1: broker(s) 1,3"
     risk = W.rates_at_risk(sc, p.reset_index()).set_index("acks")
     assert risk.loc["1", "offline_records_per_sec"] == 10.0  # b: 20/s over 2 partitions, one offline
     assert risk.loc["all", "under_min_isr_records_per_sec"] == 10.0  # a: 5/s into each of a-0, a-3
@@ -99,6 +100,10 @@ def test_cli_not_a_snapshot_and_no_loss(tmp_path, capsys):
     assert "SNAPSHOT" in capsys.readouterr().err
     assert main(["whatif", str(SAMPLE), "--no-emulate"]) == 2
     assert "give exactly one" in capsys.readouterr().err
+    assert main(["whatif", str(SAMPLE), "--lose-broker", "1", "--unclean", "--no-emulate"]) == 2
+    assert "--unclean" in capsys.readouterr().err
+    assert main(["whatif", str(SAMPLE), "--lose-broker", "1", "--balance-dirs"]) == 2
+    assert "--balance-dirs" in capsys.readouterr().err
 
 
 def test_cli_prediction_table_formats(capsys):

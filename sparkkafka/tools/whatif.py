@@ -83,11 +83,12 @@ class Loss:
 
     brokers: tuple[int, ...] = ()
     log_dir: tuple[int, str] | None = None
+    rack: str | None = None
 
     def label(self) -> str:
         if self.log_dir:
             return f"log dir {self.log_dir[1]} of broker {self.log_dir[0]}"
-        return "broker(s) " + ",".join(map(str, self.brokers))
+        return (f"rack {self.rack}: " if self.rack else "") + "broker(s) " + ",".join(map(str, self.brokers))
 
     def events(self, at_ms: int) -> list[dict]:
         if self.log_dir:
@@ -123,7 +124,7 @@ def resolve_loss(sc: Scenario, broker: Iterable[int] = (), rack: str | None = No
         if rack not in set(racks.values()):
             raise ScenarioError("--lose-rack", rack, f"not a rack of the snapshot {sorted(set(racks.values()))}"
                                 if racks else "the snapshot has no racks.txt")
-        return Loss(tuple(sorted(b for b, r in racks.items() if r == rack)))
+        return Loss(tuple(sorted(b for b, r in racks.items() if r == rack)), rack=rack)
     b_text, sep, d = str(log_dir).partition(":")
     if not sep or not b_text.strip().isdigit():
         raise ScenarioError("--lose-dir", log_dir, "expected BROKER:DIR")
