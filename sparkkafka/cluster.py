@@ -34,6 +34,7 @@ from .protocol import errors as kerr
 from .protocol.config import LONG_MAX, TOPIC_CONFIGS, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform
 from .protocol.rules import rules_for
+from .run_dir import RUN_FORMAT_VERSION, DriverState, RunDir
 from .scenario import Scenario, load_scenario
 from .scenario.workload import Workload
 from .storage import tables as T
@@ -57,15 +58,49 @@ class _Stopwatch:
         self.t = t
 
 
-class Cluster:
-    """An emulated Kafka cluster whose state lives in a run directory (`out`)."""
+class _Driven:
+    """A Cluster attribute that is a field of its DriverState (run_dir.py), which the run directory saves."""
 
-    def __init__(self, spark: SparkSession, out: str, scenario: Scenario | None = None) -> None:
+    def __init__(self, field: str | None = None) -> None:
+        self.field = field
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = self.field or name
+
+    def __get__(self, obj: Cluster | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        if obj.driver is None:
+            raise AttributeError(f"{self.field}: run {obj.out} has no driver state this version can continue")
+        return getattr(obj.driver, self.field)
+
+    def __set__(self, obj: Cluster, value: Any) -> None:
+        setattr(obj.driver, self.field, value)
+
+
+class Cluster:
+    """An emulated Kafka cluster whose state lives in a run directory (`out`): a facade over the run
+    directory (run_dir.py), the controller (controller/) and the round engine (engine/)."""
+
+    RUN_FORMAT_VERSION = RUN_FORMAT_VERSION
+
+    # the driver's state, a DriverState the run directory saves; these names read and write its fields
+    scenario, run_id, round_ms, control, workload, spark_partitions = (
+        _Driven(), _Driven(), _Driven(), _Driven(), _Driven(), _Driven())
+    round, events, next_event, crashed, stopping, paused_until = (
+        _Driven(), _Driven(), _Driven(), _Driven(), _Driven(), _Driven())
+    isolations, offline_dirs, alter_dir_responses, tool_state = _Driven(), _Driven(), _Driven(), _Driven()
+    _outbox, _produced, _driver_rows = _Driven("outbox"), _Driven("produced"), _Driven("driver_rows")
+    _log_actions, _flushed_round = _Driven("log_actions"), _Driven("flushed_round")
+
+    def __init__(self, spark: SparkSession, out: str, driver: DriverState | None = None) -> None:
         self.spark = spark
-        self.out = os.path.abspath(out)
-        self.tables_dir = os.path.join(self.out, "tables")
-        self.brokers_dir = os.path.join(self.out, "brokers")
-        self.scenario = scenario
+        self.run_dir = RunDir(out)
+        self.out = self.run_dir.path
+        self.tables_dir = self.run_dir.tables_dir
+        self.brokers_dir = self.run_dir.brokers_dir
+        self.driver = driver
+        self.state: DataFrame | None = None  # the brokers' rows after the last round (lazy, Spark)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -75,7 +110,7 @@ class Cluster:
         when the scenario is invalid or `out` already holds a run and overwrite is False)."""
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         out = out or os.path.join("runs", sc.name)
-        if os.path.exists(os.path.join(out, "run.json")) and not overwrite:
+        if RunDir(out).is_run() and not overwrite:
             raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
         if spark is None:
             from .engine.session import get_spark
@@ -84,164 +119,94 @@ class Cluster:
         if os.path.exists(out) and overwrite:
             shutil.rmtree(out)
         os.makedirs(out, exist_ok=True)
-        c = cls(spark, out, sc)
+        c = cls(spark, out)
         T.create_tables(c.tables_dir)
-        c._start()
+        c._start(sc)
         return c
 
     @classmethod
     def for_path(cls, spark: SparkSession | None, path: str) -> Cluster:
-        """Reopen a run directory: its tables can be read, and (runs saved by this version) it can be
+        """Reopen a run directory: its tables can be read, and (runs saved in this run format) it can be
         continued with run(until_ms) / step() and acted on by apply() and the operator tools."""
-        if not os.path.exists(os.path.join(path, "run.json")):
-            raise ScenarioError("path", path, "is not a sparkkafka run directory (no run.json)")
+        rd = RunDir(path).require_run()
         if spark is None:
             from .engine.session import get_spark
 
             spark = get_spark()
         c = cls(spark, path)
-        with open(os.path.join(path, "run.json")) as f:
-            c.meta = json.load(f)
+        c.meta = rd.meta()
         c._restore()
         return c
 
     # ------------------------------------------------------------------ the run directory is the cluster
-    _DRIVER_STATE = ("scenario", "run_id", "round_ms", "broker_cfg", "profile", "control", "workload", "round",
-                     "crashed", "stopping", "paused_until", "isolations", "events", "next_event", "_outbox",
-                     "_produced", "offline_dirs", "alter_dir_responses", "spark_partitions", "tool_state",
-                     "_driver_rows", "_flushed_round")
-
-    # The run directory's driver-state format: 1 was written before it had a number (no driver.json);
-    # 2 has the typed controller events and instructions (issue 11). Another format is refused by number.
-    RUN_FORMAT_VERSION = 2
-
     @property
     def resumable(self) -> bool:
-        return self.scenario is not None and hasattr(self, "control")
+        return self.driver is not None
+
+    @property
+    def broker_cfg(self) -> dict:
+        """The cluster's broker configs (static, and dynamic cluster-wide defaults): the controller's."""
+        return self.control.broker_cfg
+
+    @property
+    def profile(self) -> str:
+        return self.control.profile
 
     def save(self) -> None:
         """Write what the driver holds (controller, ZooKeeper, producers, timeline position) and the
         brokers' in-memory state (the last round's output rows) into the run directory, so another
         process can continue the run or act on it. Each save writes a new state folder, then drops
         the older ones (a reader of the old one is never overwritten underneath)."""
-        from pyspark import cloudpickle
-
         self.flush()
-        state_root = os.path.join(self.out, "state")
-        folder = None
         if self.state is not None:
-            folder = os.path.join(state_root, f"round-{self.round:08d}-{uuid.uuid4().hex[:6]}")
-            self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(folder)
-        blob = {k: getattr(self, k) for k in self._DRIVER_STATE if hasattr(self, k)}
-        blob["state_folder"] = folder
-        tmp = os.path.join(self.out, "driver.pkl.tmp")
-        with open(tmp, "wb") as f:
-            cloudpickle.dump(blob, f)
-        os.replace(tmp, os.path.join(self.out, "driver.pkl"))
-        with open(tmp, "w") as f:  # the format of driver.pkl, readable without unpickling it
-            json.dump({"format_version": self.RUN_FORMAT_VERSION, "round": self.round}, f)
-        os.replace(tmp, os.path.join(self.out, "driver.json"))
-        if os.path.isdir(state_root):
-            for old in os.listdir(state_root):
-                if folder is None or os.path.join(state_root, old) != folder:
-                    shutil.rmtree(os.path.join(state_root, old), ignore_errors=True)
+            folder = self.run_dir.new_state_folder(self.round)
+            self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(os.path.join(self.out, folder))
+            self.driver.state_folder = folder
+        self.run_dir.save_driver(self.driver)
 
     def _restore(self) -> None:
-        path = os.path.join(self.out, "driver.pkl")
-        if not os.path.exists(path):
-            return  # a run saved before runs could be continued: its tables can still be read
-        manifest = os.path.join(self.out, "driver.json")
-        found = 1
-        if os.path.exists(manifest):
-            with open(manifest) as f:
-                found = int(json.load(f).get("format_version", 1))
-        if found != self.RUN_FORMAT_VERSION:
-            self._format_found = found  # its tables can still be read; continuing it is refused
-            return
-        import pickle
-
-        with open(path, "rb") as f:
-            blob = pickle.load(f)
-        folder = blob.pop("state_folder")
-        for k, v in blob.items():
-            setattr(self, k, v)
-        self.writer = TableWriter(self.tables_dir, self.run_id)
-        self._cut = {}
-        self._history_adds = defaultdict(list)
-        self._driver_rows = defaultdict(list, getattr(self, "_driver_rows", {}))
-        self._log_actions = []
-        self.timings = defaultdict(float)
-        self.state = None
-        self._placed = None
-        if folder and os.path.isdir(folder):
+        if self.run_dir.format_version() != RUN_FORMAT_VERSION:
+            return  # its tables can be read; continuing it is refused (_require_resumable)
+        self.driver = self.run_dir.load()
+        self._transient()
+        folder = self.run_dir.state_path(self.driver)
+        if folder is not None:
             self.state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
 
     def _require_resumable(self) -> None:
-        found = getattr(self, "_format_found", None)
-        if found is not None:
-            raise ScenarioError("driver.json format_version", found,
-                                f"run directory {self.out} was saved in run format {found}; this sparkkafka continues "
-                                f"format {self.RUN_FORMAT_VERSION} only (its tables can still be read): run the "
-                                "scenario again to continue it")
         if not self.resumable:
-            raise ScenarioError("run", self.out, "was written by an older sparkkafka (no driver.pkl): it can be "
-                                                 "read but not continued")
+            self.run_dir.check_format()
 
-    def _start(self) -> None:
-        sc = self.scenario
-        self.run_id = uuid.uuid4().hex[:12]
-        self.round_ms = sc.round_ms
-        self.broker_cfg = broker_config(sc.config)
-        self.profile = profile_of(self.broker_cfg["inter.broker.protocol.version"])
-        self.control = ControlPlane(list(sc.brokers), sc.racks, self.broker_cfg, sc.seed, self.profile,
-                                    emulator=dict(sc.emulator))
-        self.workload = Workload(self.round_ms, int(self.broker_cfg["request.timeout.ms"]))
+    def _transient(self) -> None:
+        """What the driver rebuilds rather than saves: table handles, this round's cuts, timings."""
         self.writer = TableWriter(self.tables_dir, self.run_id)
-        self.round = 0
-        self.crashed: set[int] = set()
-        self.stopping: set[int] = set()  # clean shutdowns in progress this round
         self._cut: dict[int, frozenset] = {}  # who cannot reach whom this round
-        self.paused_until: dict[int, int] = {}
-        self.offline_dirs: dict[int, set[str]] = {}  # failed log dirs per broker (KIP-112); they stay failed
-        self.alter_dir_responses: list[pd.DataFrame] = []  # AlterReplicaLogDirs answers, for the tools
-        self.isolations: list[tuple[frozenset, frozenset, int | None]] = []
-        self.events = sorted(sc.timeline, key=lambda e: (e.time_ms(self.round_ms), e.index))
-        self.next_event = 0
-        self.state: DataFrame | None = None
         self._placed: int | None = None  # the resident tasks `state` is placed over (None: not placed)
-        self._outbox: list[tuple[int, pd.DataFrame, int]] = [(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)]
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
-        self._driver_rows: dict[str, list[dict]] = defaultdict(list)
-        self._produced = 0
-        self._log_actions: list[dict] = []  # log-table actions the driver itself makes (a power loss)
         self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
-        self.tool_state: dict[str, Any] = {}  # what operator tools remember between calls (throttles set, moves)
+
+    def _start(self, sc: Scenario) -> None:
+        broker_cfg = broker_config(sc.config)
+        profile = profile_of(broker_cfg["inter.broker.protocol.version"])
         n = int(sc.emulator.get("spark.partitions") or 0)
         if n <= 0:
             n = int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
-        self.spark_partitions = max(1, min(n, len(sc.brokers)))
+        self.driver = DriverState(
+            scenario=sc, run_id=uuid.uuid4().hex[:12], round_ms=sc.round_ms,
+            control=ControlPlane(list(sc.brokers), sc.racks, broker_cfg, sc.seed, profile, emulator=dict(sc.emulator)),
+            workload=Workload(sc.round_ms, int(broker_cfg["request.timeout.ms"])),
+            spark_partitions=max(1, min(n, len(sc.brokers))),
+            events=sorted(sc.timeline, key=lambda e: (e.time_ms(sc.round_ms), e.index)),
+            outbox=[(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)])
+        self._transient()
         for spec in sc.topics:
             self.control.create_topic(spec, 0)
         self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
         self._save_meta()
 
-    def _save_meta(self, **extra: Any) -> None:
-        meta = {"run_id": self.run_id, "scenario": self.scenario.name, "seed": self.scenario.seed,
-                "round": self.round, "time_ms": self.round * self.round_ms, "round_ms": self.round_ms,
-                "brokers": list(self.scenario.brokers), "log_dirs": list(self.scenario.log_dirs),
-                "live_brokers": sorted(self.control.live()),
-                "controller": self.control.controller_id(),
-                "broker_config": dict(self.scenario.config),
-                "controller_epoch": self.control.zk.controller_epoch()[0],
-                "topics": {t: {"partitions": self.control.partition_count(t),
-                               "overrides": self.control.overrides.get(t, {}),
-                               "min.insync.replicas": int(self.control.topic_config(t)["min.insync.replicas"])}
-                           for t in self.control.topics()}, **extra}
-        self.meta = meta
-        tmp = os.path.join(self.out, "run.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(meta, f, indent=2, sort_keys=True)
-        os.replace(tmp, os.path.join(self.out, "run.json"))
+    def _save_meta(self) -> None:
+        self.meta = self.driver.meta()
+        self.run_dir.write_meta(self.meta)
 
     # ------------------------------------------------------------------ events
     def _send(self, kind: int, frame: pd.DataFrame, src: int = CLIENT) -> None:
