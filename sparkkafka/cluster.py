@@ -25,8 +25,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as Fn
 
+from . import admin
 from .controller.control_plane import ControlPlane
-from .controller.events import ApiPartitionReassignment, ReplicaLeaderElection
 from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
@@ -34,13 +34,12 @@ from .protocol import errors as kerr
 from .protocol.config import LONG_MAX, TOPIC_CONFIGS, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform
 from .protocol.rules import rules_for
-from .run_dir import RUN_FORMAT_VERSION, DriverState, RunDir
+from .run_dir import CLIENT, RUN_FORMAT_VERSION, DriverState, RunDir
 from .scenario import Scenario, load_scenario
 from .scenario.workload import Workload
 from .storage import tables as T
 from .storage.tables import TableWriter
 
-CLIENT = -1  # src of messages from producers
 CONTROL_KINDS = {"leader_and_isr": W.LEADER_AND_ISR, "stop_replica": W.STOP_REPLICA,
                  "update_metadata": W.UPDATE_METADATA, "isr_results": W.ISR_RESULT}
 
@@ -210,10 +209,7 @@ class Cluster:
 
     # ------------------------------------------------------------------ events
     def _send(self, kind: int, frame: pd.DataFrame, src: int = CLIENT) -> None:
-        """Queue driver-made messages for this round; `src` is the sending broker (the controller's
-        for its requests), which network partitions are checked against."""
-        if len(frame):
-            self._outbox.append((kind, frame, src))
+        self.driver.send(kind, frame, src)
 
     def apply(self, event: dict) -> None:
         """Inject one event now, written as a timeline entry without its time (e.g. {"crash": 2})."""
@@ -434,102 +430,24 @@ class Cluster:
         for kind, src, frame in self.control.take_messages(now, paused, self.crashed):
             self._send(CONTROL_KINDS[kind], frame, src)
 
-    # ------------------------------------------------------------------ admin requests (the operator tools' calls)
-    def _now(self, now: int | None) -> int:
-        return self.round * self.round_ms if now is None else now
-
-    def _admin_key(self) -> str:
-        self.tool_state["admin_seq"] = self.tool_state.get("admin_seq", 0) + 1
-        return f"admin-{self.tool_state['admin_seq']}"
-
+    # ------------------------------------------------------------------ admin requests (admin.py)
     def reassign(self, plan: dict, throttle: int | None = None, log_dirs_throttle: int | None = None,
                  via: str = "api", now: int | None = None) -> dict:
-        """AlterPartitionReassignments for a Kafka reassignment plan (validated by the caller), the
-        throttles `kafka-reassign-partitions --execute` sets, and AlterReplicaLogDirs for its explicit
-        log dirs. Returns {(topic, partition): None or (error, message)} from the controller;
-        via="zookeeper" writes /admin/reassign_partitions instead (results then {})."""
-        now = self._now(now)
-        c = self.control
-        if throttle is not None and throttle >= 0:
-            from .tools.reassign_partitions import throttle_configs, throttled_brokers
-
-            # calculateProposedMoveMap: every planned partition (moving or not) and every ongoing move
-            moves = {(e["topic"], int(e["partition"])): (c.zk.topic_assignment(e["topic"])[int(e["partition"])],
-                                                         list(e["replicas"]))
-                     for e in plan["partitions"]
-                     if e["topic"] in c.zk.topics() and int(e["partition"]) in c.zk.topic_assignment(e["topic"])}
-            ongoing = {tp: (reps, adding) for tp, (reps, adding, _) in c.reassignments().items()}
-            leader, follower = throttle_configs(moves, ongoing)
-            for b in throttled_brokers(moves, ongoing):
-                c.set_config({"entity": "brokers", "name": b, "config": {
-                    "leader.replication.throttled.rate": int(throttle),
-                    "follower.replication.throttled.rate": int(throttle)}}, now)
-            for t in sorted(set(leader) | set(follower)):
-                c.set_config({"entity": "topics", "name": t, "config": {
-                    "leader.replication.throttled.replicas": leader.get(t, ""),
-                    "follower.replication.throttled.replicas": follower.get(t, "")}}, now)
-        dir_moves = [(e["topic"], int(e["partition"]), int(b), d) for e in plan["partitions"]
-                     for b, d in zip(e["replicas"], e.get("log_dirs") or ["any"] * len(e["replicas"]), strict=True)
-                     if d != "any"]
-        if log_dirs_throttle is not None and log_dirs_throttle >= 0 and dir_moves:
-            for b in sorted({m[2] for m in dir_moves}):
-                c.set_config({"entity": "brokers", "name": b, "config": {
-                    "replica.alter.log.dirs.io.max.bytes.per.second": int(log_dirs_throttle)}}, now)
-        if via == "zookeeper":
-            c.reassign_via_zookeeper({"version": 1, "partitions": [
-                {"topic": e["topic"], "partition": int(e["partition"]), "replicas": list(e["replicas"])}
-                for e in plan["partitions"]]}, now)
-            results: dict = {}
-        else:
-            targets = {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in plan["partitions"]}
-            results = c.admin(ApiPartitionReassignment(self._admin_key(), targets), now)
-            if results is None:
-                results = {tp: ("NOT_CONTROLLER", "This is not the correct controller for this cluster.")
-                           for tp in targets}
-        if dir_moves:
-            self.alter_replica_log_dirs(pd.DataFrame(
-                [(b, t, p, d) for t, p, b, d in dir_moves], columns=["broker", "topic", "partition", "log_dir"]))
-            self.tool_state.setdefault("dir_moves", {}).update({(t, p, b): d for t, p, b, d in dir_moves})
-        lines = [f"Reassignment requested for {t}-{p}: " + ("accepted" if r is None else f"{r[0]}: {r[1]}")
-                 for (t, p), r in sorted(results.items())]
-        self._driver_rows["state_change_log"] += [
-            {"time_ms": now, "broker": -1, "controller_epoch": -1, "topic": None, "partition": None,
-             "message": "[Admin] " + x} for x in lines]
-        return results
+        """AlterPartitionReassignments for a Kafka reassignment plan with its throttles (admin.reassign)."""
+        return admin.reassign(self.driver, plan, throttle, log_dirs_throttle, via, now)
 
     def cancel_reassignments(self, tps: list[tuple[str, int]], now: int | None = None) -> dict:
-        """AlterPartitionReassignments with a null target for each partition (cancellation)."""
-        results = self.control.admin(ApiPartitionReassignment(self._admin_key(), {tp: None for tp in tps}),
-                                     self._now(now))
-        return results if results is not None else {}
+        return admin.cancel_reassignments(self.driver, tps, now)
 
     def elect_leaders(self, election_type: str, partitions: list[tuple[str, int]] | None = None,
                       now: int | None = None) -> dict:
-        """ElectLeaders (KIP-460) through the controller: {(topic, partition): None or (error, message)}."""
-        results = self.control.admin(ReplicaLeaderElection(self._admin_key(), election_type, partitions),
-                                     self._now(now))
-        if results is None:
-            return {tp: ("NOT_CONTROLLER", "This is not the correct controller for this cluster.")
-                    for tp in (partitions or [])}
-        return results
+        return admin.elect_leaders(self.driver, election_type, partitions, now)
 
     def clear_throttles(self, brokers: list[int], topics: list[str], now: int | None = None) -> None:
-        """What --verify / --cancel do once nothing is moving: remove the five throttle settings."""
-        now = self._now(now)
-        for b in brokers:
-            self.control.set_config({"entity": "brokers", "name": b, "config": {
-                "leader.replication.throttled.rate": None, "follower.replication.throttled.rate": None,
-                "replica.alter.log.dirs.io.max.bytes.per.second": None}}, now)
-        for t in topics:
-            self.control.set_config({"entity": "topics", "name": t, "config": {
-                "leader.replication.throttled.replicas": None,
-                "follower.replication.throttled.replicas": None}}, now)
+        admin.clear_throttles(self.driver, brokers, topics, now)
 
     def alter_replica_log_dirs(self, entries: pd.DataFrame) -> None:
-        """AlterReplicaLogDirs requests (broker, topic, partition, log_dir) sent to the brokers now (KIP-113)."""
-        from .protocol.frames import ALTER_LOG_DIRS
-
-        self._send(W.ALTER_LOG_DIRS, conform(entries, ALTER_LOG_DIRS))
+        admin.alter_replica_log_dirs(self.driver, entries)
 
     def _reachable(self, a: int, b: int) -> bool:
         return b not in self._cut.get(a, ()) and a not in self.crashed

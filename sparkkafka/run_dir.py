@@ -45,6 +45,7 @@ MANIFEST = "driver.json"
 DRIVER_STATE = "driver-state.json"
 PICKLED = "driver.pkl"  # formats 1 and 2
 STATE_DIR = "state"
+CLIENT = -1  # the sender of driver-made messages that come from no broker (producers, admin requests)
 Isolation = tuple[frozenset, frozenset, int | None]  # (brokers, cut off from, until ms or None)
 
 
@@ -82,6 +83,12 @@ class DriverState:
     def __post_init__(self) -> None:
         if not isinstance(self.driver_rows, defaultdict):
             self.driver_rows = defaultdict(list, self.driver_rows)
+
+    def send(self, kind: int, frame: pd.DataFrame, src: int = CLIENT) -> None:
+        """Queue a driver-made message for the next round; `src` is the sending broker (the controller's
+        for its requests), which network partitions are checked against."""
+        if len(frame):
+            self.outbox.append((kind, frame, src))
 
     def to_dict(self) -> dict[str, Any]:
         return {name: to_plain(getattr(self, name)) for name in self.__dataclass_fields__}
