@@ -290,7 +290,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from .cluster import describe_run
+    from .run_views import describe_run
 
     if not os.path.exists(os.path.join(args.run, "run.json")):
         raise ScenarioError("run", args.run, "is not a sparkkafka run directory (no run.json)")
