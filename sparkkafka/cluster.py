@@ -225,6 +225,8 @@ class Cluster:
         """Inject one event now, written as a timeline entry without its time (e.g. {"crash": 2})."""
         from .scenario.loader import parse_scenario
 
+        self._require_resumable()
+
         probe = {"cluster": {"brokers": list(self.scenario.brokers), "log_dirs": list(self.scenario.log_dirs),
                              "config": self.scenario.config},
                  "topics": [{"name": s.name, "partitions": s.partitions, "replication_factor": s.replication_factor,
