@@ -45,7 +45,7 @@ from .run_views import (
     violations_current,
     write_violations,
 )
-from .scenario import Scenario, load_scenario
+from .scenario import Scenario, load_scenario, parse_scenario
 from .scenario.workload import Workload
 from .storage import tables as T
 from .storage.tables import TableWriter
@@ -113,11 +113,17 @@ class Cluster:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_scenario(cls, scenario: str | os.PathLike | Scenario, spark: SparkSession | None = None,
+    def from_scenario(cls, scenario: str | os.PathLike | Scenario | dict, spark: SparkSession | None = None,
                       out: str | None = None, overwrite: bool = False, master: str | None = None) -> Cluster:
-        """Validate the scenario, then create its run directory and tables (nothing is written
-        when the scenario is invalid or `out` already holds a run and overwrite is False)."""
-        sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        """Validate the scenario (a YAML path, a parsed Scenario, or the same mapping as a dict), then
+        create its run directory and tables (nothing is written when the scenario is invalid or `out`
+        already holds a run and overwrite is False)."""
+        if isinstance(scenario, Scenario):
+            sc = scenario
+        elif isinstance(scenario, dict):
+            sc = parse_scenario(scenario)
+        else:
+            sc = load_scenario(scenario)
         out = out or os.path.join("runs", sc.name)
         if RunDir(out).is_run() and not overwrite:
             raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
