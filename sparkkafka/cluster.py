@@ -31,7 +31,7 @@ from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
 from .protocol import errors as kerr
-from .protocol.config import LONG_MAX, broker_config, profile_of
+from .protocol.config import LONG_MAX, RoundConfig, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform
 from .protocol.rules import rules_for
 from .run_dir import CLIENT, RUN_FORMAT_VERSION, DriverState, RunDir
@@ -376,14 +376,8 @@ class Cluster:
             self._send(W.PRODUCE, conform(b[~down], PRODUCE))
 
     def _params(self, now: int) -> RoundParams:
-        cfg = dict(self.broker_cfg)
-        cfg["profile"] = self.profile
-        cfg["rules"] = rules_for(self.profile)  # the version flags the executors read (protocol/rules.py)
         tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
         min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
-        cfg["topic_unclean"] = {t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()}
-        cfg["topic_flush"] = {t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()}
-        cfg["round_ms"] = self.round_ms
         # KIP-73 / KIP-113 quotas per broker (only brokers with a finite rate) and throttled replica lists
         quota: dict[str, dict[int, int]] = {}
         for key, name in (("leader", "leader.replication.throttled.rate"),
@@ -393,13 +387,17 @@ class Cluster:
             rates = {b: r for b, r in rates.items() if r < LONG_MAX}
             if rates:
                 quota[key] = rates
-        cfg["quota"] = quota
-        cfg["throttled_replicas"] = {
-            t: (c["leader.replication.throttled.replicas"], c["follower.replication.throttled.replicas"])
-            for t, c in tcfg.items()
-            if c["leader.replication.throttled.replicas"] or c["follower.replication.throttled.replicas"]}
-        for k, v in self.scenario.emulator.items():
-            cfg[f"emulator.{k}"] = v
+        cfg = RoundConfig.of(
+            self.broker_cfg, self.scenario.emulator, profile=self.profile,
+            rules=rules_for(self.profile),  # the version flags the executors read (protocol/rules.py)
+            round_ms=self.round_ms,
+            topic_unclean={t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()},
+            topic_flush={t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()},
+            quota=quota,
+            throttled_replicas={
+                t: (c["leader.replication.throttled.replicas"], c["follower.replication.throttled.replicas"])
+                for t, c in tcfg.items()
+                if c["leader.replication.throttled.replicas"] or c["follower.replication.throttled.replicas"]})
         log_version = self.writer.table("log").version()
         return RoundParams(
             run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
