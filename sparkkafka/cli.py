@@ -56,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--report-interval-ms", type=int, default=30000,
                    help="accepted for Kafka's flags; the one pass over the final state reports once")
     _tool_parsers(sub)
+    rp = sub.add_parser("report", help="plots of a run directory: RUN/report/index.html (self-contained) and "
+                                       "one PNG per plot; prints their paths")
+    rp.add_argument("run")
+    rp.add_argument("--out", help="where to write them (default RUN/report)")
+    rp.add_argument("--before-ms", type=int,
+                    help="the 'before' of the disk-usage plot (default: the first reassignment's start, else "
+                         "the first metadata change)")
     b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
     b.add_argument("--brokers", default="3,12,48")
     b.add_argument("--partitions", default="100,1000,10000")
@@ -352,6 +359,14 @@ def _verify_replicas(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _report(args: argparse.Namespace) -> int:
+    from .reporting import report
+
+    written = report(args.run, out=args.out, before_ms=args.before_ms)
+    print("\n".join(written.paths()), flush=True)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -365,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
                 "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
-                "state-change-log": _state_change_log, "bench": _bench}[args.cmd](args)
+                "state-change-log": _state_change_log, "report": _report, "bench": _bench}[args.cmd](args)
     except _ToolUsage as e:
         print(e.message, file=sys.stderr)
         return 2
