@@ -350,6 +350,9 @@ def series(data) -> dict[str, object]:
 def figures(data) -> dict[str, Figure]:
     """Every plot of a loaded run as a matplotlib Figure, by plot name, in the report's order."""
     s = series(data)
-    return {"health": health_figure(s["health"]), "isr_hw": isr_hw_figure(s["isr_hw"]),
+    figs = {"health": health_figure(s["health"]), "isr_hw": isr_hw_figure(s["isr_hw"]),
             "leadership": leadership_figure(s["leadership"]), "throughput": throughput_figure(s["throughput"]),
             "disk": disk_figure(s["disk"], data.before_ms)}
+    for name, fig in figs.items():
+        fig.set_label(name)
+    return figs
