@@ -155,6 +155,8 @@ def test_bytes_moved_stay_under_the_throttle_once_it_is_set(data):
     assert into2.sum() > 0  # the reassignment's copies into broker 2
     assert (into2 <= follower[2].loc[1.5:]).all()  # produce ended at 1.4 s: only throttled bytes move
     assert moved[2].loc[:1.4].max() > THROTTLE  # catching up after the restart was not throttled
+    mean = s["moved_1s"][2]
+    assert mean.loc[1.5:].max() <= THROTTLE and mean.iloc[9] == moved[2].iloc[:10].mean()
 
 
 def test_disk_before_and_after_the_move(data):
@@ -189,7 +191,7 @@ def test_figures_carry_the_series_they_plot(data):
     figs = plots.figures(data)
     assert list(figs) == list(plots.TITLES)
     labels = figs["throughput"].axes[0].get_legend_handles_labels()[1]
-    assert "broker 2 fetched" in labels and "broker 2 follower throttle" in labels
+    assert "broker 2 fetched (1 s mean)" in labels and "broker 2 follower throttle" in labels
     assert figs["leadership"].axes[0].get_legend_handles_labels()[1] == ["broker 0", "broker 1", "broker 2",
                                                                           "no leader"]
     assert [t.get_text() for t in figs["isr_hw"].axes[0].get_yticklabels()] == ["solo-0", "t-0", "t-1", "t-2"]

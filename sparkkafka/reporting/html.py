@@ -23,7 +23,8 @@ CAPTIONS = {
     "leadership": "Partitions whose ZooKeeper leader is each broker, per round; 'no leader' counts leader -1. "
                   "Each round sums to the partition count.",
     "throughput": "Bytes per second appended by each broker as a follower (replica fetchers' copies still in "
-                  "the log), with the broker's follower.replication.throttled.rate in effect (dashed; KIP-73).",
+                  "the log): each round faint, their one-second mean bold, with the broker's "
+                  "follower.replication.throttled.rate in effect (dashed; KIP-73).",
     "disk": "Bytes of the log table per broker and log dir (record sizes, as sparkkafka log-dirs reports "
             "them) just before the time shown and at the end of the run.",
 }

@@ -269,10 +269,13 @@ def moved_series(copied: pd.DataFrame, brokers: Sequence[int], grid_ms: Sequence
 
 def throughput_series(copied: pd.DataFrame, config_lines: pd.DataFrame, static: dict, brokers: Sequence[int],
                       grid_ms: Sequence[int], round_ms: int) -> pd.DataFrame:
-    """Columns (series, broker): "moved" (B/s fetched as a follower), "follower_throttle", "leader_throttle"."""
+    """Columns (series, broker): "moved" (B/s fetched as a follower in each round), "moved_1s" (its trailing
+    one-second mean: a follower fetches every other round, so single rounds alternate), "follower_throttle",
+    "leader_throttle"."""
     moved = moved_series(copied, brokers, grid_ms, round_ms)
+    mean = moved.rolling(max(1, 1000 // max(round_ms, 1)), min_periods=1).mean()
     rates = throttle_series(config_lines, static, list(moved.columns), grid_ms)
-    out = pd.concat({"moved": moved}, axis=1, names=["series", "broker"])
+    out = pd.concat({"moved": moved, "moved_1s": mean}, axis=1, names=["series", "broker"])
     return pd.concat([out, rates], axis=1)
 
 
@@ -282,13 +285,19 @@ def throughput_figure(s: pd.DataFrame) -> Figure:
     active = [b for b in moved.columns if moved[b].any() or follower[b].notna().any()]
     colors = {b: f"C{i % 10}" for i, b in enumerate(moved.columns)}
     for b in active:
-        ax.step(moved.index, moved[b], where="post", color=colors[b], linewidth=2, label=f"broker {b} fetched")
+        ax.step(moved.index, moved[b], where="post", color=colors[b], linewidth=0.8, alpha=0.35)
+        ax.plot(moved.index, s["moved_1s"][b], color=colors[b], linewidth=2, label=f"broker {b} fetched (1 s mean)")
         if follower[b].notna().any():
             ax.step(follower.index, follower[b], where="post", color=colors[b], linestyle="--",
                     label=f"broker {b} follower throttle")
     if not active:
         ax.text(0.5, 0.5, "no follower appends in the log", transform=ax.transAxes, ha="center")
-    ax.set_ylabel("bytes / s")
+    values = moved.to_numpy()[moved.to_numpy() > 0]
+    if len(values) and values.max() > 20 * np.median(values):  # a catch-up burst would flatten the rest
+        ax.set_yscale("symlog", linthresh=100)
+        ax.set_ylabel("bytes / s (log scale)")
+    else:
+        ax.set_ylabel("bytes / s")
     _finish(ax, moved if active else None)
     return fig
 
