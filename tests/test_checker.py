@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from sparkkafka import Cluster, parse_scenario
+from sparkkafka import Cluster
 from sparkkafka.scenario.checker import KINDS, audit, check, violations
 from sparkkafka.storage import tables as T
 
@@ -242,12 +242,12 @@ def produce(at: int) -> dict:
 def g01(spark, tmp_path_factory):
     """Golden G-01: the follower is shut down, the leader acks "second" alone, then the leader goes
     and the follower comes back as an unclean leader; the old leader rejoins at 4000."""
-    sc = parse_scenario({
-        "cluster": {"brokers": [0, 1], "config": FAST},
+    sc = {  # Cluster.from_scenario takes the mapping itself, as a YAML file would hold it
+        "name": "g01", "cluster": {"brokers": [0, 1], "config": FAST},
         "topics": [{"name": "t", "partitions": 1, "replication_factor": 2, "assignment": {0: [0, 1]}}],
         "timeline": [produce(0), {"at": 1000, "shutdown": 1}, produce(1500), {"at": 2000, "shutdown": 0},
                      {"at": 2500, "restart": 1}, produce(3500), {"at": 4000, "restart": 0}],
-        "run": {"until_ms": 5000}}, name="g01")
+        "run": {"until_ms": 5000}}
     out = str(tmp_path_factory.mktemp("g01") / "run")
     c = Cluster.from_scenario(sc, spark=spark, out=out)
     c.step(5)
