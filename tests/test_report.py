@@ -5,6 +5,7 @@ happened, whose PNGs decode and whose HTML inlines them."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 
@@ -18,6 +19,7 @@ from sparkkafka.controller.control_plane import ControlPlane
 from sparkkafka.protocol.config import broker_config
 from sparkkafka.reporting import load_run, plots, report
 from sparkkafka.reporting.run_data import default_before_ms, sort_partition_state
+from sparkkafka.storage import tables as T
 
 LINE = "Processing override for entityPath: brokers/{} with config: HashMap({})"
 
@@ -87,6 +89,16 @@ def test_busiest_partitions_first_when_there_are_too_many():
     s = plots.isr_hw_series(sort_partition_state(ps), rows, grid, limit=2)
     assert list(s["isr"].columns) == ["t-3", "t-4"] and int(s["total"]["partitions"].iloc[0]) == 5
     assert s["hw_lag"]["t-4"].tolist()[1] == 7
+
+
+def test_a_run_with_no_rounds_yet_still_renders(tmp_path):
+    run = tmp_path / "run"
+    T.create_tables(str(run / "tables"))
+    (run / "run.json").write_text(json.dumps({"scenario": "e", "brokers": [0, 1], "log_dirs": ["d0"], "round_ms": 100}))
+    written = report(str(run))
+    assert all(imread(p).size for p in written.pngs.values())
+    disk = plots.series(load_run(str(run)))["disk"]
+    assert disk.to_dict("index") == {(0, "d0"): {"before": 0, "after": 0}, (1, "d0"): {"before": 0, "after": 0}}
 
 
 # ------------------------------------------------------------------------------------------------ a real run
