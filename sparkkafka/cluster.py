@@ -216,6 +216,12 @@ class Cluster:
         self._transient()
         for spec in sc.topics:
             self.control.create_topic(spec, 0)
+        if any(spec.state for spec in sc.topics):  # an imported cluster: its logs exist before the brokers start
+            from .storage.initial_logs import write_initial_logs
+
+            self.workload.next_record_id = write_initial_logs(
+                self.tables_dir, self.brokers_dir, sc.topics, int(sc.emulator["initial.record.bytes"]),
+                sc.log_dirs, sc.brokers)
         self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
         self._save_meta()
 

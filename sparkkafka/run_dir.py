@@ -100,12 +100,14 @@ class DriverState:
     def meta(self) -> dict[str, Any]:
         """OUT/run.json: what the run is now, for readers that open no driver state."""
         sc, c = self.scenario, self.control
+        ids = {t.name: t.topic_id for t in sc.topics if t.topic_id}  # imported topics keep theirs
         return {"run_id": self.run_id, "scenario": sc.name, "seed": sc.seed,
                 "round": self.round, "time_ms": self.round * self.round_ms, "round_ms": self.round_ms,
                 "brokers": list(sc.brokers), "log_dirs": list(sc.log_dirs),
                 "live_brokers": sorted(c.live()), "controller": c.controller_id(),
                 "broker_config": dict(sc.config), "controller_epoch": c.zk.controller_epoch()[0],
-                "topics": {t: {"partitions": c.partition_count(t), "overrides": c.overrides.get(t, {}),
+                "topics": {t: {"partitions": c.partition_count(t), "topic_id": ids.get(t),
+                               "overrides": c.overrides.get(t, {}),
                                "min.insync.replicas": int(c.topic_config(t)["min.insync.replicas"])}
                            for t in c.topics()}}
 

@@ -5,8 +5,9 @@ the CLI and the operator tools read, with no Cluster and no driver state. Only `
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -84,13 +85,20 @@ def describe_run(out: str, **filters: bool) -> list[str]:
     # show too (TopicCommand filters on ConfigEntry.isDefault), then the topic's own overrides.
     from_broker = {t: static[b] for t, b in TOPIC_CONFIGS.items() if b and b in static}
     topics = pd.DataFrame([{
-        "topic": t, "topic_id": topic_id(meta["seed"], t), "partition_count": info["partitions"],
+        "topic": t, "topic_id": info.get("topic_id") or topic_id(meta["seed"], t), "partition_count": info["partitions"],
         "replication_factor": 0, "configs": {**from_broker, **info["overrides"]},
         "min_insync_replicas": info["min.insync.replicas"], "marked_for_deletion": False,
     } for t, info in meta["topics"].items()])
+    none = pd.Series([[] for _ in range(len(parts))], index=parts.index, dtype=object)
+    # KIP-455: a partition being reassigned prints Adding/Removing Replicas (ListPartitionReassignments)
     parts = parts.assign(replicas=parts["replicas"].map(list), isr=parts["isr"].map(list),
-                         adding=[[] for _ in range(len(parts))], removing=[[] for _ in range(len(parts))])
+                         adding=parts["adding"].map(_ids) if "adding" in parts else none,
+                         removing=parts["removing"].map(_ids) if "removing" in parts else none)
     return describe_lines(topics, parts, live_brokers=meta["live_brokers"], **filters)
+
+
+def _ids(value: Any) -> list[int]:
+    return [] if value is None or (np.isscalar(value) and pd.isna(value)) else [int(b) for b in value]
 
 
 def summarize(out: str) -> dict:
