@@ -26,7 +26,7 @@ Where the brokers' dirs come from (DescribeReplicaLogDirs / DescribeLogDirs):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,10 +84,12 @@ def read_text_file(path: str, option: str) -> str:
 
 @dataclass
 class Run:
-    """A run directory a tool works on: its files and the driver's state loaded from it."""
+    """A run directory a tool works on: its files and the driver's state loaded from it (or, for a Cluster
+    open in this process, its state, saved through the Cluster so its brokers' rows are saved too)."""
 
     dir: RunDir
     state: DriverState
+    saver: Callable[[], None] | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> Run:
@@ -96,14 +98,23 @@ class Run:
         return cls(rd, rd.load())
 
     def save(self) -> None:
-        self.dir.save(self.state)
+        if self.saver is not None:
+            self.saver()
+        else:
+            self.dir.save(self.state)
 
 
-RunLike = str | os.PathLike | Run  # a tool takes the run directory's path (or a Run already open)
+RunLike = Any  # a run directory's path, a Run, or an open Cluster (anything with run_dir, driver and save())
 
 
 def _run(run: RunLike) -> Run:
-    return run if isinstance(run, Run) else Run.open(run)
+    if isinstance(run, Run):
+        return run
+    if hasattr(run, "run_dir") and hasattr(run, "driver"):  # the Cluster facade, open in this process
+        if run.driver is None:
+            run.run_dir.check_format()
+        return Run(run.run_dir, run.driver, run.save)
+    return Run.open(run)
 
 
 # ---------------------------------------------------------------------------------------- cluster queries
