@@ -56,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--report-interval-ms", type=int, default=30000,
                    help="accepted for Kafka's flags; the one pass over the final state reports once")
     _tool_parsers(sub)
+    rp = sub.add_parser("report", help="plots of a run directory: RUN/report/index.html (self-contained) and "
+                                       "one PNG per plot; prints their paths")
+    rp.add_argument("run")
+    rp.add_argument("--out", help="where to write them (default RUN/report)")
+    rp.add_argument("--before-ms", type=int,
+                    help="the 'before' of the disk-usage plot (default: the first reassignment's start, else "
+                         "the first metadata change)")
     i = sub.add_parser("import", help="build a scenario from a real cluster's kafka-topics --describe and "
                                       "kafka-log-dirs --describe output (docs/scenario-format.md)")
     i.add_argument("topics_describe", metavar="TOPICS_DESCRIBE", help="kafka-topics.sh --describe output (2.x/3.x)")
@@ -204,28 +211,6 @@ def _check_reassign_args(args: argparse.Namespace) -> str:
     return action
 
 
-class _Spark:
-    """The SparkSession a tool needs to reopen a run, stopped at the end when this process started it."""
-
-    def __init__(self, master: str | None = None) -> None:
-        self.master = master
-
-    def __enter__(self):
-        from pyspark.sql import SparkSession
-
-        from .engine.session import get_spark
-
-        self.ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
-        self.spark = get_spark(self.master)
-        return self.spark
-
-    def __exit__(self, *exc) -> None:
-        if self.ours and not (self.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):
-            from .engine.session import stop_spark
-
-            stop_spark()  # a session we started: stopping it lets Python workers exit before the JVM does
-
-
 def _is_run_dir(path: str) -> bool:
     return os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json"))
 
@@ -233,17 +218,6 @@ def _is_run_dir(path: str) -> bool:
 def _require_run(path: str) -> None:
     if not _is_run_dir(path):
         raise ScenarioError("run", path, "is not a sparkkafka run directory (no run.json)")
-
-
-def _open_run(spark, path: str):
-    """Reopen a run directory as the cluster a tool talks to (runs saved by this version only)."""
-    from .cluster import Cluster
-
-    c = Cluster.for_path(spark, path)
-    if not c.resumable:
-        raise ScenarioError("run", path, "was written by an older sparkkafka (no driver.pkl): the tools need "
-                                         "a run saved by this version")
-    return c
 
 
 def _emit(out) -> int:
@@ -268,18 +242,17 @@ def _reassign(args: argparse.Namespace) -> int:
         plan = op.read_text_file(args.reassignment_json_file, "--reassignment-json-file")
     if action == "generate":
         topics = op.read_text_file(args.topics_to_move_json_file, "--topics-to-move-json-file")
-    with _Spark() as spark:
-        c = _open_run(spark, args.run)
-        if action == "generate":
-            out = op.reassign_generate(c, topics, args.broker_list, args.disable_rack_aware)
-        elif action == "execute":
-            out = op.reassign_execute(c, plan, args.additional, args.throttle, args.replica_alter_log_dirs_throttle)
-        elif action == "verify":
-            out = op.reassign_verify(c, plan, args.preserve_throttles)
-        elif action == "cancel":
-            out = op.reassign_cancel(c, plan, args.preserve_throttles)
-        else:
-            out = op.reassign_list(c)
+    run = op.Run.open(args.run)  # the run directory's driver state: no Spark needed
+    if action == "generate":
+        out = op.reassign_generate(run, topics, args.broker_list, args.disable_rack_aware)
+    elif action == "execute":
+        out = op.reassign_execute(run, plan, args.additional, args.throttle, args.replica_alter_log_dirs_throttle)
+    elif action == "verify":
+        out = op.reassign_verify(run, plan, args.preserve_throttles)
+    elif action == "cancel":
+        out = op.reassign_cancel(run, plan, args.preserve_throttles)
+    else:
+        out = op.reassign_list(run)
     return _emit(out)
 
 
@@ -296,10 +269,8 @@ def _leader_election(args: argparse.Namespace) -> int:
         raise ScenarioError("--path-to-json-file", args.path_to_json_file, f"cannot read the file: {e}") from None
     except ScenarioError as e:
         raise _ToolUsage(e.field, e.value, e.message) from None
-    with _Spark() as spark:
-        c = _open_run(spark, args.run)
-        out = op.leader_election_tool(c, args.election_type, args.topic, args.partition,
-                                      args.all_topic_partitions, args.path_to_json_file)
+    out = op.leader_election_tool(args.run, args.election_type, args.topic, args.partition,
+                                  args.all_topic_partitions, args.path_to_json_file)
     return _emit(out)
 
 
@@ -309,12 +280,11 @@ def _log_dirs(args: argparse.Namespace) -> int:
     if not args.describe:
         raise _ToolUsage("--describe", None, "Missing required argument \"[describe]\"")
     _require_run(args.run)
-    with _Spark() as spark:
-        c = _open_run(spark, args.run)
-        try:
-            out = op.log_dirs_tool(c, args.topic_list, args.broker_list)
-        except ScenarioError as e:
-            raise _ToolUsage(e.field, e.value, e.message) from None
+    run = op.Run.open(args.run)
+    try:
+        out = op.log_dirs_tool(run, args.topic_list, args.broker_list)
+    except ScenarioError as e:
+        raise _ToolUsage(e.field, e.value, e.message) from None
     return _emit(out)
 
 
@@ -349,7 +319,7 @@ def _run(args: argparse.Namespace) -> int:
         from .engine.session import get_spark
 
         c = Cluster.for_path(get_spark(args.master), args.scenario)
-        if args.engine:  # the rest of the run on the other engine: the same tables either way
+        if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
             c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
     else:
         c = Cluster.from_scenario(sc, out=args.out, overwrite=args.overwrite, master=args.master)
@@ -364,7 +334,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from .cluster import describe_run
+    from .run_views import describe_run
 
     if not os.path.exists(os.path.join(args.run, "run.json")):
         raise ScenarioError("run", args.run, "is not a sparkkafka run directory (no run.json)")
@@ -403,6 +373,28 @@ def _import(args: argparse.Namespace) -> int:
         print(f"Wrote {args.out}: {len(sc['cluster']['brokers'])} brokers, {len(sc['topics'])} topics, "
               f"{sum(len(t['assignment']) for t in sc['topics'])} partitions")
     return 0
+
+
+class _Spark:
+    """The SparkSession an emulated what-if run needs, stopped at the end when this process started it."""
+
+    def __init__(self, master: str | None = None) -> None:
+        self.master = master
+
+    def __enter__(self):
+        from pyspark.sql import SparkSession
+
+        from .engine.session import get_spark
+
+        self.ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
+        self.spark = get_spark(self.master)
+        return self.spark
+
+    def __exit__(self, *exc) -> None:
+        if self.ours and not (self.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):
+            from .engine.session import stop_spark
+
+            stop_spark()  # a session we started: stopping it lets Python workers exit before the JVM does
 
 
 def _whatif(args: argparse.Namespace) -> int:
@@ -456,6 +448,14 @@ def _whatif(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from .reporting import report
+
+    written = report(args.run, out=args.out, before_ms=args.before_ms)
+    print("\n".join(written.paths()), flush=True)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -469,8 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
                 "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
-                "state-change-log": _state_change_log, "import": _import, "bench": _bench,
-                "whatif": _whatif}[args.cmd](args)
+                "state-change-log": _state_change_log, "import": _import, "report": _report,
+                "bench": _bench, "whatif": _whatif}[args.cmd](args)
     except _ToolUsage as e:
         print(e.message, file=sys.stderr)
         return 2
