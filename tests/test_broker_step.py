@@ -161,3 +161,20 @@ def test_reads_come_through_the_reader_and_a_missing_reader_is_an_error():
     with pytest.raises(ValueError, match="no reader"):
         B.step(net.state, B.Inbox(fetches=req), net.now, net.config)
     assert state is not None and inbox is not None
+
+
+def test_a_paused_broker_keeps_its_state_and_its_messages():
+    """A stop-the-world stall: broker 2 processes nothing and sends nothing; what reached it waits
+    (Step.deferred); its replica still has its history row."""
+    net = Net(CFG, {"t": 1})
+    net.step(leader_and_isr=F.concat([lai(1), lai(2)], F.LEADER_AND_ISR))
+    s = net.step(produce=batch(1, acks=1, now=net.now))
+    assert len(s.outbox.fetch_responses) == 1  # on its way to broker 2
+    before = net.state
+    paused = B.step(net.state, net.inbox, net.now, B.RoundConfig(**{**net.config.__dict__, "paused": frozenset({2})}))
+    mine = paused.state.replicas[paused.state.replicas["broker"] == 2].reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, before.replicas[before.replicas["broker"] == 2].reset_index(drop=True))
+    assert paused.deferred.fetch_responses["broker"].tolist() == [2] and len(paused.deferred.fetch_records) == 1
+    assert paused.outbox.fetches.empty  # broker 2 sends nothing
+    (rs,) = [e.frame for e in paused.effects if isinstance(e, B.HistoryRows) and e.table == "replica_state"]
+    assert sorted(rs["broker"].tolist()) == [1, 2]

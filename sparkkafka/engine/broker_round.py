@@ -52,7 +52,7 @@ def _recovered(p: RoundParams, starting: list[int]) -> dict[int, B.RecoveredLogs
     out = {}
     cols = ["broker", "log_dir", "topic", "partition", "offset", "leader_epoch"]
     for b in starting:
-        live = _live_dirs(p, b)
+        live = B.live_dirs(config_of(p), b)
         disk = broker_disk.read_disk(p.brokers_dir, b, live)
         log = broker_disk.read_log(p.tables_dir, p.log_version, b, cols, future=False).to_pandas()
         fdisk = broker_disk.read_disk(p.brokers_dir, b, live, future=True)
@@ -66,11 +66,6 @@ def _recover(p: RoundParams, starting: list[int]) -> tuple[pd.DataFrame, pd.Data
     """Logs of restarting brokers as Kafka's LogManager loads them: read (`_recovered`), then loaded
     (protocol/broker.recover). Returns (replicas, futures)."""
     return B.recover(_recovered(p, starting))
-
-
-def _live_dirs(p: RoundParams, b: int) -> list[str]:
-    gone = p.offline_dirs.get(int(b), ())
-    return [d for d in p.log_dirs if d not in gone]
 
 
 def _read(p: RoundParams, req: B.ReadLog) -> pd.DataFrame:

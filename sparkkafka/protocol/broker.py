@@ -322,7 +322,8 @@ def _dir_entries(replicas: pd.DataFrame, futures: pd.DataFrame, b: int, d: str, 
     return tuple(out)
 
 
-def _live_dirs(config: RoundConfig, b: int) -> list[str]:
+def live_dirs(config: RoundConfig, b: int) -> list[str]:
+    """Broker b's log dirs less those that failed (KIP-112)."""
     gone = config.offline_dirs.get(int(b), ())
     return [d for d in config.log_dirs if d not in gone]
 
@@ -337,7 +338,7 @@ def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures
     due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
     due |= brokers["broker"].isin(list(force)).to_numpy()
     effects = [WriteHwCheckpoint(int(b), d, _dir_entries(replicas, futures, b, d, "hw"))
-               for b in brokers.loc[due, "broker"] for d in _live_dirs(config, b)]
+               for b in brokers.loc[due, "broker"] for d in live_dirs(config, b)]
     out = brokers.copy()
     out.loc[due, "hw_checkpoint_ms"] = now
     return out, effects
