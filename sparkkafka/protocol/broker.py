@@ -224,6 +224,8 @@ class ReadLog:
 
 @dataclass(frozen=True)
 class Step:
+    """A round's outcome: the brokers' new memory, what they send, what the engine must persist (in order)."""
+
     state: BrokerState
     outbox: Outbox
     effects: tuple
