@@ -85,7 +85,7 @@ class Cluster:
             shutil.rmtree(out)
         os.makedirs(out, exist_ok=True)
         c = cls(spark, out, sc)
-        T.create_tables(c.tables_dir)
+        T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
         c._start()
         return c
 
@@ -165,7 +165,7 @@ class Cluster:
         folder = blob.pop("state_folder")
         for k, v in blob.items():
             setattr(self, k, v)
-        self.writer = TableWriter(self.tables_dir, self.run_id)
+        self.writer = self._table_writer()
         self._cut = {}
         self._history_adds = defaultdict(list)
         self._driver_rows = defaultdict(list, getattr(self, "_driver_rows", {}))
@@ -187,6 +187,13 @@ class Cluster:
             raise ScenarioError("run", self.out, "was written by an older sparkkafka (no driver.pkl): it can be "
                                                  "read but not continued")
 
+    def _table_writer(self) -> TableWriter:
+        """The run's committer, compacting mid-run as the scenario says (runs saved before the setting: default)."""
+        from .protocol.config import EMULATOR_DEFAULTS
+
+        emu = {**EMULATOR_DEFAULTS, **self.scenario.emulator}
+        return TableWriter(self.tables_dir, self.run_id, int(emu["delta.compact.min.files"]))
+
     def _start(self) -> None:
         sc = self.scenario
         self.run_id = uuid.uuid4().hex[:12]
@@ -196,7 +203,7 @@ class Cluster:
         self.control = ControlPlane(list(sc.brokers), sc.racks, self.broker_cfg, sc.seed, self.profile,
                                     emulator=dict(sc.emulator))
         self.workload = Workload(self.round_ms, int(self.broker_cfg["request.timeout.ms"]))
-        self.writer = TableWriter(self.tables_dir, self.run_id)
+        self.writer = self._table_writer()
         self.round = 0
         self.crashed: set[int] = set()
         self.stopping: set[int] = set()  # clean shutdowns in progress this round
