@@ -56,6 +56,21 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--report-interval-ms", type=int, default=30000,
                    help="accepted for Kafka's flags; the one pass over the final state reports once")
     _tool_parsers(sub)
+    i = sub.add_parser("import", help="build a scenario from a real cluster's kafka-topics --describe and "
+                                      "kafka-log-dirs --describe output (docs/scenario-format.md)")
+    i.add_argument("topics_describe", metavar="TOPICS_DESCRIBE", help="kafka-topics.sh --describe output (2.x/3.x)")
+    i.add_argument("--log-dirs", help="kafka-log-dirs.sh --describe output: each replica's dir and size, future logs")
+    i.add_argument("--racks", help="broker racks, one 'BROKER_ID=RACK' a line")
+    i.add_argument("--configs", action="append", default=[],
+                   help="server.properties or kafka-configs --describe output (repeatable)")
+    i.add_argument("--rates", help="per-topic produce rates, CSV topic,records_per_sec[,value_bytes[,acks]]")
+    i.add_argument("--name", help="scenario name (default: the --out file's stem, else 'imported')")
+    i.add_argument("--seed", type=int, default=0)
+    i.add_argument("--record-bytes", type=int,
+                   help="bytes per record the log sizes are expanded to (cluster.emulator.initial.record.bytes; "
+                        "default 1048576); larger means fewer log rows")
+    i.add_argument("--duration-ms", type=int, default=60000, help="run length and produce duration (default 60000)")
+    i.add_argument("--out", help="write the scenario YAML here (default: print it)")
     b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
     b.add_argument("--brokers", default="3,12,48")
     b.add_argument("--partitions", default="100,1000,10000")
@@ -356,6 +371,22 @@ def _verify_replicas(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _import(args: argparse.Namespace) -> int:
+    """Build the scenario of a real cluster; on bad input nothing is written (exit 2)."""
+    from pathlib import Path
+
+    from .scenario.kafka_import import import_cluster
+
+    name = args.name or (Path(args.out).stem if args.out else "imported")
+    sc = import_cluster(args.topics_describe, args.log_dirs, racks=args.racks, configs=args.configs,
+                        rates=args.rates, name=name, seed=args.seed, record_bytes=args.record_bytes,
+                        duration_ms=args.duration_ms, out=args.out or "-")
+    if args.out is not None:
+        print(f"Wrote {args.out}: {len(sc['cluster']['brokers'])} brokers, {len(sc['topics'])} topics, "
+              f"{sum(len(t['assignment']) for t in sc['topics'])} partitions")
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -369,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
                 "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
-                "state-change-log": _state_change_log, "bench": _bench}[args.cmd](args)
+                "state-change-log": _state_change_log, "import": _import, "bench": _bench}[args.cmd](args)
     except _ToolUsage as e:
         print(e.message, file=sys.stderr)
         return 2

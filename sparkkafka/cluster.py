@@ -34,7 +34,7 @@ from .protocol import errors as kerr
 from .protocol.config import LONG_MAX, TOPIC_CONFIGS, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform
 from .protocol.rules import rules_for
-from .scenario import Scenario, load_scenario
+from .scenario import Scenario, load_scenario, parse_scenario
 from .scenario.workload import Workload
 from .storage import tables as T
 from .storage.tables import TableWriter
@@ -69,11 +69,17 @@ class Cluster:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_scenario(cls, scenario: str | os.PathLike | Scenario, spark: SparkSession | None = None,
+    def from_scenario(cls, scenario: str | os.PathLike | Scenario | dict, spark: SparkSession | None = None,
                       out: str | None = None, overwrite: bool = False, master: str | None = None) -> Cluster:
-        """Validate the scenario, then create its run directory and tables (nothing is written
-        when the scenario is invalid or `out` already holds a run and overwrite is False)."""
-        sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        """Validate the scenario (a YAML path, a parsed Scenario, or the same mapping as a dict), then
+        create its run directory and tables (nothing is written when the scenario is invalid or `out`
+        already holds a run and overwrite is False)."""
+        if isinstance(scenario, Scenario):
+            sc = scenario
+        elif isinstance(scenario, dict):
+            sc = parse_scenario(scenario)
+        else:
+            sc = load_scenario(scenario)
         out = out or os.path.join("runs", sc.name)
         if os.path.exists(os.path.join(out, "run.json")) and not overwrite:
             raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
@@ -229,10 +235,17 @@ class Cluster:
         self.spark_partitions = max(1, min(n, len(sc.brokers)))
         for spec in sc.topics:
             self.control.create_topic(spec, 0)
+        if any(spec.state for spec in sc.topics):  # an imported cluster: its logs exist before the brokers start
+            from .storage.initial_logs import write_initial_logs
+
+            self.workload.next_record_id = write_initial_logs(
+                self.tables_dir, self.brokers_dir, sc.topics, int(sc.emulator["initial.record.bytes"]),
+                sc.log_dirs, sc.brokers)
         self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
         self._save_meta()
 
     def _save_meta(self, **extra: Any) -> None:
+        ids = {t.name: t.topic_id for t in self.scenario.topics if t.topic_id}  # imported topics keep theirs
         meta = {"run_id": self.run_id, "scenario": self.scenario.name, "seed": self.scenario.seed,
                 "round": self.round, "time_ms": self.round * self.round_ms, "round_ms": self.round_ms,
                 "brokers": list(self.scenario.brokers), "log_dirs": list(self.scenario.log_dirs),
@@ -240,7 +253,7 @@ class Cluster:
                 "controller": self.control.controller_id(),
                 "broker_config": dict(self.scenario.config),
                 "controller_epoch": self.control.zk.controller_epoch()[0],
-                "topics": {t: {"partitions": self.control.partition_count(t),
+                "topics": {t: {"partitions": self.control.partition_count(t), "topic_id": ids.get(t),
                                "overrides": self.control.overrides.get(t, {}),
                                "min.insync.replicas": int(self.control.topic_config(t)["min.insync.replicas"])}
                            for t in self.control.topics()}, **extra}
@@ -953,13 +966,20 @@ def describe_run(out: str, **filters: bool) -> list[str]:
     # show too (TopicCommand filters on ConfigEntry.isDefault), then the topic's own overrides.
     from_broker = {t: static[b] for t, b in TOPIC_CONFIGS.items() if b and b in static}
     topics = pd.DataFrame([{
-        "topic": t, "topic_id": topic_id(meta["seed"], t), "partition_count": info["partitions"],
+        "topic": t, "topic_id": info.get("topic_id") or topic_id(meta["seed"], t), "partition_count": info["partitions"],
         "replication_factor": 0, "configs": {**from_broker, **info["overrides"]},
         "min_insync_replicas": info["min.insync.replicas"], "marked_for_deletion": False,
     } for t, info in meta["topics"].items()])
+    none = pd.Series([[] for _ in range(len(parts))], index=parts.index, dtype=object)
+    # KIP-455: a partition being reassigned prints Adding/Removing Replicas (ListPartitionReassignments)
     parts = parts.assign(replicas=parts["replicas"].map(list), isr=parts["isr"].map(list),
-                         adding=[[] for _ in range(len(parts))], removing=[[] for _ in range(len(parts))])
+                         adding=parts["adding"].map(_ids) if "adding" in parts else none,
+                         removing=parts["removing"].map(_ids) if "removing" in parts else none)
     return describe_lines(topics, parts, live_brokers=meta["live_brokers"], **filters)
+
+
+def _ids(value: Any) -> list[int]:
+    return [] if value is None or (np.isscalar(value) and pd.isna(value)) else [int(b) for b in value]
 
 
 def summarize(out: str) -> dict:

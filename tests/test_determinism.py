@@ -61,6 +61,7 @@ def test_spark_submit_gives_identical_tables(reference, tmp_path, master):
     proc = spark_submit(JOB, SCENARIO, "--out", out, "--engine", "resident", master=master, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Topic: a\tTopicId: " in proc.stdout
+    assert [line for line in proc.stderr.splitlines() if " ERROR " in line] == []  # a good run logs no ERROR
     assert_same(tables(out), reference)
 
 

@@ -79,7 +79,24 @@ class ControlPlane:
                                                     self.racks, seed=seed)
         self.overrides[spec.name] = dict(spec.config)
         self.zk.create_topic(spec.name, assignment)
+        if spec.state is not None:
+            self._import_state(spec, now)
         self._enqueue(ev.TopicChange())
+
+    def _import_state(self, spec: TopicSpec, now: int) -> None:
+        """An imported cluster's znodes, as a previous controller left them: the topic znode's adding and
+        removing replicas (KIP-455) and each partition's state znode (leader, ISR; epochs 0)."""
+        st = spec.state
+        adding = {p: s.adding for p, s in st.items() if s.adding}
+        removing = {p: s.removing for p, s in st.items() if s.removing}
+        if adding or removing:
+            self.zk.set_assignment(spec.name, self.zk.topic_assignment(spec.name), adding, removing)
+        for p, s in sorted(st.items()):
+            state = {"leader": s.leader, "leader_epoch": 0, "isr": list(s.isr), "controller_epoch": 0}
+            self.zk.create_partition_state((spec.name, p), state)
+            self.writes.append({"time_ms": now, "topic": spec.name, "partition": p, **state,
+                                "replicas": list(spec.assignment[p]), "adding": list(s.adding),
+                                "removing": list(s.removing), "version": 0})
 
     def delete_topic(self, topic: str, now: int) -> None:
         """What the topic tool does: create /admin/delete_topics/<t>; the controller acts on it."""

@@ -86,6 +86,9 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     # run many rounds per job and exchange messages directly (engine/resident.py)
     "engine": "rounds",
     "resident.rounds": 100,  # the most rounds one resident job runs before returning to the driver
+    # an imported cluster's log sizes (topics[].state) become records of this many bytes (the last one of a
+    # log smaller), keyless and without payload: 1 MiB = replica.fetch.max.bytes, so a fetch moves one record
+    "initial.record.bytes": 1048576,
 }
 ENGINES = ("rounds", "resident")
 
