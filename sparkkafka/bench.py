@@ -330,11 +330,7 @@ def main(args: argparse.Namespace) -> int:
             n = args.rounds if args.rounds != 10 else 10_000
             md = long_run_table(measure_long_run(spark, b, p, n, work, progress=not args.no_progress,
                                                  span=min(500, max(1, n // 5))))
-        print(md)
-        if args.markdown:
-            with open(args.markdown, "w") as f:
-                f.write(md)
-        return 0
+        return _emit(md, args.markdown)
     if args.reference:
         b, p = (int(x) for x in (args.scale or "12,3000").split(","))
         runs = []
@@ -344,11 +340,7 @@ def main(args: argparse.Namespace) -> int:
                                               engine=engine))
             print(reference_table(runs[-1:]), flush=True)
         md = reference_table(runs)
-        print(md)
-        if args.markdown:
-            with open(args.markdown, "w") as f:
-                f.write(md)
-        return 0
+        return _emit(md, args.markdown)
     results = []
     with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
         for b in [int(x) for x in args.brokers.split(",")]:
@@ -357,10 +349,14 @@ def main(args: argparse.Namespace) -> int:
                 results.append(r)
                 print(f"brokers={b} partitions={p}: round {r['round_ms']:.0f} ms, floor {r['floor_ms']:.0f} ms, "
                       f"ratio {r['ratio']:.2f}", flush=True)
-    md = table(results)
+    return _emit(table(results), args.markdown)
+
+
+def _emit(md: str, path: str | None) -> int:
+    """Print a Markdown table, and write it to `path` when given."""
     print(md)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
+    if path:
+        with open(path, "w") as f:
             f.write(md)
     return 0
 
