@@ -15,6 +15,10 @@ def __getattr__(name: str):
         from .cluster import Cluster
 
         return Cluster
+    if name == "report":  # matplotlib is imported on first use only
+        from .reporting import report
+
+        return report
     if name in ("get_spark", "stop_spark"):
         from .engine import session
 
@@ -23,4 +27,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["Cluster", "NotYetSupportedError", "Scenario", "ScenarioError", "SparkKafkaError", "get_spark",
-           "import_cluster", "load_scenario", "parse_scenario", "stop_spark"]
+           "import_cluster", "load_scenario", "parse_scenario", "report", "stop_spark"]

@@ -56,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--report-interval-ms", type=int, default=30000,
                    help="accepted for Kafka's flags; the one pass over the final state reports once")
     _tool_parsers(sub)
+    rp = sub.add_parser("report", help="plots of a run directory: RUN/report/index.html (self-contained) and "
+                                       "one PNG per plot; prints their paths")
+    rp.add_argument("run")
+    rp.add_argument("--out", help="where to write them (default RUN/report)")
+    rp.add_argument("--before-ms", type=int,
+                    help="the 'before' of the disk-usage plot (default: the first reassignment's start, else "
+                         "the first metadata change)")
     i = sub.add_parser("import", help="build a scenario from a real cluster's kafka-topics --describe and "
                                       "kafka-log-dirs --describe output (docs/scenario-format.md)")
     i.add_argument("topics_describe", metavar="TOPICS_DESCRIBE", help="kafka-topics.sh --describe output (2.x/3.x)")
@@ -387,6 +394,14 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from .reporting import report
+
+    written = report(args.run, out=args.out, before_ms=args.before_ms)
+    print("\n".join(written.paths()), flush=True)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -400,7 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
                 "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
-                "state-change-log": _state_change_log, "import": _import, "bench": _bench}[args.cmd](args)
+                "state-change-log": _state_change_log, "import": _import, "report": _report,
+                "bench": _bench}[args.cmd](args)
     except _ToolUsage as e:
         print(e.message, file=sys.stderr)
         return 2

@@ -105,20 +105,28 @@ class ControlPlane:
             self._enqueue(ev.TopicDeletion())
 
     def set_config(self, a: dict, now: int) -> None:
+        """A dynamic config change (kafka-configs --alter; the reassignment tool's throttles), and the line
+        Kafka's brokers log on the /config/changes notification (kafka.server.DynamicConfigManager, 2.8):
+        ``Processing override for entityPath: brokers/1 with config: HashMap(k -> v, ...)``, the entity's
+        overrides after the change (keys sorted here, Scala's HashMap order in Kafka; for the cluster-wide
+        default ``brokers/<default>``, the changed keys with the values now in effect)."""
         if a["entity"] == "topics":
             ov = self.overrides.setdefault(a["name"], {})
             for k, v in a["config"].items():
                 ov.pop(k, None) if v is None else ov.__setitem__(k, v)
-            topic = a["name"]
+            topic, path, shown = a["name"], f"topics/{a['name']}", ov
         elif a["name"] == "default":  # cluster-wide dynamic default (--entity-default)
             for k, v in a["config"].items():
                 self.broker_cfg[k] = broker_config({}).get(k) if v is None else v
-            topic = None
+            topic, path, shown = None, "brokers/<default>", {k: self.broker_cfg[k] for k in a["config"]}
         else:
             mine = self.dynamic.setdefault(int(a["name"]), {})
             for k, v in a["config"].items():
                 mine.pop(k, None) if v is None else mine.__setitem__(k, v)
-            topic = None
+            topic, path, shown = None, f"brokers/{int(a['name'])}", mine
+        text = ", ".join(f"{k} -> {str(v).lower() if isinstance(v, bool) else v}" for k, v in sorted(shown.items()))
+        self.lines.append((now, -1, -1, None, None,
+                           f"Processing override for entityPath: {path} with config: HashMap({text})"))
         if any(k == "unclean.leader.election.enable" for k in a["config"]):
             self._enqueue(ev.UncleanLeaderElectionEnable(topic))
 
