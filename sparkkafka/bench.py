@@ -7,6 +7,13 @@ wall seconds of the run loop), replica-rounds per second and the time of the run
 rounds, per engine. `--scale B,P` runs the same shape on B brokers and P partitions (60k replicas:
 `--scale 96,20000`), `--seconds S` shortens it (the crash and restart stay at 1/3 and 2/3).
 
+`sparkkafka bench --long-run --rounds 10000` (issue 11: round 10,000 <= 1.2x round 100) runs a small cluster
+(`--scale 3,6`: 3 brokers x 2 log dirs, 6 partitions RF 3, a steady acks=all producer) on the resident
+engine and prints, around round 100 and over the last rounds, the median wall and CPU time per round
+(CPU of the driver, its JVM and Python workers: on a shared machine the figure others' load does not
+move) split into the Spark job, the log commit, the history flush (with the compaction they ran) and
+the tasks' storage reads, and each table's live files and _delta_log entries.
+
 The grid mode (no --reference):
 
 For each (brokers, partitions) at RF 3 under a steady acks=1 producer (one record per partition
@@ -146,6 +153,144 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
             "lost_acked": s.get("lost_acked")}
 
 
+def long_run_scenario(brokers: int = 3, partitions: int = 6, rounds: int = 10_000, **emulator):
+    """Issue 11's long run: a small cluster (brokers x 2 log dirs, RF 3) under a steady acks=all producer (one
+    100-byte record per partition per 100 ms round) for `rounds` rounds on the resident engine, no faults."""
+    from .scenario import parse_scenario
+
+    end = (rounds - 1) * 100
+    return parse_scenario({
+        "seed": 11,
+        "cluster": {"brokers": brokers, "log_dirs": ["d0", "d1"], "config": {"min.insync.replicas": 2},
+                    "emulator": {"engine": "resident", **emulator}},
+        "topics": [{"name": "long", "partitions": partitions, "replication_factor": 3}],
+        "timeline": [{"at": 0, "produce": {"topic": "long", "partition": "all", "acks": "all", "value_bytes": 100,
+                                           "rate_per_sec": partitions * 10, "duration_ms": end + 100}}],
+        "run": {"until_ms": end},
+    }, name=f"long-{brokers}x{partitions}")
+
+
+LONG_PHASES = {"Spark job": ("driver", "job", "collect"), "log commit": ("commit",), "history flush": ("history",),
+               "of which compaction": ("upkeep",), "reads": ("task.storage_reads",)}
+
+
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds (user + system, with reaped children's) of process `root` (default this one) and every
+    live descendant: the driver, Spark's JVM and its Python workers. On a shared machine this is the
+    figure that does not move with other users' load, where wall time does (Linux /proc; 0.0 elsewhere)."""
+    root = os.getpid() if root is None else root
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    stats: dict[int, tuple[int, int]] = {}
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except FileNotFoundError:
+        return 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        # after the command: state ppid ... utime(12) stime(13) cutime(14) cstime(15), 0-based from state
+        stats[pid] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0))[1]
+        todo += children.get(pid, [])
+    return total / tick
+
+
+def table_files(tables_dir: str) -> dict[str, tuple[int, int]]:
+    """Per table: (live data files, entries in _delta_log)."""
+    from deltalake import DeltaTable
+
+    from .storage import tables as T
+
+    out = {}
+    for name in T.SCHEMAS:
+        path = T.table_path(tables_dir, name)
+        if DeltaTable.is_deltatable(path):
+            out[name] = (len(DeltaTable(path).file_uris()), len(os.listdir(os.path.join(path, "_delta_log"))))
+    return out
+
+
+def measure_long_run(spark, brokers: int, partitions: int, rounds: int, workdir: str, progress: bool = False,
+                     span: int = 500, **emulator) -> dict:
+    """Run the long-run scenario window by window and time each window (one Spark job, its log commit, the
+    history flush when due, and the tables' upkeep), spread evenly over its rounds. Per-round figures are
+    medians over the windows starting in [100, 100 + span) ("round 100") and in the last `span` rounds
+    ("round N"); phases are split as LONG_PHASES ("reads": the tasks' storage reads, summed over tasks)."""
+    from .cluster import Cluster
+
+    sc = long_run_scenario(brokers, partitions, rounds, **emulator)
+    c = Cluster.from_scenario(sc, spark=spark, out=os.path.join(workdir, sc.name), overwrite=True)
+    windows: list[tuple[int, int, float, dict]] = []  # (first round, rounds, wall s, phase seconds)
+    files_at: dict[int, dict] = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=rounds, unit="round", desc=sc.name, leave=False)
+    t0 = time.perf_counter()
+    while c.round < rounds:
+        first = c.round
+        before = dict(c.timings)
+        t, cpu, upkeep = time.perf_counter(), tree_cpu_seconds(), c.writer.upkeep_s
+        ran = c._advance(min(rounds - c.round, c._window_limit()))
+        wall = time.perf_counter() - t
+        phases = {k: c.timings.get(k, 0.0) - before.get(k, 0.0) for k in set(c.timings)}
+        phases["cpu"] = tree_cpu_seconds() - cpu
+        phases["upkeep"] = c.writer.upkeep_s - upkeep
+        windows.append((first, ran, wall, phases))
+        if first < 100 + span <= c.round:
+            files_at[100 + span] = table_files(c.tables_dir)
+        if bar is not None:
+            bar.update(ran)
+    loop = time.perf_counter() - t0
+    if bar is not None:
+        bar.close()
+    files_at[rounds] = table_files(c.tables_dir)
+
+    def around(lo: int, hi: int) -> dict:
+        sel = [w for w in windows if lo <= w[0] < hi] or windows[-1:]
+        out = {"round_ms": statistics.median(w[2] / w[1] for w in sel) * 1000, "windows": len(sel),
+               "cpu_ms": statistics.median(w[3]["cpu"] / w[1] for w in sel) * 1000}
+        for name, keys in LONG_PHASES.items():
+            out[name] = statistics.median(sum(w[3].get(k, 0.0) for k in keys) / w[1] for w in sel) * 1000
+        return out
+
+    early, late = around(100, 100 + span), around(rounds - span, rounds)
+    c.run(c.round * c.round_ms)  # nothing left to run: saves, compacts and audits
+    s = c.summary()
+    return {"brokers": brokers, "partitions": partitions, "rounds": rounds, "jobs": len(windows), "loop_s": loop,
+            "early": early, "late": late, "ratio": late["round_ms"] / early["round_ms"],
+            "cpu_ratio": late["cpu_ms"] / early["cpu_ms"], "files": files_at, "windows": windows,
+            "acked": s.get("acked"), "lost_acked": s.get("lost_acked"), "emulator": emulator, "span": span}
+
+
+def long_run_table(r: dict) -> str:
+    rows = ["| rounds | wall per round (ms) | CPU per round (ms) | " + " | ".join(f"{k} (ms)" for k in LONG_PHASES)
+            + " |", "|---|---|---|" + "---|" * len(LONG_PHASES)]
+    span = r["span"]
+    for label, m in ((f"{100}-{99 + span}", r["early"]), (f"{r['rounds'] - span}-{r['rounds'] - 1}", r["late"])):
+        rows.append(f"| {label} | {m['round_ms']:.1f} | {m['cpu_ms']:.1f} | "
+                    + " | ".join(f"{m[k]:.2f}" for k in LONG_PHASES) + " |")
+    files = ["| table | " + " | ".join(f"files / _delta_log at round {n}" for n in sorted(r["files"])) + " |",
+             "|---|" + "---|" * len(r["files"])]
+    for name in sorted(r["files"][max(r["files"])]):
+        files.append(f"| {name} | " + " | ".join(
+            "{} / {}".format(*r["files"][n].get(name, (0, 0))) for n in sorted(r["files"])) + " |")
+    head = (f"{r['brokers']} brokers x 2 dirs, {r['partitions']} partitions RF 3, {r['rounds']} rounds, "
+            f"{r['jobs']} Spark jobs, run loop {r['loop_s']:.0f} s; last rounds / round 100: wall **{r['ratio']:.2f}x**, "
+            f"CPU **{r['cpu_ratio']:.2f}x**; "
+            f"acked {r['acked']}, lost {r['lost_acked']}\n\n")
+    return head + "\n".join(rows) + "\n\n" + "\n".join(files) + "\n"
+
+
 def reference_table(results: list[dict]) -> str:
     head = ("| engine | brokers | replicas | emulated s | rounds | Spark jobs | run loop (s) | real-time factor | "
             "replica-rounds/s | median round (ms) | first / last 10 rounds (ms) | setup / end (s) | acked | lost |\n"
@@ -179,8 +324,15 @@ def main(args: argparse.Namespace) -> int:
     if args.exchange:
         print(exchange_table(spark, rounds=args.rounds if args.rounds != 10 else 200))
         return 0
+    if args.long_run:
+        b, p = (int(x) for x in (args.scale or "3,6").split(","))
+        with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
+            n = args.rounds if args.rounds != 10 else 10_000
+            md = long_run_table(measure_long_run(spark, b, p, n, work, progress=not args.no_progress,
+                                                 span=min(500, max(1, n // 5))))
+        return _emit(md, args.markdown)
     if args.reference:
-        b, p = (int(x) for x in args.scale.split(","))
+        b, p = (int(x) for x in (args.scale or "12,3000").split(","))
         runs = []
         for engine in args.engine.split(","):
             with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
@@ -188,11 +340,7 @@ def main(args: argparse.Namespace) -> int:
                                               engine=engine))
             print(reference_table(runs[-1:]), flush=True)
         md = reference_table(runs)
-        print(md)
-        if args.markdown:
-            with open(args.markdown, "w") as f:
-                f.write(md)
-        return 0
+        return _emit(md, args.markdown)
     results = []
     with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
         for b in [int(x) for x in args.brokers.split(",")]:
@@ -201,10 +349,14 @@ def main(args: argparse.Namespace) -> int:
                 results.append(r)
                 print(f"brokers={b} partitions={p}: round {r['round_ms']:.0f} ms, floor {r['floor_ms']:.0f} ms, "
                       f"ratio {r['ratio']:.2f}", flush=True)
-    md = table(results)
+    return _emit(table(results), args.markdown)
+
+
+def _emit(md: str, path: str | None) -> int:
+    """Print a Markdown table, and write it to `path` when given."""
     print(md)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
+    if path:
+        with open(path, "w") as f:
             f.write(md)
     return 0
 

@@ -135,7 +135,7 @@ class Cluster:
             shutil.rmtree(out)
         os.makedirs(out, exist_ok=True)
         c = cls(spark, out)
-        T.create_tables(c.tables_dir)
+        T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
         c._start(sc)
         return c
 
@@ -192,9 +192,16 @@ class Cluster:
         if not self.resumable:
             self.run_dir.check_format()
 
+    def _table_writer(self) -> TableWriter:
+        """The run's committer, compacting mid-run as the scenario says (runs saved before the setting: default)."""
+        from .protocol.config import EMULATOR_DEFAULTS
+
+        emu = {**EMULATOR_DEFAULTS, **self.scenario.emulator}
+        return TableWriter(self.tables_dir, self.run_id, int(emu["delta.compact.min.files"]))
+
     def _transient(self) -> None:
         """What the driver rebuilds rather than saves: table handles, this round's cuts, timings."""
-        self.writer = TableWriter(self.tables_dir, self.run_id)
+        self.writer = self._table_writer()
         self._cut: dict[int, frozenset] = {}  # who cannot reach whom this round
         self._placed: int | None = None  # the resident tasks `state` is placed over (None: not placed)
         self._history_adds: dict[str, list[dict]] = defaultdict(list)

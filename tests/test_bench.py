@@ -22,3 +22,14 @@ def test_reference_scenario_scales():
     assert len(sc.brokers) == 96 and sc.topics[0].partitions * sc.topics[0].replication_factor == 60000
     assert [(e.type, e.time_ms(sc.round_ms)) for e in sc.timeline if e.type != "produce"] == [
         ("crash", 2000), ("restart", 4000)]
+
+
+def test_long_run_scenario_shape():
+    from sparkkafka.bench import long_run_scenario
+
+    sc = long_run_scenario(3, 6, 10_000, **{"delta.compact.min.files": 7})
+    assert len(sc.brokers) == 3 and len(sc.log_dirs) == 2 and sc.emulator["engine"] == "resident"
+    assert sc.emulator["delta.compact.min.files"] == 7
+    assert sc.end_ms // sc.round_ms + 1 == 10_000  # rounds 0 .. 9,999
+    (prod,) = sc.timeline
+    assert prod.args["duration_ms"] > sc.end_ms and prod.args["partition"] == "all"

@@ -77,7 +77,10 @@ TOPIC_DEFAULTS: dict[str, Any] = {
 EMULATOR_DEFAULTS: dict[str, Any] = {
     "round.ms": 100,  # emulated milliseconds per round; one network hop per round
     "history.commit.rounds": 25,  # history tables are committed every N rounds and at the end
-    "log.compact.rounds": 200,  # compact the log table every N rounds (small files slow reads)
+    # Delta upkeep (storage/compaction.py): a checkpoint every N commits of a table (delta.checkpointInterval),
+    # and a table partition's N small files of one tier folded into one (Delta's autoCompact.minNumFiles)
+    "delta.checkpoint.interval": 10,
+    "delta.compact.min.files": 50,
     "spark.partitions": 0,  # Spark partitions the brokers are grouped into (0: spark.sql.shuffle.partitions)
     "tail.records": 1000,  # records per led partition kept in memory for followers' fetches
     "read.max.records": 10000,  # records one catch-up read takes from storage per partition

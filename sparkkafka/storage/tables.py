@@ -71,7 +71,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 PARTITION_BY: dict[str, list[str]] = {"log": ["broker", "log_dir"]}
 APP_ID = "sparkkafka"
-TABLE_CONFIG = {"delta.checkpointInterval": "10"}
+TABLE_CONFIG = {"delta.checkpointInterval": "10"}  # emulator delta.checkpoint.interval sets it per run
 
 
 def table_path(tables_dir: str, name: str) -> str:
@@ -123,11 +123,16 @@ def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
             "modification_time": int(time.time() * 1000), "stats": _stats(data)}
 
 
-def create_tables(tables_dir: str) -> None:
-    """Create every table of a run, empty, with its fixed schema."""
+def create_tables(tables_dir: str, checkpoint_interval: int | None = None) -> None:
+    """Create every table of a run, empty, with its fixed schema. Each commit whose version is a multiple
+    of `checkpoint_interval` (delta.checkpointInterval; default TABLE_CONFIG's) writes a Delta checkpoint,
+    so loading a table reads one Parquet file and the commits since, not the whole log."""
+    config = dict(TABLE_CONFIG)
+    if checkpoint_interval is not None:
+        config["delta.checkpointInterval"] = str(int(checkpoint_interval))
     for name, schema in SCHEMAS.items():
         DeltaTable.create(table_path(tables_dir, name), schema, mode="error",
-                          partition_by=PARTITION_BY.get(name), configuration=TABLE_CONFIG)
+                          partition_by=PARTITION_BY.get(name), configuration=config)
 
 
 @dataclass
@@ -136,9 +141,12 @@ class TableWriter:
 
     tables_dir: str
     run_id: str
+    compact_min_files: int = 0  # emulator delta.compact.min.files (storage/compaction.py); 0: never mid-run
 
     def __post_init__(self) -> None:
         self._tables: dict[str, DeltaTable] = {}
+        self._added: dict[str, int] = {}  # files committed per table since its last compaction check
+        self.upkeep_s = 0.0  # wall seconds spent compacting (bench)
 
     def table(self, name: str) -> DeltaTable:
         """The table's handle, current as of this writer's last commit (see `refresh`)."""
@@ -188,7 +196,35 @@ class TableWriter:
                 custom_metadata={"sparkkafka.round": str(round_no)}),
         )
         dt.update_incremental()  # one reload per commit; readers of version() need no other
+        self._maybe_compact(name, len(adds))
         return True
+
+    def _maybe_compact(self, name: str, added: int) -> None:
+        """Compact `name` (storage/compaction.py) once compact_min_files files were committed to it since
+        the last look: no partition can have filled a tier before that."""
+        if self.compact_min_files <= 0:
+            return
+        self._added[name] = self._added.get(name, 0) + added
+        if self._added[name] < self.compact_min_files:
+            return
+        from .compaction import compact
+
+        t = time.perf_counter()
+        self._added[name] = 0
+        compact(self, name, self.compact_min_files)
+        self.upkeep_s += time.perf_counter() - t
+
+    def rearrange(self, name: str, adds: Iterable[dict], removes: Iterable[dict]) -> None:
+        """Commit files that replace others with the same rows (compaction): dataChange = false, and no
+        app transaction (the run's committed round stays what it was)."""
+        now = int(time.time() * 1000)
+        actions = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], False, a["stats"])
+                   for a in adds] + [RemoveAction(r["path"], False, now, int(r["size"]), dict(r["partition_values"]))
+                                     for r in removes]
+        dt = self.table(name)
+        dt.create_write_transaction(actions, mode="append", schema=SCHEMAS[name], partition_by=PARTITION_BY.get(name),
+                                    commit_properties=CommitProperties(custom_metadata={"sparkkafka.compaction": "1"}))
+        dt.update_incremental()
 
     def append(self, name: str, table: pa.Table, round_no: int, tag: str) -> None:
         """Write and commit a driver-side batch of rows (small tables: metrics, partition_state)."""
