@@ -28,6 +28,7 @@ from ..protocol import (
     controller_requests,
     fetch,
     flush,
+    idle,
     isr,
     leader_epoch,
     log_dir_failure,
@@ -425,6 +426,10 @@ def process(p: RoundParams, wire: pd.DataFrame) -> pd.DataFrame:
     gauges = isr.isr_gauges(replicas, min_isr)
     summary = {"timings": sw.laps, "storage_reads": len(misses), "halted": sorted(int(b) for b in halted), **{k_: int(v) for k_, v in counts.items()},
                **{g: int(gauges[g].sum()) for g in ("under_replicated", "under_min_isr", "at_min_isr")}}
+    if cfg.get("emulator.idle.jump"):  # quiescence, for the driver's idle jump (protocol/idle.py)
+        others = [epoch_requests, epoch_answers, expand, shrink, offline_new, lai_offline, alter_answers, halts]
+        summary.update(idle.quiescence(replicas, remotes, parked, pending, futures, brokers, new_requests, responses,
+                                       resp_records, sum(map(len, others)) + len(stopping), p.now, cfg, p.unreachable))
     parts = [
         (W.REPLICA, replicas), (W.REMOTE, remotes), (W.TAIL, tail), (W.BROKER, brokers),
         (W.PARKED_FETCH, parked), (W.PENDING_PRODUCE, pending),

@@ -83,6 +83,8 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     # run many rounds per job and exchange messages directly (engine/resident.py)
     "engine": "rounds",
     "resident.rounds": 100,  # the most rounds one resident job runs before returning to the driver
+    # skip the rounds of an idle cluster by jumping the clock to the next thing due (protocol/idle.py)
+    "idle.jump": True,
 }
 ENGINES = ("rounds", "resident")
 
