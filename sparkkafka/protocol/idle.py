@@ -115,8 +115,7 @@ def quiescence(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFra
     lead = (r["leader"] == r["broker"]).to_numpy()
     role = r["leader"].to_numpy() >= 0
     flush_ms = cfg.get("topic_flush", {})
-    timed = r["topic"].map({t: (x is not None and int(x) < LONG_MAX) for t, (_, x) in flush_ms.items()})
-    timed = timed.fillna(False).to_numpy(dtype=bool)
+    timed = r["topic"].isin([t for t, (_, x) in flush_ms.items() if x is not None and int(x) < LONG_MAX]).to_numpy()
     dirty = r["leo"].to_numpy() > r["recovery_point"].to_numpy()
     blockers = [
         others, len(pending), len(futures), len(records),
