@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--engine", default="rounds,resident",
                    help="with --reference: the engines to run side by side, comma-separated (default rounds,resident)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.add_argument("--idle-hour", action="store_true",
+                   help="an idle emulated hour (a burst of one record per partition, then nothing): rounds of work "
+                        "and wall time with the idle jump (--scale, --engine)")
     b.add_argument("--exchange", action="store_true",
                    help="the resident engine's per-round message exchange between barrier tasks (--rounds, default 200)")
     return p
