@@ -265,6 +265,7 @@ class Cluster:
         if self.scenario.racks:
             probe["cluster"]["racks"] = self.scenario.racks
         ev = parse_scenario(probe, name=self.scenario.name).timeline[0]
+        self._outside_change()
         self._apply(ev.type, ev.args, self.round * self.round_ms)
 
     def _apply(self, kind: str, a: dict, now: int) -> None:
@@ -475,7 +476,13 @@ class Cluster:
     def _now(self, now: int | None) -> int:
         return self.round * self.round_ms if now is None else now
 
+    def _outside_change(self) -> None:
+        """An event or admin request applied between rounds: the last round's quiescence no longer says
+        what the next rounds do, so they are not skipped (the next round reports afresh)."""
+        self._idle_round = None
+
     def _admin_key(self) -> str:
+        self._outside_change()
         self.tool_state["admin_seq"] = self.tool_state.get("admin_seq", 0) + 1
         return f"admin-{self.tool_state['admin_seq']}"
 
@@ -486,6 +493,7 @@ class Cluster:
         log dirs. Returns {(topic, partition): None or (error, message)} from the controller;
         via="zookeeper" writes /admin/reassign_partitions instead (results then {})."""
         now = self._now(now)
+        self._outside_change()
         c = self.control
         if throttle is not None and throttle >= 0:
             from .tools.reassign_partitions import throttle_configs, throttled_brokers
@@ -553,6 +561,7 @@ class Cluster:
     def clear_throttles(self, brokers: list[int], topics: list[str], now: int | None = None) -> None:
         """What --verify / --cancel do once nothing is moving: remove the five throttle settings."""
         now = self._now(now)
+        self._outside_change()
         for b in brokers:
             self.control.set_config({"entity": "brokers", "name": b, "config": {
                 "leader.replication.throttled.rate": None, "follower.replication.throttled.rate": None,
@@ -566,6 +575,7 @@ class Cluster:
         """AlterReplicaLogDirs requests (broker, topic, partition, log_dir) sent to the brokers now (KIP-113)."""
         from .protocol.frames import ALTER_LOG_DIRS
 
+        self._outside_change()
         self._send(W.ALTER_LOG_DIRS, conform(entries, ALTER_LOG_DIRS))
 
     def _reachable(self, a: int, b: int) -> bool:
