@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .errors import NotYetSupportedError, ScenarioError, SparkKafkaError
 from .scenario import Scenario, load_scenario, parse_scenario
+from .scenario.kafka_import import import_cluster
 
 __version__ = "0.1.0"
 
@@ -14,6 +15,10 @@ def __getattr__(name: str):
         from .cluster import Cluster
 
         return Cluster
+    if name == "report":  # matplotlib is imported on first use only
+        from .reporting import report
+
+        return report
     if name in ("get_spark", "stop_spark"):
         from .engine import session
 
@@ -22,4 +27,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["Cluster", "NotYetSupportedError", "Scenario", "ScenarioError", "SparkKafkaError", "get_spark",
-           "load_scenario", "parse_scenario", "stop_spark"]
+           "import_cluster", "load_scenario", "parse_scenario", "report", "stop_spark"]

@@ -56,6 +56,50 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--report-interval-ms", type=int, default=30000,
                    help="accepted for Kafka's flags; the one pass over the final state reports once")
     _tool_parsers(sub)
+    rp = sub.add_parser("report", help="plots of a run directory: RUN/report/index.html (self-contained) and "
+                                       "one PNG per plot; prints their paths")
+    rp.add_argument("run")
+    rp.add_argument("--out", help="where to write them (default RUN/report)")
+    rp.add_argument("--before-ms", type=int,
+                    help="the 'before' of the disk-usage plot (default: the first reassignment's start, else "
+                         "the first metadata change)")
+    i = sub.add_parser("import", help="build a scenario from a real cluster's kafka-topics --describe and "
+                                      "kafka-log-dirs --describe output (docs/scenario-format.md)")
+    i.add_argument("topics_describe", metavar="TOPICS_DESCRIBE", help="kafka-topics.sh --describe output (2.x/3.x)")
+    i.add_argument("--log-dirs", help="kafka-log-dirs.sh --describe output: each replica's dir and size, future logs")
+    i.add_argument("--racks", help="broker racks, one 'BROKER_ID=RACK' a line")
+    i.add_argument("--configs", action="append", default=[],
+                   help="server.properties or kafka-configs --describe output (repeatable)")
+    i.add_argument("--rates", help="per-topic produce rates, CSV topic,records_per_sec[,value_bytes[,acks]]")
+    i.add_argument("--name", help="scenario name (default: the --out file's stem, else 'imported')")
+    i.add_argument("--seed", type=int, default=0)
+    i.add_argument("--record-bytes", type=int,
+                   help="bytes per record the log sizes are expanded to (cluster.emulator.initial.record.bytes; "
+                        "default 1048576); larger means fewer log rows")
+    i.add_argument("--duration-ms", type=int, default=60000, help="run length and produce duration (default 60000)")
+    i.add_argument("--out", help="write the scenario YAML here (default: print it)")
+    w = sub.add_parser("whatif", help="what-if questions over a cluster snapshot directory: lose brokers, a rack or a "
+                                      "log dir; unclean election candidates; a KIP-113 dir balancing plan (docs/whatif.md)")
+    w.add_argument("snapshot", metavar="SNAPSHOT", help="a directory with topics-describe.txt[, log-dirs.txt, "
+                                                        "racks.txt, server.properties, rates.csv]")
+    w.add_argument("--lose-broker", type=int, action="append", default=[], metavar="B", help="repeatable")
+    w.add_argument("--lose-rack", metavar="R")
+    w.add_argument("--lose-dir", metavar="B:DIR")
+    w.add_argument("--unclean", action="store_true", help="for each partition offline after the loss, each "
+                                                          "candidate leader and the acked records it would lose")
+    w.add_argument("--balance-dirs", action="store_true", help="KIP-113 moves evening out each broker's dirs")
+    w.add_argument("--plan", help="--balance-dirs: write the reassignment JSON here (default: print it)")
+    w.add_argument("--no-emulate", action="store_true", help="the prediction only, no emulated run")
+    w.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="the table's format")
+    w.add_argument("--record-bytes", type=int, default=2**31 - 1,
+                   help="record size the logs are expanded to in the emulated run (default 2^31-1: few rows)")
+    w.add_argument("--at-ms", type=int, default=1000, help="when the loss happens in the emulated run")
+    w.add_argument("--settle-ms", type=int, default=2000,
+                   help="emulated time after zookeeper.session.timeout.ms before the state is read")
+    w.add_argument("--recover-ms", type=int, default=60000,
+                   help="bound on the emulated recovery after the brokers return (0: skip)")
+    w.add_argument("--run-dir", help="emulated run directory (default runs/whatif-<snapshot name>)")
+    w.add_argument("--master", help="Spark master URL")
     b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
     b.add_argument("--brokers", default="3,12,48")
     b.add_argument("--partitions", default="100,1000,10000")
@@ -170,28 +214,6 @@ def _check_reassign_args(args: argparse.Namespace) -> str:
     return action
 
 
-class _Spark:
-    """The SparkSession a tool needs to reopen a run, stopped at the end when this process started it."""
-
-    def __init__(self, master: str | None = None) -> None:
-        self.master = master
-
-    def __enter__(self):
-        from pyspark.sql import SparkSession
-
-        from .engine.session import get_spark
-
-        self.ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
-        self.spark = get_spark(self.master)
-        return self.spark
-
-    def __exit__(self, *exc) -> None:
-        if self.ours and not (self.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):
-            from .engine.session import stop_spark
-
-            stop_spark()  # a session we started: stopping it lets Python workers exit before the JVM does
-
-
 def _is_run_dir(path: str) -> bool:
     return os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json"))
 
@@ -199,17 +221,6 @@ def _is_run_dir(path: str) -> bool:
 def _require_run(path: str) -> None:
     if not _is_run_dir(path):
         raise ScenarioError("run", path, "is not a sparkkafka run directory (no run.json)")
-
-
-def _open_run(spark, path: str):
-    """Reopen a run directory as the cluster a tool talks to (runs saved by this version only)."""
-    from .cluster import Cluster
-
-    c = Cluster.for_path(spark, path)
-    if not c.resumable:
-        raise ScenarioError("run", path, "was written by an older sparkkafka (no driver.pkl): the tools need "
-                                         "a run saved by this version")
-    return c
 
 
 def _emit(out) -> int:
@@ -234,18 +245,17 @@ def _reassign(args: argparse.Namespace) -> int:
         plan = op.read_text_file(args.reassignment_json_file, "--reassignment-json-file")
     if action == "generate":
         topics = op.read_text_file(args.topics_to_move_json_file, "--topics-to-move-json-file")
-    with _Spark() as spark:
-        c = _open_run(spark, args.run)
-        if action == "generate":
-            out = op.reassign_generate(c, topics, args.broker_list, args.disable_rack_aware)
-        elif action == "execute":
-            out = op.reassign_execute(c, plan, args.additional, args.throttle, args.replica_alter_log_dirs_throttle)
-        elif action == "verify":
-            out = op.reassign_verify(c, plan, args.preserve_throttles)
-        elif action == "cancel":
-            out = op.reassign_cancel(c, plan, args.preserve_throttles)
-        else:
-            out = op.reassign_list(c)
+    run = op.Run.open(args.run)  # the run directory's driver state: no Spark needed
+    if action == "generate":
+        out = op.reassign_generate(run, topics, args.broker_list, args.disable_rack_aware)
+    elif action == "execute":
+        out = op.reassign_execute(run, plan, args.additional, args.throttle, args.replica_alter_log_dirs_throttle)
+    elif action == "verify":
+        out = op.reassign_verify(run, plan, args.preserve_throttles)
+    elif action == "cancel":
+        out = op.reassign_cancel(run, plan, args.preserve_throttles)
+    else:
+        out = op.reassign_list(run)
     return _emit(out)
 
 
@@ -262,10 +272,8 @@ def _leader_election(args: argparse.Namespace) -> int:
         raise ScenarioError("--path-to-json-file", args.path_to_json_file, f"cannot read the file: {e}") from None
     except ScenarioError as e:
         raise _ToolUsage(e.field, e.value, e.message) from None
-    with _Spark() as spark:
-        c = _open_run(spark, args.run)
-        out = op.leader_election_tool(c, args.election_type, args.topic, args.partition,
-                                      args.all_topic_partitions, args.path_to_json_file)
+    out = op.leader_election_tool(args.run, args.election_type, args.topic, args.partition,
+                                  args.all_topic_partitions, args.path_to_json_file)
     return _emit(out)
 
 
@@ -275,12 +283,11 @@ def _log_dirs(args: argparse.Namespace) -> int:
     if not args.describe:
         raise _ToolUsage("--describe", None, "Missing required argument \"[describe]\"")
     _require_run(args.run)
-    with _Spark() as spark:
-        c = _open_run(spark, args.run)
-        try:
-            out = op.log_dirs_tool(c, args.topic_list, args.broker_list)
-        except ScenarioError as e:
-            raise _ToolUsage(e.field, e.value, e.message) from None
+    run = op.Run.open(args.run)
+    try:
+        out = op.log_dirs_tool(run, args.topic_list, args.broker_list)
+    except ScenarioError as e:
+        raise _ToolUsage(e.field, e.value, e.message) from None
     return _emit(out)
 
 
@@ -315,7 +322,7 @@ def _run(args: argparse.Namespace) -> int:
         from .engine.session import get_spark
 
         c = Cluster.for_path(get_spark(args.master), args.scenario)
-        if args.engine:  # the rest of the run on the other engine: the same tables either way
+        if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
             c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
     else:
         c = Cluster.from_scenario(sc, out=args.out, overwrite=args.overwrite, master=args.master)
@@ -330,7 +337,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from .cluster import describe_run
+    from .run_views import describe_run
 
     if not os.path.exists(os.path.join(args.run, "run.json")):
         raise ScenarioError("run", args.run, "is not a sparkkafka run directory (no run.json)")
@@ -355,6 +362,103 @@ def _verify_replicas(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _import(args: argparse.Namespace) -> int:
+    """Build the scenario of a real cluster; on bad input nothing is written (exit 2)."""
+    from pathlib import Path
+
+    from .scenario.kafka_import import import_cluster
+
+    name = args.name or (Path(args.out).stem if args.out else "imported")
+    sc = import_cluster(args.topics_describe, args.log_dirs, racks=args.racks, configs=args.configs,
+                        rates=args.rates, name=name, seed=args.seed, record_bytes=args.record_bytes,
+                        duration_ms=args.duration_ms, out=args.out or "-")
+    if args.out is not None:
+        print(f"Wrote {args.out}: {len(sc['cluster']['brokers'])} brokers, {len(sc['topics'])} topics, "
+              f"{sum(len(t['assignment']) for t in sc['topics'])} partitions")
+    return 0
+
+
+class _Spark:
+    """The SparkSession an emulated what-if run needs, stopped at the end when this process started it."""
+
+    def __init__(self, master: str | None = None) -> None:
+        self.master = master
+
+    def __enter__(self):
+        from pyspark.sql import SparkSession
+
+        from .engine.session import get_spark
+
+        self.ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
+        self.spark = get_spark(self.master)
+        return self.spark
+
+    def __exit__(self, *exc) -> None:
+        if self.ours and not (self.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):
+            from .engine.session import stop_spark
+
+            stop_spark()  # a session we started: stopping it lets Python workers exit before the JVM does
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    """Predict from the snapshot, then (unless --no-emulate) confirm on an emulated run; exit 2 on bad input."""
+    from pathlib import Path
+
+    from .scenario.loader import parse_scenario
+    from .tools import whatif as W
+
+    mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes)
+    sc = parse_scenario(mapping, name=mapping["name"])
+    parts = W.partitions_frame(sc)
+    if args.balance_dirs:
+        if args.lose_broker or args.lose_rack or args.lose_dir or args.unclean:
+            raise ScenarioError("--balance-dirs", True, "is asked alone (not with --lose-* or --unclean)")
+        if not any(parts["dirs"].map(len)):
+            raise ScenarioError("--balance-dirs", args.snapshot, "the snapshot has no log-dirs.txt")
+        moves = W.balance_dirs(parts, sc.log_dirs)
+        before, after = W.dir_usage(parts), W.dir_usage(parts, moves)
+        print(f"{len(moves)} KIP-113 move(s); the widest gap between a broker's dirs: {W.widest_gap(before)} -> "
+              f"{W.widest_gap(after)} bytes")
+        sys.stdout.write(W.table_text(W.moves_frame(moves), args.format))
+        text = W.plan_json(parts, moves)
+        if args.plan:
+            Path(args.plan).write_text(text + "\n")
+            print(f"Wrote {args.plan}: kafka-reassign-partitions --execute --reassignment-json-file {args.plan}")
+        else:
+            print(text)
+        return 0
+    loss = W.resolve_loss(sc, args.lose_broker, args.lose_rack, args.lose_dir)
+    if args.unclean and args.no_emulate:
+        raise ScenarioError("--unclean", True, "needs the emulated run's logs (drop --no-emulate)")
+    predicted = W.predict_loss(parts, loss)
+    emulated = None
+    if not args.no_emulate:
+        out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}")
+        with _Spark(args.master) as spark:
+            emulated = W.emulate_loss(mapping, loss, spark=spark, out=out, at_ms=args.at_ms,
+                                      settle_ms=args.settle_ms, recover_ms=0 if args.unclean else args.recover_ms)
+    sys.stdout.write(W.loss_text(loss, predicted, emulated, W.rates_at_risk(sc, predicted)))
+    sys.stdout.write(W.table_text(W.compare(predicted, emulated.state if emulated else None), args.format))
+    if args.unclean and emulated is not None:
+        cands = W.unclean_of_run(emulated.run_dir, emulated.state)
+        print("Unclean election candidates (acked records absent from each candidate's log):")
+        for (t, p), g in cands.groupby(W.TP, sort=True):
+            best = g[g["best"]]
+            print(f"  {t}-{p}: " + (f"elect {int(best['candidate'].iloc[0])}, losing "
+                                    f"{int(best['lost_if_elected'].iloc[0])} of {int(g['acked'].iloc[0])} acked"
+                                    if len(best) else "no live replica to elect"))
+        sys.stdout.write(W.table_text(cands, args.format))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .reporting import report
+
+    written = report(args.run, out=args.out, before_ms=args.before_ms)
+    print("\n".join(written.paths()), flush=True)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -368,7 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
                 "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
-                "state-change-log": _state_change_log, "bench": _bench}[args.cmd](args)
+                "state-change-log": _state_change_log, "import": _import, "report": _report,
+                "bench": _bench, "whatif": _whatif}[args.cmd](args)
     except _ToolUsage as e:
         print(e.message, file=sys.stderr)
         return 2

@@ -25,22 +25,32 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as Fn
 
+from . import admin
 from .controller.control_plane import ControlPlane
-from .controller.events import ApiPartitionReassignment, ReplicaLeaderElection
 from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
 from .protocol import errors as kerr
 from .protocol import idle
-from .protocol.config import LONG_MAX, TOPIC_CONFIGS, broker_config, profile_of
+from .protocol.config import LONG_MAX, RoundConfig, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform
 from .protocol.rules import rules_for
-from .scenario import Scenario, load_scenario
+from .run_dir import CLIENT, RUN_FORMAT_VERSION, DriverState, RunDir
+from .run_views import (
+    audit_run,
+    describe_run,
+    latest_partitions,
+    read_table_df,
+    spark_schema_of,
+    summarize,
+    violations_current,
+    write_violations,
+)
+from .scenario import Scenario, load_scenario, parse_scenario
 from .scenario.workload import Workload
 from .storage import tables as T
 from .storage.tables import TableWriter
 
-CLIENT = -1  # src of messages from producers
 CONTROL_KINDS = {"leader_and_isr": W.LEADER_AND_ISR, "stop_replica": W.STOP_REPLICA,
                  "update_metadata": W.UPDATE_METADATA, "isr_results": W.ISR_RESULT}
 
@@ -58,25 +68,66 @@ class _Stopwatch:
         self.t = t
 
 
-class Cluster:
-    """An emulated Kafka cluster whose state lives in a run directory (`out`)."""
+class _Driven:
+    """A Cluster attribute that is a field of its DriverState (run_dir.py), which the run directory saves."""
 
-    def __init__(self, spark: SparkSession, out: str, scenario: Scenario | None = None) -> None:
+    def __init__(self, field: str | None = None) -> None:
+        self.field = field
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = self.field or name
+
+    def __get__(self, obj: Cluster | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        if obj.driver is None:
+            raise AttributeError(f"{self.field}: run {obj.out} has no driver state this version can continue")
+        return getattr(obj.driver, self.field)
+
+    def __set__(self, obj: Cluster, value: Any) -> None:
+        setattr(obj.driver, self.field, value)
+
+
+class Cluster:
+    """An emulated Kafka cluster whose state lives in a run directory (`out`): a facade over the run
+    directory (run_dir.py), the controller (controller/) and the round engine (engine/)."""
+
+    RUN_FORMAT_VERSION = RUN_FORMAT_VERSION
+
+    # the driver's state, a DriverState the run directory saves; these names read and write its fields
+    scenario, run_id, round_ms, control, workload, spark_partitions = (
+        _Driven(), _Driven(), _Driven(), _Driven(), _Driven(), _Driven())
+    round, events, next_event, crashed, stopping, paused_until = (
+        _Driven(), _Driven(), _Driven(), _Driven(), _Driven(), _Driven())
+    isolations, offline_dirs, alter_dir_responses, tool_state = _Driven(), _Driven(), _Driven(), _Driven()
+    _outbox, _produced, _driver_rows = _Driven("outbox"), _Driven("produced"), _Driven("driver_rows")
+    _log_actions, _flushed_round = _Driven("log_actions"), _Driven("flushed_round")
+    _idle_round = _Driven("idle_round")
+
+    def __init__(self, spark: SparkSession, out: str, driver: DriverState | None = None) -> None:
         self.spark = spark
-        self.out = os.path.abspath(out)
-        self.tables_dir = os.path.join(self.out, "tables")
-        self.brokers_dir = os.path.join(self.out, "brokers")
-        self.scenario = scenario
+        self.run_dir = RunDir(out)
+        self.out = self.run_dir.path
+        self.tables_dir = self.run_dir.tables_dir
+        self.brokers_dir = self.run_dir.brokers_dir
+        self.driver = driver
+        self.state: DataFrame | None = None  # the brokers' rows after the last round (lazy, Spark)
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_scenario(cls, scenario: str | os.PathLike | Scenario, spark: SparkSession | None = None,
+    def from_scenario(cls, scenario: str | os.PathLike | Scenario | dict, spark: SparkSession | None = None,
                       out: str | None = None, overwrite: bool = False, master: str | None = None) -> Cluster:
-        """Validate the scenario, then create its run directory and tables (nothing is written
-        when the scenario is invalid or `out` already holds a run and overwrite is False)."""
-        sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        """Validate the scenario (a YAML path, a parsed Scenario, or the same mapping as a dict), then
+        create its run directory and tables (nothing is written when the scenario is invalid or `out`
+        already holds a run and overwrite is False)."""
+        if isinstance(scenario, Scenario):
+            sc = scenario
+        elif isinstance(scenario, dict):
+            sc = parse_scenario(scenario)
+        else:
+            sc = load_scenario(scenario)
         out = out or os.path.join("runs", sc.name)
-        if os.path.exists(os.path.join(out, "run.json")) and not overwrite:
+        if RunDir(out).is_run() and not overwrite:
             raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
         if spark is None:
             from .engine.session import get_spark
@@ -85,176 +136,111 @@ class Cluster:
         if os.path.exists(out) and overwrite:
             shutil.rmtree(out)
         os.makedirs(out, exist_ok=True)
-        c = cls(spark, out, sc)
+        c = cls(spark, out)
         T.create_tables(c.tables_dir)
-        c._start()
+        c._start(sc)
         return c
 
     @classmethod
     def for_path(cls, spark: SparkSession | None, path: str) -> Cluster:
-        """Reopen a run directory: its tables can be read, and (runs saved by this version) it can be
+        """Reopen a run directory: its tables can be read, and (runs saved in this run format) it can be
         continued with run(until_ms) / step() and acted on by apply() and the operator tools."""
-        if not os.path.exists(os.path.join(path, "run.json")):
-            raise ScenarioError("path", path, "is not a sparkkafka run directory (no run.json)")
+        rd = RunDir(path).require_run()
         if spark is None:
             from .engine.session import get_spark
 
             spark = get_spark()
         c = cls(spark, path)
-        with open(os.path.join(path, "run.json")) as f:
-            c.meta = json.load(f)
+        c.meta = rd.meta()
         c._restore()
         return c
 
     # ------------------------------------------------------------------ the run directory is the cluster
-    _DRIVER_STATE = ("scenario", "run_id", "round_ms", "broker_cfg", "profile", "control", "workload", "round",
-                     "crashed", "stopping", "paused_until", "isolations", "events", "next_event", "_outbox",
-                     "_produced", "offline_dirs", "alter_dir_responses", "spark_partitions", "tool_state",
-                     "_driver_rows", "_flushed_round", "_idle_round")
-
-    # The run directory's driver-state format: 1 was written before it had a number (no driver.json);
-    # 2 has the typed controller events and instructions (issue 11). Another format is refused by number.
-    RUN_FORMAT_VERSION = 2
-
     @property
     def resumable(self) -> bool:
-        return self.scenario is not None and hasattr(self, "control")
+        return self.driver is not None
+
+    @property
+    def broker_cfg(self) -> dict:
+        """The cluster's broker configs (static, and dynamic cluster-wide defaults): the controller's."""
+        return self.control.broker_cfg
+
+    @property
+    def profile(self) -> str:
+        return self.control.profile
 
     def save(self) -> None:
         """Write what the driver holds (controller, ZooKeeper, producers, timeline position) and the
         brokers' in-memory state (the last round's output rows) into the run directory, so another
         process can continue the run or act on it. Each save writes a new state folder, then drops
         the older ones (a reader of the old one is never overwritten underneath)."""
-        from pyspark import cloudpickle
-
         self.flush()
-        state_root = os.path.join(self.out, "state")
-        folder = None
         if self.state is not None:
-            folder = os.path.join(state_root, f"round-{self.round:08d}-{uuid.uuid4().hex[:6]}")
-            self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(folder)
-        blob = {k: getattr(self, k) for k in self._DRIVER_STATE if hasattr(self, k)}
-        blob["state_folder"] = folder
-        tmp = os.path.join(self.out, "driver.pkl.tmp")
-        with open(tmp, "wb") as f:
-            cloudpickle.dump(blob, f)
-        os.replace(tmp, os.path.join(self.out, "driver.pkl"))
-        with open(tmp, "w") as f:  # the format of driver.pkl, readable without unpickling it
-            json.dump({"format_version": self.RUN_FORMAT_VERSION, "round": self.round}, f)
-        os.replace(tmp, os.path.join(self.out, "driver.json"))
-        if os.path.isdir(state_root):
-            for old in os.listdir(state_root):
-                if folder is None or os.path.join(state_root, old) != folder:
-                    shutil.rmtree(os.path.join(state_root, old), ignore_errors=True)
+            folder = self.run_dir.new_state_folder(self.round)
+            self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(os.path.join(self.out, folder))
+            self.driver.state_folder = folder
+        self.run_dir.save_driver(self.driver)
 
     def _restore(self) -> None:
-        path = os.path.join(self.out, "driver.pkl")
-        if not os.path.exists(path):
-            return  # a run saved before runs could be continued: its tables can still be read
-        manifest = os.path.join(self.out, "driver.json")
-        found = 1
-        if os.path.exists(manifest):
-            with open(manifest) as f:
-                found = int(json.load(f).get("format_version", 1))
-        if found != self.RUN_FORMAT_VERSION:
-            self._format_found = found  # its tables can still be read; continuing it is refused
-            return
-        import pickle
-
-        with open(path, "rb") as f:
-            blob = pickle.load(f)
-        folder = blob.pop("state_folder")
-        for k, v in blob.items():
-            setattr(self, k, v)
-        self.writer = TableWriter(self.tables_dir, self.run_id)
-        self._cut = {}
-        self._history_adds = defaultdict(list)
-        self._driver_rows = defaultdict(list, getattr(self, "_driver_rows", {}))
-        self._log_actions = []
-        self.timings = defaultdict(float)
-        self.state = None
-        self._placed = None
-        if folder and os.path.isdir(folder):
+        if self.run_dir.format_version() != RUN_FORMAT_VERSION:
+            return  # its tables can be read; continuing it is refused (_require_resumable)
+        self.driver = self.run_dir.load()
+        self._transient()
+        folder = self.run_dir.state_path(self.driver)
+        if folder is not None:
             self.state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
 
     def _require_resumable(self) -> None:
-        found = getattr(self, "_format_found", None)
-        if found is not None:
-            raise ScenarioError("driver.json format_version", found,
-                                f"run directory {self.out} was saved in run format {found}; this sparkkafka continues "
-                                f"format {self.RUN_FORMAT_VERSION} only (its tables can still be read): run the "
-                                "scenario again to continue it")
         if not self.resumable:
-            raise ScenarioError("run", self.out, "was written by an older sparkkafka (no driver.pkl): it can be "
-                                                 "read but not continued")
+            self.run_dir.check_format()
 
-    def _start(self) -> None:
-        sc = self.scenario
-        self.run_id = uuid.uuid4().hex[:12]
-        self.round_ms = sc.round_ms
-        self.broker_cfg = broker_config(sc.config)
-        self.profile = profile_of(self.broker_cfg["inter.broker.protocol.version"])
-        self.control = ControlPlane(list(sc.brokers), sc.racks, self.broker_cfg, sc.seed, self.profile,
-                                    emulator=dict(sc.emulator))
-        self.workload = Workload(self.round_ms, int(self.broker_cfg["request.timeout.ms"]))
+    def _transient(self) -> None:
+        """What the driver rebuilds rather than saves: table handles, this round's cuts, timings."""
         self.writer = TableWriter(self.tables_dir, self.run_id)
-        self.round = 0
-        self.crashed: set[int] = set()
-        self.stopping: set[int] = set()  # clean shutdowns in progress this round
         self._cut: dict[int, frozenset] = {}  # who cannot reach whom this round
-        self.paused_until: dict[int, int] = {}
-        self.offline_dirs: dict[int, set[str]] = {}  # failed log dirs per broker (KIP-112); they stay failed
-        self.alter_dir_responses: list[pd.DataFrame] = []  # AlterReplicaLogDirs answers, for the tools
-        self.isolations: list[tuple[frozenset, frozenset, int | None]] = []
-        self.events = sorted(sc.timeline, key=lambda e: (e.time_ms(self.round_ms), e.index))
-        self.next_event = 0
-        self.state: DataFrame | None = None
         self._placed: int | None = None  # the resident tasks `state` is placed over (None: not placed)
-        self._outbox: list[tuple[int, pd.DataFrame, int]] = [(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)]
+        self._before_jump: DataFrame | None = None  # the rows an idle jump's job reads, until it has run
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
-        self._driver_rows: dict[str, list[dict]] = defaultdict(list)
-        self._produced = 0
-        self._log_actions: list[dict] = []  # log-table actions the driver itself makes (a power loss)
         self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
-        self.tool_state: dict[str, Any] = {}  # what operator tools remember between calls (throttles set, moves)
-        self._idle_round: int | None = None  # the last round run, when every task reported it quiescent
+
+    def _start(self, sc: Scenario) -> None:
+        broker_cfg = broker_config(sc.config)
+        profile = profile_of(broker_cfg["inter.broker.protocol.version"])
         n = int(sc.emulator.get("spark.partitions") or 0)
         if n <= 0:
             n = int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
-        self.spark_partitions = max(1, min(n, len(sc.brokers)))
+        self.driver = DriverState(
+            scenario=sc, run_id=uuid.uuid4().hex[:12], round_ms=sc.round_ms,
+            control=ControlPlane(list(sc.brokers), sc.racks, broker_cfg, sc.seed, profile, emulator=dict(sc.emulator)),
+            workload=Workload(sc.round_ms, int(broker_cfg["request.timeout.ms"])),
+            spark_partitions=max(1, min(n, len(sc.brokers))),
+            events=sorted(sc.timeline, key=lambda e: (e.time_ms(sc.round_ms), e.index)),
+            outbox=[(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)])
+        self._transient()
         for spec in sc.topics:
             self.control.create_topic(spec, 0)
+        if any(spec.state for spec in sc.topics):  # an imported cluster: its logs exist before the brokers start
+            from .storage.initial_logs import write_initial_logs
+
+            self.workload.next_record_id = write_initial_logs(
+                self.tables_dir, self.brokers_dir, sc.topics, int(sc.emulator["initial.record.bytes"]),
+                sc.log_dirs, sc.brokers)
         self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
         self._save_meta()
 
-    def _save_meta(self, **extra: Any) -> None:
-        meta = {"run_id": self.run_id, "scenario": self.scenario.name, "seed": self.scenario.seed,
-                "round": self.round, "time_ms": self.round * self.round_ms, "round_ms": self.round_ms,
-                "brokers": list(self.scenario.brokers), "log_dirs": list(self.scenario.log_dirs),
-                "live_brokers": sorted(self.control.live()),
-                "controller": self.control.controller_id(),
-                "broker_config": dict(self.scenario.config),
-                "controller_epoch": self.control.zk.controller_epoch()[0],
-                "topics": {t: {"partitions": self.control.partition_count(t),
-                               "overrides": self.control.overrides.get(t, {}),
-                               "min.insync.replicas": int(self.control.topic_config(t)["min.insync.replicas"])}
-                           for t in self.control.topics()}, **extra}
-        self.meta = meta
-        tmp = os.path.join(self.out, "run.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(meta, f, indent=2, sort_keys=True)
-        os.replace(tmp, os.path.join(self.out, "run.json"))
+    def _save_meta(self) -> None:
+        self.meta = self.driver.meta()
+        self.run_dir.write_meta(self.meta)
 
     # ------------------------------------------------------------------ events
     def _send(self, kind: int, frame: pd.DataFrame, src: int = CLIENT) -> None:
-        """Queue driver-made messages for this round; `src` is the sending broker (the controller's
-        for its requests), which network partitions are checked against."""
-        if len(frame):
-            self._outbox.append((kind, frame, src))
+        self.driver.send(kind, frame, src)
 
     def apply(self, event: dict) -> None:
         """Inject one event now, written as a timeline entry without its time (e.g. {"crash": 2})."""
         from .scenario.loader import parse_scenario
+
+        self._require_resumable()
 
         probe = {"cluster": {"brokers": list(self.scenario.brokers), "log_dirs": list(self.scenario.log_dirs),
                              "config": self.scenario.config},
@@ -265,7 +251,7 @@ class Cluster:
         if self.scenario.racks:
             probe["cluster"]["racks"] = self.scenario.racks
         ev = parse_scenario(probe, name=self.scenario.name).timeline[0]
-        self._outside_change()
+        self.driver.outside_change()
         self._apply(ev.type, ev.args, self.round * self.round_ms)
 
     def _apply(self, kind: str, a: dict, now: int) -> None:
@@ -400,14 +386,8 @@ class Cluster:
             self._send(W.PRODUCE, conform(b[~down], PRODUCE))
 
     def _params(self, now: int) -> RoundParams:
-        cfg = dict(self.broker_cfg)
-        cfg["profile"] = self.profile
-        cfg["rules"] = rules_for(self.profile)  # the version flags the executors read (protocol/rules.py)
         tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
         min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
-        cfg["topic_unclean"] = {t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()}
-        cfg["topic_flush"] = {t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()}
-        cfg["round_ms"] = self.round_ms
         # KIP-73 / KIP-113 quotas per broker (only brokers with a finite rate) and throttled replica lists
         quota: dict[str, dict[int, int]] = {}
         for key, name in (("leader", "leader.replication.throttled.rate"),
@@ -417,13 +397,17 @@ class Cluster:
             rates = {b: r for b, r in rates.items() if r < LONG_MAX}
             if rates:
                 quota[key] = rates
-        cfg["quota"] = quota
-        cfg["throttled_replicas"] = {
-            t: (c["leader.replication.throttled.replicas"], c["follower.replication.throttled.replicas"])
-            for t, c in tcfg.items()
-            if c["leader.replication.throttled.replicas"] or c["follower.replication.throttled.replicas"]}
-        for k, v in self.scenario.emulator.items():
-            cfg[f"emulator.{k}"] = v
+        cfg = RoundConfig.of(
+            self.broker_cfg, self.scenario.emulator, profile=self.profile,
+            rules=rules_for(self.profile),  # the version flags the executors read (protocol/rules.py)
+            round_ms=self.round_ms,
+            topic_unclean={t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()},
+            topic_flush={t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()},
+            quota=quota,
+            throttled_replicas={
+                t: (c["leader.replication.throttled.replicas"], c["follower.replication.throttled.replicas"])
+                for t, c in tcfg.items()
+                if c["leader.replication.throttled.replicas"] or c["follower.replication.throttled.replicas"]})
         log_version = self.writer.table("log").version()
         return RoundParams(
             run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
@@ -472,111 +456,24 @@ class Cluster:
         for kind, src, frame in self.control.take_messages(now, paused, self.crashed):
             self._send(CONTROL_KINDS[kind], frame, src)
 
-    # ------------------------------------------------------------------ admin requests (the operator tools' calls)
-    def _now(self, now: int | None) -> int:
-        return self.round * self.round_ms if now is None else now
-
-    def _outside_change(self) -> None:
-        """An event or admin request applied between rounds: the last round's quiescence no longer says
-        what the next rounds do, so they are not skipped (the next round reports afresh)."""
-        self._idle_round = None
-
-    def _admin_key(self) -> str:
-        self._outside_change()
-        self.tool_state["admin_seq"] = self.tool_state.get("admin_seq", 0) + 1
-        return f"admin-{self.tool_state['admin_seq']}"
-
+    # ------------------------------------------------------------------ admin requests (admin.py)
     def reassign(self, plan: dict, throttle: int | None = None, log_dirs_throttle: int | None = None,
                  via: str = "api", now: int | None = None) -> dict:
-        """AlterPartitionReassignments for a Kafka reassignment plan (validated by the caller), the
-        throttles `kafka-reassign-partitions --execute` sets, and AlterReplicaLogDirs for its explicit
-        log dirs. Returns {(topic, partition): None or (error, message)} from the controller;
-        via="zookeeper" writes /admin/reassign_partitions instead (results then {})."""
-        now = self._now(now)
-        self._outside_change()
-        c = self.control
-        if throttle is not None and throttle >= 0:
-            from .tools.reassign_partitions import throttle_configs, throttled_brokers
-
-            # calculateProposedMoveMap: every planned partition (moving or not) and every ongoing move
-            moves = {(e["topic"], int(e["partition"])): (c.zk.topic_assignment(e["topic"])[int(e["partition"])],
-                                                         list(e["replicas"]))
-                     for e in plan["partitions"]
-                     if e["topic"] in c.zk.topics() and int(e["partition"]) in c.zk.topic_assignment(e["topic"])}
-            ongoing = {tp: (reps, adding) for tp, (reps, adding, _) in c.reassignments().items()}
-            leader, follower = throttle_configs(moves, ongoing)
-            for b in throttled_brokers(moves, ongoing):
-                c.set_config({"entity": "brokers", "name": b, "config": {
-                    "leader.replication.throttled.rate": int(throttle),
-                    "follower.replication.throttled.rate": int(throttle)}}, now)
-            for t in sorted(set(leader) | set(follower)):
-                c.set_config({"entity": "topics", "name": t, "config": {
-                    "leader.replication.throttled.replicas": leader.get(t, ""),
-                    "follower.replication.throttled.replicas": follower.get(t, "")}}, now)
-        dir_moves = [(e["topic"], int(e["partition"]), int(b), d) for e in plan["partitions"]
-                     for b, d in zip(e["replicas"], e.get("log_dirs") or ["any"] * len(e["replicas"]), strict=True)
-                     if d != "any"]
-        if log_dirs_throttle is not None and log_dirs_throttle >= 0 and dir_moves:
-            for b in sorted({m[2] for m in dir_moves}):
-                c.set_config({"entity": "brokers", "name": b, "config": {
-                    "replica.alter.log.dirs.io.max.bytes.per.second": int(log_dirs_throttle)}}, now)
-        if via == "zookeeper":
-            c.reassign_via_zookeeper({"version": 1, "partitions": [
-                {"topic": e["topic"], "partition": int(e["partition"]), "replicas": list(e["replicas"])}
-                for e in plan["partitions"]]}, now)
-            results: dict = {}
-        else:
-            targets = {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in plan["partitions"]}
-            results = c.admin(ApiPartitionReassignment(self._admin_key(), targets), now)
-            if results is None:
-                results = {tp: ("NOT_CONTROLLER", "This is not the correct controller for this cluster.")
-                           for tp in targets}
-        if dir_moves:
-            self.alter_replica_log_dirs(pd.DataFrame(
-                [(b, t, p, d) for t, p, b, d in dir_moves], columns=["broker", "topic", "partition", "log_dir"]))
-            self.tool_state.setdefault("dir_moves", {}).update({(t, p, b): d for t, p, b, d in dir_moves})
-        lines = [f"Reassignment requested for {t}-{p}: " + ("accepted" if r is None else f"{r[0]}: {r[1]}")
-                 for (t, p), r in sorted(results.items())]
-        self._driver_rows["state_change_log"] += [
-            {"time_ms": now, "broker": -1, "controller_epoch": -1, "topic": None, "partition": None,
-             "message": "[Admin] " + x} for x in lines]
-        return results
+        """AlterPartitionReassignments for a Kafka reassignment plan with its throttles (admin.reassign)."""
+        return admin.reassign(self.driver, plan, throttle, log_dirs_throttle, via, now)
 
     def cancel_reassignments(self, tps: list[tuple[str, int]], now: int | None = None) -> dict:
-        """AlterPartitionReassignments with a null target for each partition (cancellation)."""
-        results = self.control.admin(ApiPartitionReassignment(self._admin_key(), {tp: None for tp in tps}),
-                                     self._now(now))
-        return results if results is not None else {}
+        return admin.cancel_reassignments(self.driver, tps, now)
 
     def elect_leaders(self, election_type: str, partitions: list[tuple[str, int]] | None = None,
                       now: int | None = None) -> dict:
-        """ElectLeaders (KIP-460) through the controller: {(topic, partition): None or (error, message)}."""
-        results = self.control.admin(ReplicaLeaderElection(self._admin_key(), election_type, partitions),
-                                     self._now(now))
-        if results is None:
-            return {tp: ("NOT_CONTROLLER", "This is not the correct controller for this cluster.")
-                    for tp in (partitions or [])}
-        return results
+        return admin.elect_leaders(self.driver, election_type, partitions, now)
 
     def clear_throttles(self, brokers: list[int], topics: list[str], now: int | None = None) -> None:
-        """What --verify / --cancel do once nothing is moving: remove the five throttle settings."""
-        now = self._now(now)
-        self._outside_change()
-        for b in brokers:
-            self.control.set_config({"entity": "brokers", "name": b, "config": {
-                "leader.replication.throttled.rate": None, "follower.replication.throttled.rate": None,
-                "replica.alter.log.dirs.io.max.bytes.per.second": None}}, now)
-        for t in topics:
-            self.control.set_config({"entity": "topics", "name": t, "config": {
-                "leader.replication.throttled.replicas": None,
-                "follower.replication.throttled.replicas": None}}, now)
+        admin.clear_throttles(self.driver, brokers, topics, now)
 
     def alter_replica_log_dirs(self, entries: pd.DataFrame) -> None:
-        """AlterReplicaLogDirs requests (broker, topic, partition, log_dir) sent to the brokers now (KIP-113)."""
-        from .protocol.frames import ALTER_LOG_DIRS
-
-        self._outside_change()
-        self._send(W.ALTER_LOG_DIRS, conform(entries, ALTER_LOG_DIRS))
+        admin.alter_replica_log_dirs(self.driver, entries)
 
     def _reachable(self, a: int, b: int) -> bool:
         return b not in self._cut.get(a, ()) and a not in self.crashed
@@ -692,7 +589,7 @@ class Cluster:
         self._driver_rows["state_change_log"] += [
             dict(zip(["time_ms", "broker", "controller_epoch", "topic", "partition", "message"], x, strict=True))
             for x in self.control.take_lines()]
-        for old in (self.state, getattr(self, "_before_jump", None)):
+        for old in (self.state, self._before_jump):
             if old is not None:
                 old.unpersist()
         self._before_jump = None
@@ -763,7 +660,7 @@ class Cluster:
         progress), whole fetch cycles up to _jump_last are not run. The brokers' rows are moved along
         by idle.shift_time inside the next round's Spark job; the skipped rounds leave no rows in the
         per-round tables (metrics, replica_state, follower_state). Returns the rounds skipped."""
-        if getattr(self, "_idle_round", None) != self.round - 1 or self.state is None:
+        if self._idle_round != self.round - 1 or self.state is None:
             return 0
         if self._outbox or self.stopping or self.paused_until or self.workload.active:
             return 0
@@ -906,7 +803,7 @@ class Cluster:
         reps = final_replicas(self.tables_dir)
         names = T.SCHEMAS["log"].names
         rows = visible_records(log, reps)[names] if len(reps) and len(log) else log.iloc[0:0][names]
-        return self.spark.createDataFrame(rows, schema=_spark_schema("log"))
+        return self.spark.createDataFrame(rows, schema=spark_schema_of("log"))
 
     def replica_state(self) -> DataFrame:
         """One row per replica per round, with the leader's view of each follower (`remote_leo`,
@@ -978,124 +875,5 @@ def _gauges(control: ControlPlane) -> dict:
     return out
 
 
-# ---------------------------------------------------------------------- readers over a run dir
-def read_table_df(spark: SparkSession, tables_dir: str, name: str) -> DataFrame:
-    """A table's current snapshot as a DataFrame with its fixed schema.
-
-    Uses Delta's own reader where the session has Delta's JVM side (Databricks); elsewhere reads
-    the snapshot's Parquet files, which gives the same rows (no deletion vectors or column
-    mapping are ever written by delta-rs here, and this is checked).
-    """
-    from deltalake import DeltaTable
-
-    from .engine.schema import spark_schema
-
-    path = T.table_path(tables_dir, name)
-    schema = spark_schema(T.SCHEMAS[name])
-    names = T.SCHEMAS[name].names
-    if _has_delta_jvm(spark):
-        return spark.read.format("delta").load(path).select(*names)
-    dt = DeltaTable(path)
-    feats = dt.protocol().reader_features or []
-    if "deletionVectors" in feats or "columnMapping" in feats:
-        raise RuntimeError(f"{path} uses {feats}; read it with Delta's reader")
-    files = dt.file_uris()
-    if not files:
-        return spark.createDataFrame([], schema)
-    df = spark.read.option("basePath", path).schema(schema).parquet(*files).select(*names)
-    # string partition values come from folder names (`log_dir=%2Fvar%2Fkafka%2Fd0`, UTF-8 %XX-escaped,
-    # tables.path_component); Spark decodes each %XX as one Latin-1 character, so the value is turned back
-    # from those bytes to UTF-8 (the identity for ASCII names: no need to look at the values first)
-    for col in T.PARTITION_BY.get(name, []):
-        if T.SCHEMAS[name].field(col).type == pa.string():
-            df = df.withColumn(col, Fn.decode(Fn.encode(col, "ISO-8859-1"), "UTF-8"))
-    return df
-
-
-def _spark_schema(name: str):
-    from .engine.schema import spark_schema
-
-    return spark_schema(T.SCHEMAS[name])
-
-
-def _has_delta_jvm(spark: SparkSession) -> bool:
-    try:
-        return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
-    except Exception:  # noqa: BLE001 - some Connect servers refuse reading static confs
-        return False
-
-
-def latest_partitions(tables_dir: str) -> pd.DataFrame:
-    """The newest partition_state row of every partition."""
-    from .scenario.checker import latest_of
-
-    return latest_of(T.read_table(tables_dir, "partition_state").to_pandas())
-
-
-def describe_run(out: str, **filters: bool) -> list[str]:
-    from .tools.describe import describe_lines, topic_id
-
-    with open(os.path.join(out, "run.json")) as f:
-        meta = json.load(f)
-    parts = latest_partitions(os.path.join(out, "tables"))
-    parts = parts[parts["topic"].isin(list(meta["topics"]))] if len(parts) else parts  # deleted ones go
-    static = meta.get("broker_config", {})
-    # Configs: every entry that is not Kafka's default, so static broker settings of topic configs
-    # show too (TopicCommand filters on ConfigEntry.isDefault), then the topic's own overrides.
-    from_broker = {t: static[b] for t, b in TOPIC_CONFIGS.items() if b and b in static}
-    topics = pd.DataFrame([{
-        "topic": t, "topic_id": topic_id(meta["seed"], t), "partition_count": info["partitions"],
-        "replication_factor": 0, "configs": {**from_broker, **info["overrides"]},
-        "min_insync_replicas": info["min.insync.replicas"], "marked_for_deletion": False,
-    } for t, info in meta["topics"].items()])
-    parts = parts.assign(replicas=parts["replicas"].map(list), isr=parts["isr"].map(list),
-                         adding=[[] for _ in range(len(parts))], removing=[[] for _ in range(len(parts))])
-    return describe_lines(topics, parts, live_brokers=meta["live_brokers"], **filters)
-
-
-def summarize(out: str) -> dict:
-    """What happened to the records of a run, from its tables alone."""
-    return audit_run(out)[0]
-
-
-def audit_run(out: str) -> tuple[dict, pd.DataFrame]:
-    """The summary and the violations frame of a run (one read of its tables)."""
-    from .scenario.checker import audit
-
-    with open(os.path.join(out, "run.json")) as f:
-        meta = json.load(f)
-    return audit(os.path.join(out, "tables"), meta)
-
-
-VIOLATIONS_ROUND = "sparkkafka.violations.round"  # commit metadata: the run round the table describes
-
-
-def write_violations(tables_dir: str, found: pd.DataFrame, round_no: int) -> None:
-    """Overwrite the `violations` Delta table (created first in run dirs made before it existed)."""
-    from deltalake import DeltaTable, write_deltalake
-    from deltalake.transaction import CommitProperties
-
-    from .scenario.checker import violations_table
-
-    path = T.table_path(tables_dir, "violations")
-    if not DeltaTable.is_deltatable(path):
-        DeltaTable.create(path, T.SCHEMAS["violations"], mode="ignore", configuration=T.TABLE_CONFIG)
-    write_deltalake(path, violations_table(found), mode="overwrite",
-                    commit_properties=CommitProperties(custom_metadata={VIOLATIONS_ROUND: str(round_no)}))
-
-
-def violations_current(out: str) -> bool:
-    """Whether OUT/tables/violations was written by run() for the run's current round."""
-    from deltalake import DeltaTable
-
-    path = T.table_path(os.path.join(out, "tables"), "violations")
-    if not DeltaTable.is_deltatable(path):
-        return False
-    with open(os.path.join(out, "run.json")) as f:
-        round_no = json.load(f).get("round", 0)
-    last = DeltaTable(path).history(1)
-    return bool(last) and last[0].get(VIOLATIONS_ROUND) == str(round_no)
-
-
 __all__ = ["Cluster", "audit_run", "describe_run", "latest_partitions", "read_table_df", "summarize",
-           "violations_current", "write_violations"]
+           "violations_current", "write_violations"]  # the readers stay importable from here

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from sparkkafka import Cluster, parse_scenario
+from sparkkafka import Cluster
 from sparkkafka.scenario.checker import KINDS, audit, check, violations
 from sparkkafka.storage import tables as T
 
@@ -109,6 +109,18 @@ def test_nothing_is_lost_when_the_committed_log_holds_every_acked_record(tmp_pat
     out = make_run(str(tmp_path), log=[rec(0, 0, 0), rec(0, 1, 1)], replica_state=[rs(9, 0, 2, 2)],
                    partition_state=[ps(-100, 0, [0, 1])], produce_results=[res(0, 0), res(1, 1)])
     assert len(found(out)) == 0
+
+
+def test_a_leader_that_serves_no_log_leaves_its_partition_unjudged(tmp_path):
+    """Broker 0 crashed and restarted inside its old ZooKeeper session: the controller still names it
+    leader of t-0 (and it is live), but it holds the partition with no role until the controller sees
+    the bounce. Its acked records sit on follower 1 (below 1's HW): unavailable, not lost."""
+    out = make_run(str(tmp_path), log=[rec(0, 0, 0), rec(0, 1, 1), rec(1, 0, 0), rec(1, 1, 1)],
+                   replica_state=[rs(9, 0, 2, 0, leader=-1, epoch=-1), rs(9, 1, 2, 2)],
+                   partition_state=[ps(-100, 0, [0, 1])], produce_results=[res(0, 0), res(1, 1)])
+    assert len(found(out, "lost")) == 0
+    s = check(os.path.join(out, "tables"), json.load(open(os.path.join(out, "run.json"))))
+    assert (s["lost_acked"], s["unavailable_acked"], s["offline_partitions"]) == (0, 2, 0)
 
 
 # ---------------------------------------------------------------------- divergent
@@ -230,12 +242,12 @@ def produce(at: int) -> dict:
 def g01(spark, tmp_path_factory):
     """Golden G-01: the follower is shut down, the leader acks "second" alone, then the leader goes
     and the follower comes back as an unclean leader; the old leader rejoins at 4000."""
-    sc = parse_scenario({
-        "cluster": {"brokers": [0, 1], "config": FAST},
+    sc = {  # Cluster.from_scenario takes the mapping itself, as a YAML file would hold it
+        "name": "g01", "cluster": {"brokers": [0, 1], "config": FAST},
         "topics": [{"name": "t", "partitions": 1, "replication_factor": 2, "assignment": {0: [0, 1]}}],
         "timeline": [produce(0), {"at": 1000, "shutdown": 1}, produce(1500), {"at": 2000, "shutdown": 0},
                      {"at": 2500, "restart": 1}, produce(3500), {"at": 4000, "restart": 0}],
-        "run": {"until_ms": 5000}}, name="g01")
+        "run": {"until_ms": 5000}}
     out = str(tmp_path_factory.mktemp("g01") / "run")
     c = Cluster.from_scenario(sc, spark=spark, out=out)
     c.step(5)

@@ -219,9 +219,11 @@ def test_handle_rejects_what_is_not_an_event():
         c.handle(("broker_change",), now=1)
 
 
-def _drive(seed: int, profile: str, steps: int = 80) -> tuple[ControlPlane, list[str]]:
+def _drive(seed: int, profile: str, steps: int = 80,
+           reopen=None) -> tuple[ControlPlane, list[str]]:
     """The control plane through random crashes, restarts, pauses, shutdowns, controller failovers,
-    topic creations and deletions, reassignments, elections, log-dir failures and ISR changes."""
+    topic creations and deletions, reassignments, elections, log-dir failures and ISR changes;
+    `reopen(cp, step)`, when given, returns the control plane to go on with after each step."""
     rng = random.Random(seed)
     brokers = [1, 2, 3, 4, 5]
     cp = ControlPlane(brokers, None, broker_config({"inter.broker.protocol.version": profile}), seed, profile)
@@ -289,6 +291,8 @@ def _drive(seed: int, profile: str, steps: int = 80) -> tuple[ControlPlane, list
         cp.tick(now, frozenset(paused))
         cp.take_messages(now, frozenset(paused), crashed)
         lines += [x[-1] for x in cp.take_lines()]
+        if reopen is not None:
+            cp = reopen(cp, step)
     return cp, lines
 
 

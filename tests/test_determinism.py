@@ -52,6 +52,21 @@ def test_rerun_in_process_is_identical(spark, reference, tmp_path):
     assert_same(tables(out), reference)
 
 
+def test_run_stopped_and_reopened_between_jobs_is_identical(spark, reference, tmp_path):
+    """The run directory is the cluster: stopped while a broker is down (650 ms), while another is paused
+    (1050 ms) and while a network partition is in force (1850 ms), each time reopened by a new Cluster from
+    its files (run_dir.py), it goes on to the tables of the uninterrupted run."""
+    out = str(tmp_path / "run")
+    c = Cluster.from_scenario(SCENARIO, spark=spark, out=out)
+    for stop in (650, 1050, 1850):
+        c.run(until_ms=stop)
+        c = Cluster.for_path(spark, out)
+        assert c.round == stop // 100 + 1 and c.resumable
+    assert c.crashed == set() and c.isolations and c.workload.producers  # a partition in force, producers active
+    c.run()
+    assert_same(tables(out), reference)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("master", ["local[1]", "local-cluster[2,1,1024]"])
 def test_spark_submit_gives_identical_tables(reference, tmp_path, master):
@@ -61,6 +76,7 @@ def test_spark_submit_gives_identical_tables(reference, tmp_path, master):
     proc = spark_submit(JOB, SCENARIO, "--out", out, "--engine", "resident", master=master, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Topic: a\tTopicId: " in proc.stdout
+    assert [line for line in proc.stderr.splitlines() if " ERROR " in line] == []  # a good run logs no ERROR
     assert_same(tables(out), reference)
 
 

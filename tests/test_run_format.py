@@ -25,7 +25,7 @@ def test_reopening_a_run_of_another_format_names_the_version(spark, tmp_path):
     with open(os.path.join(out, "driver.json"), "w") as f:
         json.dump({"format_version": 1, "round": 6}, f)
     old = Cluster.for_path(spark, out)
-    with pytest.raises(ScenarioError, match=r"driver.json format_version: .*run format 1.*continues format 2") as e:
+    with pytest.raises(ScenarioError, match=r"driver.json format_version: .*run format 1.*continues format 3") as e:
         old.run()
     assert e.value.value == 1
     assert any("Topic: a" in line for line in old.describe())  # its tables can still be read

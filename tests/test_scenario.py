@@ -216,6 +216,17 @@ def test_malformed(data, field, value):
     assert field in str(info.value)
 
 
+def test_cluster_from_a_malformed_dict_names_the_field_and_writes_nothing(tmp_path):
+    from sparkkafka import Cluster
+
+    out = tmp_path / "run"
+    with pytest.raises(ScenarioError) as info:
+        Cluster.from_scenario({"cluster": {"brokers": 3}, "topics": [{"name": "t", "partitions": 0}]},
+                              out=str(out))
+    assert info.value.field == "topics[0].partitions" and info.value.value == 0
+    assert not out.exists()
+
+
 def test_replication_factor_message_is_kafkas():
     with pytest.raises(ScenarioError, match=r"Replication factor: 3 larger than available brokers: 2\."):
         parse_scenario(case((("topics", 0, "replication_factor"), 3)))

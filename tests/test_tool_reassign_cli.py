@@ -54,7 +54,7 @@ def plan_file(tmp_path, name, *entries) -> str:
 def fingerprint(run: str) -> dict:
     """What a tool that changes nothing must leave byte-identical."""
     out = {}
-    for name in ("run.json", "zookeeper.json", "driver.pkl"):
+    for name in ("run.json", "zookeeper.json", "driver-state.json"):
         with open(os.path.join(run, name), "rb") as f:
             out[name] = hashlib.sha256(f.read()).hexdigest()
     out["state"] = sorted(os.listdir(os.path.join(run, "state")))

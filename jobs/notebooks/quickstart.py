@@ -2,7 +2,8 @@
 # MAGIC %md
 # MAGIC # sparkkafka quickstart
 # MAGIC Runs `conf/scenarios/quickstart.yaml` (three brokers, a topic at RF 3, a follower that crashes
-# MAGIC and comes back) and checks with chispa what a Kafka operator would check afterwards.
+# MAGIC and comes back), checks with chispa what a Kafka operator would check afterwards and draws the
+# MAGIC operator's plots (`sparkkafka report`): partition health, ISR and HW lag, leadership, bytes moved, disk.
 # MAGIC Runs on Databricks (`spark` and `dbutils` given) and as a plain Python file (CI).
 
 # COMMAND ----------
@@ -26,6 +27,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from sparkkafka import Cluster, get_spark
+from sparkkafka.reporting import figures, report
 
 try:
     spark  # noqa: B018 - given by Databricks
@@ -35,8 +37,12 @@ except NameError:
 try:
     display  # noqa: B018
 except NameError:
-    def display(df):
-        df.show(truncate=False)
+    def display(obj):
+        if hasattr(obj, "savefig"):  # a matplotlib Figure, with no screen to show it on: a PNG beside the run
+            os.makedirs(os.path.join(out, "notebook"), exist_ok=True)
+            obj.savefig(os.path.join(out, "notebook", f"{obj.get_label()}.png"))
+        else:
+            obj.show(truncate=False)
 
 # COMMAND ----------
 
@@ -65,3 +71,13 @@ assert summary["lost_acked"] == 0 and summary["divergent_replicas"] == 0
 assert summary["acked"] > 0
 final = cluster.metrics().orderBy(F.desc("round")).limit(1).select("under_replicated", "offline")
 assert_df_equality(final, spark.createDataFrame([(0, 0)], final.schema))
+
+# COMMAND ----------
+
+# DBTITLE 1,4. Pictures: partition health, ISR and HW lag, leadership, bytes moved vs throttle, disk
+# The same plots as `sparkkafka report RUN` (read from the run's Delta tables, no Spark needed).
+figs = figures(out)
+for fig in figs.values():
+    display(fig)
+written = report(out)  # RUN/report/index.html: one self-contained page with every plot, and the PNGs
+print(written.html)

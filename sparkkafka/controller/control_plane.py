@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..plaindata import from_plain, to_plain
 from ..protocol import frames as F
 from ..protocol.config import broker_config, topic_config
 from ..protocol.rules import rules_for
@@ -79,7 +81,24 @@ class ControlPlane:
                                                     self.racks, seed=seed)
         self.overrides[spec.name] = dict(spec.config)
         self.zk.create_topic(spec.name, assignment)
+        if spec.state is not None:
+            self._import_state(spec, now)
         self._enqueue(ev.TopicChange())
+
+    def _import_state(self, spec: TopicSpec, now: int) -> None:
+        """An imported cluster's znodes, as a previous controller left them: the topic znode's adding and
+        removing replicas (KIP-455) and each partition's state znode (leader, ISR; epochs 0)."""
+        st = spec.state
+        adding = {p: s.adding for p, s in st.items() if s.adding}
+        removing = {p: s.removing for p, s in st.items() if s.removing}
+        if adding or removing:
+            self.zk.set_assignment(spec.name, self.zk.topic_assignment(spec.name), adding, removing)
+        for p, s in sorted(st.items()):
+            state = {"leader": s.leader, "leader_epoch": 0, "isr": list(s.isr), "controller_epoch": 0}
+            self.zk.create_partition_state((spec.name, p), state)
+            self.writes.append({"time_ms": now, "topic": spec.name, "partition": p, **state,
+                                "replicas": list(spec.assignment[p]), "adding": list(s.adding),
+                                "removing": list(s.removing), "version": 0})
 
     def delete_topic(self, topic: str, now: int) -> None:
         """What the topic tool does: create /admin/delete_topics/<t>; the controller acts on it."""
@@ -88,20 +107,28 @@ class ControlPlane:
             self._enqueue(ev.TopicDeletion())
 
     def set_config(self, a: dict, now: int) -> None:
+        """A dynamic config change (kafka-configs --alter; the reassignment tool's throttles), and the line
+        Kafka's brokers log on the /config/changes notification (kafka.server.DynamicConfigManager, 2.8):
+        ``Processing override for entityPath: brokers/1 with config: HashMap(k -> v, ...)``, the entity's
+        overrides after the change (keys sorted here, Scala's HashMap order in Kafka; for the cluster-wide
+        default ``brokers/<default>``, the changed keys with the values now in effect)."""
         if a["entity"] == "topics":
             ov = self.overrides.setdefault(a["name"], {})
             for k, v in a["config"].items():
                 ov.pop(k, None) if v is None else ov.__setitem__(k, v)
-            topic = a["name"]
+            topic, path, shown = a["name"], f"topics/{a['name']}", ov
         elif a["name"] == "default":  # cluster-wide dynamic default (--entity-default)
             for k, v in a["config"].items():
                 self.broker_cfg[k] = broker_config({}).get(k) if v is None else v
-            topic = None
+            topic, path, shown = None, "brokers/<default>", {k: self.broker_cfg[k] for k in a["config"]}
         else:
             mine = self.dynamic.setdefault(int(a["name"]), {})
             for k, v in a["config"].items():
                 mine.pop(k, None) if v is None else mine.__setitem__(k, v)
-            topic = None
+            topic, path, shown = None, f"brokers/{int(a['name'])}", mine
+        text = ", ".join(f"{k} -> {str(v).lower() if isinstance(v, bool) else v}" for k, v in sorted(shown.items()))
+        self.lines.append((now, -1, -1, None, None,
+                           f"Processing override for entityPath: {path} with config: HashMap({text})"))
         if any(k == "unclean.leader.election.enable" for k in a["config"]):
             self._enqueue(ev.UncleanLeaderElectionEnable(topic))
 
@@ -201,8 +228,7 @@ class ControlPlane:
             down = set(self.session_expiry) | set(self.waiting)  # a session kept open by no process
             candidates = sorted((epoch, b) for b, epoch in live.items() if b not in paused and b not in down)
             if candidates:
-                c = KafkaController.elect(self.zk, candidates[0][1], topic_config=self.topic_config,
-                                          delete_enabled=self._delete_enabled, broker_config=self._broker_cfg)
+                c = KafkaController.elect(self.zk, candidates[0][1], **self._controller_hooks())
                 if c is not None:
                     self.controllers.append(c)
         c = self.active()
@@ -232,6 +258,11 @@ class ControlPlane:
             due.append(c.next_rebalance_ms)
         due = [max(t, now + 1) for t in due]
         return min(due) if due else None
+
+    def _controller_hooks(self) -> dict:
+        """What a controller reads of the cluster's configs, as calls into this control plane."""
+        return {"topic_config": self.topic_config, "delete_enabled": self._delete_enabled,
+                "broker_config": self._broker_cfg}
 
     def _delete_enabled(self) -> bool:
         return bool(self.broker_cfg["delete.topic.enable"])
@@ -396,3 +427,19 @@ class ControlPlane:
 
     def save(self, out: str) -> None:
         self.zk.save(os.path.join(out, "zookeeper.json"))
+
+    # ------------------------------------------------------------------ persistence (run_dir.py)
+    _PLAIN_SKIP = ("zk", "controllers", "_frame", "_frame_zxid")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The control plane as plain data: ZooKeeper, each controller (its ZooKeeper and config hooks are
+        this plane's), sessions, channels and configs."""
+        out = {f.name: to_plain(getattr(self, f.name)) for f in fields(self) if f.name not in self._PLAIN_SKIP}
+        return {**out, "zk": self.zk.to_dict(), "controllers": [c.to_dict() for c in self.controllers]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ControlPlane:
+        cp = cls(**{k: from_plain(v) for k, v in d.items() if k not in cls._PLAIN_SKIP},
+                 zk=ZooKeeper.from_dict(d["zk"]))
+        cp.controllers = [KafkaController.from_dict(c, cp.zk, **cp._controller_hooks()) for c in d["controllers"]]
+        return cp

@@ -16,10 +16,12 @@ requests carry a stale epoch.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import pandas as pd
 
+from ..plaindata import from_plain, to_plain
 from ..protocol import frames as F
 from . import events as ev
 from . import instructions as ins
@@ -761,3 +763,14 @@ class KafkaController:
     def take(self) -> Requests:
         out, self.out = self.out, Requests()
         return out
+
+    # ------------------------------------------------------------------ persistence (run_dir.py)
+    _HOOKS = ("zk", "topic_config", "delete_enabled", "broker_config")
+
+    def to_dict(self) -> dict[str, Any]:
+        """This controller's own state as plain data (not the ZooKeeper and config hooks it is given)."""
+        return {f.name: to_plain(getattr(self, f.name)) for f in fields(self) if f.name not in self._HOOKS}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], zk: ZooKeeper, **hooks: Callable) -> KafkaController:
+        return cls(zk=zk, **hooks, **{k: from_plain(v) for k, v in d.items()})

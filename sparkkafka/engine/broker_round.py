@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,7 +56,7 @@ class RoundParams:
     brokers_dir: str
     log_version: int
     log_dirs: tuple[str, ...]
-    cfg: dict
+    cfg: Mapping  # protocol.config.RoundConfig (plain dicts in unit tests)
     min_isr: dict
     paused: frozenset = frozenset()
     unreachable: dict = field(default_factory=dict)

@@ -7,7 +7,13 @@ booleans for *.enable, strings for versions and lists.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .rules import Rules
 
 LONG_MAX = 9223372036854775807
 
@@ -85,6 +91,9 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     "resident.rounds": 100,  # the most rounds one resident job runs before returning to the driver
     # skip the rounds of an idle cluster by jumping the clock to the next thing due (protocol/idle.py)
     "idle.jump": True,
+    # an imported cluster's log sizes (topics[].state) become records of this many bytes (the last one of a
+    # log smaller), keyless and without payload: 1 MiB = replica.fetch.max.bytes, so a fetch moves one record
+    "initial.record.bytes": 1048576,
 }
 ENGINES = ("rounds", "resident")
 
@@ -151,3 +160,79 @@ def topic_config(broker_cfg: dict[str, Any], overrides: dict[str, Any] | None) -
         else:
             out[name] = TOPIC_DEFAULTS.get(name)
     return out
+
+
+# ---------------------------------------------------------------------------------------- one round's config
+# Kafka's broker configs a round of the brokers reads: Kafka name -> RoundConfig field.
+ROUND_KAFKA_CONFIGS: dict[str, str] = {
+    "inter.broker.protocol.version": "inter_broker_protocol_version",
+    "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+    "replica.lag.max.messages": "replica_lag_max_messages",
+    "replica.fetch.wait.max.ms": "replica_fetch_wait_max_ms",
+    "replica.fetch.max.bytes": "replica_fetch_max_bytes",
+    "replica.fetch.response.max.bytes": "replica_fetch_response_max_bytes",
+    "replica.fetch.backoff.ms": "replica_fetch_backoff_ms",
+    "replica.socket.timeout.ms": "replica_socket_timeout_ms",
+    "replica.high.watermark.checkpoint.interval.ms": "replica_high_watermark_checkpoint_interval_ms",
+    "unclean.leader.election.enable": "unclean_leader_election_enable",
+    "num.replica.alter.log.dirs.threads": "num_replica_alter_log_dirs_threads",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "replica_alter_log_dirs_io_max_bytes_per_second",
+}
+# The emulator settings it reads ("emulator." + EMULATOR_DEFAULTS name) -> field.
+ROUND_EMULATOR_SETTINGS: dict[str, str] = {
+    "emulator.read.max.records": "read_max_records",
+    "emulator.tail.records": "tail_records",
+}
+# What the driver derives for it (rules, per-topic and per-broker values), read under the field's name.
+ROUND_DERIVED = ("profile", "rules", "round_ms", "topic_unclean", "topic_flush", "quota", "throttled_replicas")
+_ROUND_KEYS: dict[str, str] = {**ROUND_KAFKA_CONFIGS, **ROUND_EMULATOR_SETTINGS, **{k: k for k in ROUND_DERIVED}}
+
+
+@dataclass(frozen=True, eq=False)
+class RoundConfig(Mapping):
+    """The configuration one round of the brokers reads (the protocol functions' `cfg`), typed: Kafka's
+    broker configs as fields, each also read under its Kafka name (ROUND_KAFKA_CONFIGS), the emulator
+    settings under "emulator.<name>", and what the driver derives each round under the field's name:
+    the version's rules (protocol/rules.py), topics' unclean.leader.election.enable and flush.messages /
+    flush.ms, the brokers' replication quotas (KIP-73 / KIP-113: side -> broker -> bytes/s, brokers with
+    a finite rate only) and the topics' throttled replica lists (leader, follower). A Mapping, so the
+    protocol functions read it as they read the plain dicts of their unit tests; no other key exists."""
+
+    inter_broker_protocol_version: str
+    replica_lag_time_max_ms: int
+    replica_lag_max_messages: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_socket_timeout_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
+    unclean_leader_election_enable: bool
+    num_replica_alter_log_dirs_threads: int | None
+    replica_alter_log_dirs_io_max_bytes_per_second: int
+    read_max_records: int
+    tail_records: int
+    profile: str
+    rules: Rules
+    round_ms: int
+    topic_unclean: Mapping[str, bool] = dataclass_field(default_factory=dict)
+    topic_flush: Mapping[str, tuple[Any, Any]] = dataclass_field(default_factory=dict)
+    quota: Mapping[str, Mapping[int, int]] = dataclass_field(default_factory=dict)
+    throttled_replicas: Mapping[str, tuple[str, str]] = dataclass_field(default_factory=dict)
+
+    @classmethod
+    def of(cls, broker_cfg: Mapping[str, Any], emulator: Mapping[str, Any], **derived: Any) -> RoundConfig:
+        """From the effective broker config (broker_config), the scenario's emulator settings and the
+        derived values (ROUND_DERIVED)."""
+        return cls(**{f: broker_cfg[k] for k, f in ROUND_KAFKA_CONFIGS.items()},
+                   **{f: emulator[k.removeprefix("emulator.")] for k, f in ROUND_EMULATOR_SETTINGS.items()},
+                   **derived)
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, _ROUND_KEYS[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_ROUND_KEYS)
+
+    def __len__(self) -> int:
+        return len(_ROUND_KEYS)

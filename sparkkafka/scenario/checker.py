@@ -6,7 +6,10 @@ protocol.md 14, golden.md areas F and L). One `violations` row per finding:
 
 * ``lost``: an acknowledged record (produce_results.acked) absent from its partition's committed
   log, i.e. the final leader's log below its HW (protocol/consumer.visible_records). Partitions
-  offline at the end are not judged: their acked records count as ``unavailable_acked``.
+  offline at the end are not judged: their acked records count as ``unavailable_acked``. So are
+  partitions whose leader (by the controller) serves no log at the end: it crashed and its ZooKeeper
+  session is still open (the controller has not seen it go), or it has not yet had its LeaderAndIsr;
+  their records sit on the replicas, and which survive is decided by the election still to come.
 * ``divergent``: two replicas holding different records at the same offset below both their HWs
   at the end; one row per partition and replica pair, at the first offset where they differ.
 * ``HwWithinLeo``: a replica_state row with hw > leo ("HW <= LEO on every replica").
@@ -90,7 +93,7 @@ def audit_tables(t: RunTables, meta: dict) -> tuple[dict, pd.DataFrame]:
     now = int(meta.get("time_ms", 0))
     round_ms = int(meta.get("round_ms") or 100)
 
-    lost, unavailable = _lost(acked, log, reps, parts, offline, now)
+    lost, unavailable = _lost(acked, log, reps, parts, _unjudged(parts, reps, offline), now)
     divergent, divergent_offsets = _divergent(log, reps, now)
     ps, rs = _incarnations(t.partition_state, t.replica_state)
     found = pd.concat([f for f in (lost, divergent, _hw_within_leo(rs), _unique_leader(ps, rs, round_ms),
@@ -131,9 +134,22 @@ def _final(rs: pd.DataFrame) -> pd.DataFrame:
     return rs if rs.empty else rs[rs["round"] == rs["round"].max()]
 
 
+def _unjudged(parts: pd.DataFrame, reps: pd.DataFrame, offline: pd.DataFrame) -> pd.DataFrame:
+    """(topic, partition) of the partitions the lost rule does not judge: offline ones, and those whose
+    leader holds no leader replica in the final round."""
+    if not len(parts):
+        return offline
+    serving = (reps.loc[reps["role"] == "leader", [*TP, "broker"]].rename(columns={"broker": "leader"})
+               .drop_duplicates())
+    s = parts[[*TP, "leader"]].merge(serving.assign(_s=True), how="left", on=[*TP, "leader"])
+    idle = parts.loc[s["_s"].isna().to_numpy(), TP]
+    return pd.concat([offline[TP], idle], ignore_index=True).drop_duplicates() if len(offline) else idle
+
+
 def _lost(acked: pd.DataFrame, log: pd.DataFrame, reps: pd.DataFrame, parts: pd.DataFrame,
           offline: pd.DataFrame, now: int) -> tuple[pd.DataFrame, int]:
-    """Acked records missing from the committed log of partitions that are online at the end."""
+    """Acked records missing from the committed log of the partitions judged (not in `offline`: those
+    unjudged at the end, see _unjudged); returns them and the count of acked records not judged."""
     if not len(reps) or not len(acked):
         return _empty(), 0
     committed = visible_records(log, reps)[[*TP, "record_id"]].drop_duplicates().assign(_in=True)

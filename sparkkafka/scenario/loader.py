@@ -31,7 +31,7 @@ from sparkkafka.protocol.config import (
     profile_of,
 )
 from sparkkafka.protocol.rules import unknown_version_message
-from sparkkafka.scenario.model import Event, Scenario, TopicSpec
+from sparkkafka.scenario.model import Event, PartitionStateSpec, ReplicaLogSpec, Scenario, TopicSpec
 
 # Valid events (and "crash.power_loss") whose behaviour is not implemented yet. They are fully
 # validated, then rejected with NotYetSupportedError; remove a name here once it is implemented.
@@ -41,7 +41,9 @@ DEFAULT_TAIL_MS = 10000  # without `run`: stop this long after the last event (a
 IBP = "inter.broker.protocol.version"
 _TOP_KEYS = ("name", "seed", "cluster", "topics", "timeline", "run")
 _CLUSTER_KEYS = ("brokers", "racks", "log_dirs", "config", "emulator")
-_TOPIC_KEYS = ("name", "partitions", "replication_factor", "assignment", "config")
+_TOPIC_KEYS = ("name", "id", "partitions", "replication_factor", "assignment", "config", "state")
+_STATE_KEYS = ("leader", "isr", "adding", "removing", "logs")
+_TOPIC_ID = re.compile(r"[A-Za-z0-9_-]{22}")
 _TIME_KEYS = ("at", "round")
 # Lower bounds of int configs (Kafka's validators); every other int config is >= 0.
 _CONFIG_MIN = {
@@ -259,8 +261,9 @@ class _Ctx:
 
 
 def _assignment(v: Any, path: str, ctx: _Ctx, partitions: int | None,
-                rf: int | None) -> dict[int, tuple[int, ...]]:
-    """partition -> replicas, checked as AdminZkClient does (ids 0..N-1, same non-zero RF, no dups)."""
+                rf: int | None, same_rf: bool = True) -> dict[int, tuple[int, ...]]:
+    """partition -> replicas, checked as AdminZkClient does (ids 0..N-1, same non-zero RF, no dups); an
+    imported cluster's (`same_rf` False) may differ per partition, as reassignments leave them."""
     if not isinstance(v, dict) or not v:
         _err(path, v, "expected a non-empty mapping partition -> list of broker ids")
     out = {_id(p, _at(path, p)): _seq(r, _at(path, p), ctx.broker, what="broker") for p, r in v.items()}
@@ -269,7 +272,7 @@ def _assignment(v: Any, path: str, ctx: _Ctx, partitions: int | None,
         _err(path, sorted(out), f"partition ids must be consecutive from 0 to {n - 1}"
                                 + (f" (partitions: {partitions})" if partitions else ""))
     want = rf or len(out[0])
-    for p, reps in out.items():
+    for p, reps in out.items() if same_rf else ():
         if len(reps) != want:
             _err(_at(path, p), list(reps), f"has {len(reps)} replicas, expected {want}: "
                                            "all partitions should have the same number of replicas")
@@ -285,7 +288,10 @@ def _topic_spec(v: Any, path: str, ctx: _Ctx) -> TopicSpec:
                                       "alphanumerics, '.', '_' and '-', and not '.' or '..'")
     parts = _get(m, "partitions", path, _int, lo=1)
     rf = _get(m, "replication_factor", path, _int, lo=1)
-    assignment = _get(m, "assignment", path, _assignment, ctx=ctx, partitions=parts, rf=rf)
+    imported = m.get("state") is not None
+    if imported and m.get("assignment") is None:
+        _err(_at(path, "assignment"), None, "required with state (the replicas the state describes)")
+    assignment = _get(m, "assignment", path, _assignment, ctx=ctx, partitions=parts, rf=rf, same_rf=not imported)
     if assignment:
         parts, rf = len(assignment), len(assignment[0])
     else:
@@ -295,7 +301,60 @@ def _topic_spec(v: Any, path: str, ctx: _Ctx) -> TopicSpec:
             _err(_at(path, "replication_factor"), rf,
                  f"Replication factor: {rf} larger than available brokers: {len(ctx.brokers)}.")
     config = _get(m, "config", path, _config, {}, names=TOPIC_CONFIGS)
-    return TopicSpec(name, parts, rf, assignment, config)
+    tid = _get(m, "id", path, _str)
+    if tid is not None and (not _TOPIC_ID.fullmatch(tid) or tid == "A" * 22):
+        _err(_at(path, "id"), tid, "expected Kafka's Uuid text: 22 characters of URL-safe base64, not all zeros")
+    state = _get(m, "state", path, _state, ctx=ctx, assignment=assignment)
+    return TopicSpec(name, parts, rf, assignment, config, tid, state)
+
+
+def _state(v: Any, path: str, ctx: _Ctx, assignment: dict[int, tuple[int, ...]]) -> dict[int, PartitionStateSpec]:
+    """An imported topic's partitions at the start: partition -> {leader, isr, adding, removing, logs}, checked
+    against the assignment as the controller's context would hold them (leader in ISR, ISR within replicas)."""
+    if not isinstance(v, dict):
+        _err(path, v, "expected a mapping partition -> {leader, isr, adding, removing, logs}")
+    out = {_id(p, _at(path, p)): x for p, x in v.items()}
+    if sorted(out) != sorted(assignment):
+        _err(path, sorted(out), f"expected a state for each partition of the assignment, {sorted(assignment)}")
+    return {p: _partition_state(out[p], _at(path, p), ctx, assignment[p]) for p in sorted(out)}
+
+
+def _partition_state(v: Any, path: str, ctx: _Ctx, replicas: tuple[int, ...]) -> PartitionStateSpec:
+    m = _keys(v, path, _STATE_KEYS, ("leader", "isr"))
+
+    def member(x: Any, p: str) -> int:
+        b = _int(x, p)
+        if b not in replicas:
+            _err(p, x, f"broker {b} is not among the partition's replicas {list(replicas)}")
+        return b
+
+    ids = {k: _get(m, k, path, _seq, (), item=member, what="broker", nonempty=False)
+           for k in ("isr", "adding", "removing")}
+    leader = m["leader"]
+    leader = -1 if leader in ("none", -1) else member(leader, _at(path, "leader"))
+    if leader != -1 and leader not in ids["isr"]:
+        _err(_at(path, "leader"), leader, f"the leader is not in the ISR {list(ids['isr'])}")
+    both = set(ids["adding"]) & set(ids["removing"])
+    if both:
+        _err(_at(path, "removing"), m["removing"], f"broker(s) {sorted(both)} both added and removed")
+    if len(ids["adding"]) == len(replicas):
+        _err(_at(path, "adding"), m["adding"], "every replica is being added")
+    logs = _keys(m.get("logs"), _at(path, "logs"), list(replicas) + [str(b) for b in replicas], what="replica")
+    return PartitionStateSpec(leader, ids["isr"], ids["adding"], ids["removing"],
+                              {int(b): _replica_log(x, _at(_at(path, "logs"), int(b)), ctx) for b, x in logs.items()})
+
+
+def _replica_log(v: Any, path: str, ctx: _Ctx) -> ReplicaLogSpec:
+    m = _keys(v, path, ("dir", "bytes", "future"), ("dir", "bytes"))
+    log_dir, size = ctx.log_dir(m["dir"], _at(path, "dir")), _int(m["bytes"], _at(path, "bytes"))
+    if m.get("future") is None:
+        return ReplicaLogSpec(log_dir, size)
+    fpath = _at(path, "future")
+    f = _keys(m["future"], fpath, ("dir", "bytes"), ("dir", "bytes"))
+    fdir = ctx.log_dir(f["dir"], _at(fpath, "dir"))
+    if fdir == log_dir:
+        _err(_at(fpath, "dir"), fdir, "a future log (KIP-113 move) must be in another dir than the current log")
+    return ReplicaLogSpec(log_dir, size, fdir, _int(f["bytes"], _at(fpath, "bytes")))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,6 +437,8 @@ def _ev_fail_log_dir(v: Any, path: str, ctx: _Ctx) -> dict:
 
 
 def _ev_create_topic(v: Any, path: str, ctx: _Ctx) -> dict:
+    if isinstance(v, dict) and v.get("state") is not None:
+        _err(_at(path, "state"), v["state"], "a created topic starts empty: state is for the scenario's topics")
     return {"topic": ctx.create(_topic_spec(v, path, ctx), path)}
 
 
@@ -527,6 +588,8 @@ def parse_scenario(data: Any, name: str = "scenario", base_dir: str | Path | Non
     emu = _keys(c.get("emulator"), "cluster.emulator", EMULATOR_DEFAULTS, what="emulator setting")
     emulator = {**EMULATOR_DEFAULTS, **{k: _typed(x, _at("cluster.emulator", k), EMULATOR_DEFAULTS[k], lo=1)
                                         for k, x in emu.items()}}
+    if emulator["initial.record.bytes"] > 2**31 - 1:  # the log table's value_bytes is an int32
+        _err("cluster.emulator.initial.record.bytes", emulator["initial.record.bytes"], f"must be <= {2**31 - 1}")
     if emulator["engine"] not in ENGINES:
         raise ScenarioError("cluster.emulator.engine", emulator["engine"], f"must be one of {', '.join(ENGINES)}")
     racks = _get(c, "racks", "cluster", _racks, brokers=brokers)
@@ -571,7 +634,7 @@ def _run(v: Any, timeline: tuple[Event, ...], round_ms: int) -> tuple[int | None
     return given.get("until_ms"), given.get("until_round")
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser when PyYAML has it: 10x faster
     """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one)."""
 
 

@@ -19,6 +19,30 @@ class TopicSpec:
     replication_factor: int
     assignment: dict[int, tuple[int, ...]] | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    topic_id: str | None = None  # Kafka's Uuid text (KIP-516); None = derived from the seed and name
+    state: dict[int, PartitionStateSpec] | None = None  # an imported cluster's partitions at the start
+
+
+@dataclass(frozen=True)
+class ReplicaLogSpec:
+    """A replica's log at the start of a run: its dir and size, and a KIP-113 future log if a move is in flight."""
+
+    log_dir: str
+    size: int
+    future_dir: str | None = None
+    future_size: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionStateSpec:
+    """A partition's state at the start of a run (the partition state znode, the topic znode's adding and
+    removing replicas of a KIP-455 reassignment in flight, and the replicas' logs); leader -1 = none."""
+
+    leader: int
+    isr: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+    logs: dict[int, ReplicaLogSpec] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

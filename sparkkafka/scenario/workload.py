@@ -11,10 +11,12 @@ record of a run has a unique id.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..plaindata import from_plain, to_plain
 from ..protocol.frames import PRODUCE, conform, empty
 
 
@@ -80,6 +82,17 @@ class Workload:
             topic=args["topic"], partitions=parts, acks=int(args["acks"]), value_bytes=int(args["value_bytes"]),
             key=args.get("key"), start_ms=now, total=args.get("records"),
             rate_per_sec=args.get("rate_per_sec"), duration_ms=args.get("duration_ms")))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The producers and the next record id as plain data (run_dir.py)."""
+        return {"round_ms": self.round_ms, "request_timeout_ms": self.request_timeout_ms,
+                "next_record_id": self.next_record_id, "producers": to_plain(self.producers)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Workload:
+        w = cls(int(d["round_ms"]), int(d["request_timeout_ms"]), int(d["next_record_id"]))
+        w.producers = from_plain(d["producers"])
+        return w
 
     @property
     def active(self) -> bool:

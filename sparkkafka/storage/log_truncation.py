@@ -5,7 +5,7 @@ partition) ranges. Cutting a suffix of one replica (truncation to an offset) or 
 (offset 0, StopReplica with delete) therefore rewrites every file holding a cut row: the file is
 removed and, unless nothing is left, replaced by a copy without the cut rows. `truncate` runs on
 an executor against a pinned Delta version and returns plain-dict actions; the driver commits them
-with `TableWriter.commit` (which converts the removes with `remove_actions`).
+with `TableWriter.commit` (which converts the removes with `tables.remove_actions`, re-exported here).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake.transaction import RemoveAction
 
-from .tables import LogSnapshot, log_file_actions, table_path, write_file
+from .tables import LogSnapshot, log_file_actions, remove_actions, table_path, write_file
 
 KEYS = ["topic", "partition", "offset"]
 # get_add_actions(flatten=True) column -> short name used here
@@ -170,8 +169,4 @@ def truncate(tables_dir: str, version: int | LogSnapshot, broker: int, cuts: pd.
     return adds, removes
 
 
-def remove_actions(removes: list[dict]) -> list[RemoveAction]:
-    """deltalake RemoveActions (data change) for remove dicts returned by `truncate`."""
-    return [RemoveAction(r["path"], True, int(r["deletion_timestamp"]), int(r["size"]),
-                         {k: (None if v is None else str(v)) for k, v in r["partition_values"].items()})
-            for r in removes]
+__all__ = ["remove_actions", "truncate"]

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from deltalake.transaction import AddAction, CommitProperties, Transaction
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 LIST = pa.list_(pa.int32())
 
@@ -83,7 +83,7 @@ def path_component(name: str) -> str:
     ASCII letters, digits and `_.-~` as `%XX`, as delta-rs names partition folders, so `/`, `%`, spaces and
     glob characters never reach a path), a name of dots only (`.`, `..`) fully escaped. Distinct names give
     distinct components; urllib.parse.unquote gives `name` back (Spark's partition discovery decodes each
-    `%XX` as one Latin-1 character: cluster.read_table_df undoes that for non-ASCII names)."""
+    `%XX` as one Latin-1 character: run_views.read_table_df undoes that for non-ASCII names)."""
     out = quote(name, safe="")
     return "%2E" * len(name) if out and set(out) == {"."} else out
 
@@ -169,8 +169,6 @@ class TableWriter:
         removes = list(removes)
         if any(isinstance(r, dict) for r in removes):
             # remove dicts from log_truncation.truncate (JSON-friendly, shipped from executors)
-            from .log_truncation import remove_actions
-
             for r in removes:
                 if isinstance(r, dict) and r.get("table", name) != name:
                     raise ValueError(f"remove of table {r['table']!r} given to commit of {name!r}")
@@ -196,6 +194,13 @@ class TableWriter:
         """Write and commit a driver-side batch of rows (small tables: metrics, partition_state)."""
         if table.num_rows:
             self.commit(name, [write_file(self.tables_dir, name, table.cast(SCHEMAS[name]), tag)], round_no)
+
+
+def remove_actions(removes: list[dict]) -> list[RemoveAction]:
+    """deltalake RemoveActions (data change) for remove dicts (log_truncation.truncate makes them)."""
+    return [RemoveAction(r["path"], True, int(r["deletion_timestamp"]), int(r["size"]),
+                         {k: (None if v is None else str(v)) for k, v in r["partition_values"].items()})
+            for r in removes]
 
 
 def read_table(tables_dir: str, name: str, version: int | None = None) -> pa.Table:

@@ -1,11 +1,11 @@
 """Glue between a run directory (the cluster) and the Kafka tool text modules.
 
-Each ``*_tool`` function is one invocation of a Kafka 2.8 operator tool against a reopened run
-(``Cluster.for_path``): it asks the emulated cluster what the tool's admin calls would (ListPartition-
-Reassignments, DescribeTopics, DescribeCluster, DescribeReplicaLogDirs, DescribeLogDirs), acts through the
-Cluster's admin calls (AlterPartitionReassignments, AlterReplicaLogDirs, IncrementalAlterConfigs,
-ElectLeaders), saves the run when it changed something, and returns what the tool prints and its exit
-code as a ``ToolOutput``. The text itself comes from the pure modules (reassign_partitions, log_dirs,
+Each ``*_tool`` function is one invocation of a Kafka 2.8 operator tool against a run directory (a path):
+it loads the driver's state (run_dir.py; no Spark), asks the emulated cluster what the tool's admin calls
+would (ListPartitionReassignments, DescribeTopics, DescribeCluster, DescribeReplicaLogDirs, DescribeLogDirs),
+acts through the Admin API's calls (admin.py: AlterPartitionReassignments, AlterReplicaLogDirs,
+IncrementalAlterConfigs, ElectLeaders), saves the run when it changed something, and returns what the tool
+prints and its exit code as a ``ToolOutput``. The text itself comes from the pure modules (reassign_partitions, log_dirs,
 leader_election, state_change_log).
 
 Kafka's failures of the tool itself (an invalid plan, a refused or partly failed action) are the tool's
@@ -15,7 +15,7 @@ plan that fails validation changes nothing in the run directory (nothing is save
 Where the brokers' dirs come from (DescribeReplicaLogDirs / DescribeLogDirs):
 
 * a replica's *current* dir: its row in the broker's latest round of ``replica_state`` (the replicas the
-  broker holds now); a dir the broker has marked offline (``Cluster.offline_dirs``) holds no live log;
+  broker holds now); a dir the broker has marked offline (``DriverState.offline_dirs``) holds no live log;
 * its *future* dir (a KIP-113 move in progress): ``replica_state.future_dir`` when the table has it, else
   the dir of the replica's ``is_future`` rows in the ``log`` table (an empty future log is then not seen);
 * a log's size: the bytes its records cost (``fetch.record_bytes``: value plus key, at least one byte);
@@ -26,18 +26,17 @@ Where the brokers' dirs come from (DescribeReplicaLogDirs / DescribeLogDirs):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .. import admin
 from ..errors import ScenarioError
+from ..run_dir import DriverState, RunDir
 from . import reassign_partitions as R
-
-if TYPE_CHECKING:
-    from ..cluster import Cluster
 
 TP = tuple[str, int]
 TPR = tuple[str, int, int]
@@ -45,6 +44,8 @@ KAFKA_STORAGE_EXCEPTION = "org.apache.kafka.common.errors.KafkaStorageException"
 _ACTIVE_DIR_STATES = frozenset({"in_progress", "moving_elsewhere"})  # Kafka's ActiveMoveState (done = false)
 
 __all__ = [
+    "Run",
+    "RunLike",
     "ToolOutput",
     "current_assignment",
     "dir_move_statuses",
@@ -81,31 +82,67 @@ def read_text_file(path: str, option: str) -> str:
         raise ScenarioError(option, path, f"cannot read the file: {exc.strerror or exc}") from None
 
 
+@dataclass
+class Run:
+    """A run directory a tool works on: its files and the driver's state loaded from it (or, for a Cluster
+    open in this process, its state, saved through the Cluster so its brokers' rows are saved too)."""
+
+    dir: RunDir
+    state: DriverState
+    saver: Callable[[], None] | None = None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> Run:
+        """Load a run directory's driver state (ScenarioError for no run, or a run of another format)."""
+        rd = RunDir(path).require_run("run")
+        return cls(rd, rd.load())
+
+    def save(self) -> None:
+        if self.saver is not None:
+            self.saver()
+        else:
+            self.dir.save(self.state)
+
+
+RunLike = Any  # a run directory's path, a Run, or an open Cluster (anything with run_dir, driver and save())
+
+
+def _run(run: RunLike) -> Run:
+    if isinstance(run, Run):
+        return run
+    if hasattr(run, "run_dir") and hasattr(run, "driver"):  # the Cluster facade, open in this process
+        if run.driver is None:
+            run.run_dir.check_format()
+        return Run(run.run_dir, run.driver, run.save)
+    return Run.open(run)
+
+
 # ---------------------------------------------------------------------------------------- cluster queries
-def current_assignment(c: Cluster, topics: Iterable[str] | None = None) -> dict[TP, list[int]]:
+def current_assignment(run: RunLike, topics: Iterable[str] | None = None) -> dict[TP, list[int]]:
     """The replica assignment (DescribeTopics) of `topics` (default all), from the controller's ZooKeeper."""
-    zk = c.control.zk
-    names = c.control.topics() if topics is None else [t for t in dict.fromkeys(topics) if t in zk.topics()]
+    c = _run(run)
+    zk = c.state.control.zk
+    names = c.state.control.topics() if topics is None else [t for t in dict.fromkeys(topics) if t in zk.topics()]
     return {(t, int(p)): [int(b) for b in reps] for t in names for p, reps in zk.topic_assignment(t).items()}
 
 
-def _live(c: Cluster) -> list[int]:
-    return sorted(int(b) for b in c.control.live())
+def _live(c: Run) -> list[int]:
+    return sorted(int(b) for b in c.state.control.live())
 
 
-def _offline(c: Cluster, broker: int) -> set[str]:
-    return set((getattr(c, "offline_dirs", None) or {}).get(broker, ()))
+def _offline(c: Run, broker: int) -> set[str]:
+    return set(c.state.offline_dirs.get(broker, ()))
 
 
-def _dataset(c: Cluster, name: str):
+def _dataset(c: Run, name: str):
     from deltalake import DeltaTable
 
     from ..storage.tables import table_path
 
-    return DeltaTable(table_path(c.tables_dir, name)).to_pyarrow_dataset()
+    return DeltaTable(table_path(c.dir.tables_dir, name)).to_pyarrow_dataset()
 
 
-def _latest_replica_rows(c: Cluster) -> pd.DataFrame:
+def _latest_replica_rows(c: Run) -> pd.DataFrame:
     """Each broker's rows of its latest round in ``replica_state``: the replicas it holds now."""
     ds = _dataset(c, "replica_state")
     cols = [n for n in ("round", "broker", "topic", "partition", "log_dir", "leo", "hw", "future_dir")
@@ -117,7 +154,7 @@ def _latest_replica_rows(c: Cluster) -> pd.DataFrame:
     return df[df["round"] == last].reset_index(drop=True)
 
 
-def _log_rows(c: Cluster, future_only: bool = False) -> pd.DataFrame:
+def _log_rows(c: Run, future_only: bool = False) -> pd.DataFrame:
     """The ``log`` table's rows (the columns sizes and LEOs need); only future logs' rows if `future_only`."""
     import pyarrow.compute as pc
 
@@ -140,7 +177,7 @@ class _Log:
     hw: int
 
 
-def _requested_dirs(c: Cluster) -> tuple[dict[TPR, str], dict[TPR, str]]:
+def _requested_dirs(c: Run) -> tuple[dict[TPR, str], dict[TPR, str]]:
     """AlterReplicaLogDirs targets per replica: (the latest each broker accepted, those still on their way).
 
     A broker creates the future log when it accepts the request, which Kafka's tool sees at once; here the
@@ -149,19 +186,19 @@ def _requested_dirs(c: Cluster) -> tuple[dict[TPR, str], dict[TPR, str]]:
     from ..engine import rows as W
 
     accepted: dict[TPR, str] = {}
-    for frame in getattr(c, "alter_dir_responses", None) or []:
+    for frame in c.state.alter_dir_responses:
         ok = frame[frame["error"].isna()] if "error" in frame.columns else frame
         for r in ok.itertuples(index=False):
             accepted[(str(r.topic), int(r.partition), int(r.broker))] = str(r.log_dir)
     pending: dict[TPR, str] = {}
-    for kind, frame, _ in getattr(c, "_outbox", None) or []:
+    for kind, frame, _ in c.state.outbox:
         if kind == W.ALTER_LOG_DIRS:
             for r in frame.itertuples(index=False):
                 pending[(str(r.topic), int(r.partition), int(r.broker))] = str(r.log_dir)
     return accepted, pending
 
 
-def replica_dirs(c: Cluster, rows: pd.DataFrame | None = None,
+def replica_dirs(run: RunLike, rows: pd.DataFrame | None = None,
                  log: pd.DataFrame | None = None) -> dict[TPR, _Log]:
     """(topic, partition, broker) -> its current and future dir on the broker, for every replica a live
     broker holds now (offline dirs hold no live log: current/future None there).
@@ -169,6 +206,7 @@ def replica_dirs(c: Cluster, rows: pd.DataFrame | None = None,
     The future dir: an AlterReplicaLogDirs request not yet delivered, else ``replica_state.future_dir`` when
     the table has it, else the last accepted request's dir, else the dir of ``is_future`` log rows; none
     when that is the current dir (a finished or cancelled move)."""
+    c = _run(run)
     rows = _latest_replica_rows(c) if rows is None else rows
     live = set(_live(c))
     accepted, pending = _requested_dirs(c)
@@ -203,12 +241,13 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA
 
 
-def dir_move_statuses(c: Cluster, targets: Mapping[TPR, str]) -> list[R.DirMoveStatus]:
+def dir_move_statuses(run: RunLike, targets: Mapping[TPR, str]) -> list[R.DirMoveStatus]:
     """``findLogDirMoveStates``: each targeted replica's move state, as DescribeReplicaLogDirs reports it.
 
     A live broker answers for every replica asked about (one it does not hold has no current dir:
     ``missing_log_dir``); a broker that is down does not answer (Kafka's call would fail): ``missing_replica``.
     """
+    c = _run(run)
     if not targets:
         return []
     dirs = replica_dirs(c)
@@ -229,11 +268,11 @@ def _dir_targets(entries: Sequence[dict]) -> dict[TPR, str]:
             for b, d in zip(e["replicas"], e["log_dirs"], strict=True) if d != R.ANY_LOG_DIR}
 
 
-def _clearing(c: Cluster, entries: Sequence[dict]) -> tuple[list[int], list[str]]:
+def _clearing(c: Run, entries: Sequence[dict]) -> tuple[list[int], list[str]]:
     """``clearAllThrottles``: clear the five throttle settings; returns the lists the tool prints."""
     brokers = R.throttle_clearing_brokers(_live(c), [e["replicas"] for e in entries])
     topics = [e["topic"] for e in entries]
-    c.clear_throttles(sorted(set(brokers)), list(dict.fromkeys(topics)))
+    admin.clear_throttles(c.state, sorted(set(brokers)), list(dict.fromkeys(topics)))
     return brokers, topics
 
 
@@ -246,43 +285,45 @@ def _failure(e: R.ReassignError, stdout: str = "", changed: bool = False) -> Too
 
 
 # ---------------------------------------------------------------------------------------- reassign
-def reassign_generate(c: Cluster, topics_json: str, broker_list: str, disable_rack_aware: bool = False) -> ToolOutput:
+def reassign_generate(run: RunLike, topics_json: str, broker_list: str, disable_rack_aware: bool = False) -> ToolOutput:
     """``--generate``: a proposal only; nothing changes."""
+    c = _run(run)
     try:
         brokers = R.parse_broker_list(broker_list)
         topics = R.parse_topics_to_move_json(topics_json)
-        text, _ = R.generate(current_assignment(c), topics, brokers, c.scenario.racks, c.scenario.seed,
+        text, _ = R.generate(current_assignment(c), topics, brokers, c.state.scenario.racks, c.state.scenario.seed,
                              disable_rack_aware, live_brokers=_live(c))
     except R.ReassignError as e:
         return _failure(e)
     return ToolOutput(stdout=text)
 
 
-def reassign_execute(c: Cluster, plan_json: str, additional: bool = False, throttle: int = -1,
+def reassign_execute(run: RunLike, plan_json: str, additional: bool = False, throttle: int = -1,
                      log_dirs_throttle: int = -1) -> ToolOutput:
     """``--execute`` (ReassignPartitionsCommand.executeAssignment, 2.8), checks in Kafka's order: the plan
     (parse, empty lists, duplicates), the refusal while reassignments run (unless --additional), unknown
     broker ids, unknown topics; any of these changes nothing. Then the throttles, AlterPartitionReassignments
     and AlterReplicaLogDirs. A dir the broker does not have (or has offline) fails its AlterReplicaLogDirs
     *after* the partition moves started, as in Kafka: ``Error: Failed to alter dir for t-p-b``, exit 1."""
+    c = _run(run)
     try:
         entries = R.parse_reassignment_json(plan_json)
-        if not additional and c.control.reassignments():  # the cluster's state, not bad input: exit 1
+        if not additional and c.state.control.reassignments():  # the cluster's state, not bad input: exit 1
             return ToolOutput(stdout=R.existing_refusal_text(), code=1)
-        R.parse_reassignment_json(plan_json, brokers=_live(c), topics=c.control.topics())
+        R.parse_reassignment_json(plan_json, brokers=_live(c), topics=c.state.control.topics())
     except R.ReassignError as e:
         return _failure(e)
     tps = [(e["topic"], int(e["partition"])) for e in entries]
     current = {tp: reps for tp, reps in current_assignment(c, [t for t, _ in tps]).items() if tp in set(tps)}
-    configured = set(c.scenario.log_dirs)
+    configured = set(c.state.scenario.log_dirs)
     bad = {tpr for tpr, d in _dir_targets(entries).items() if d not in configured or d in _offline(c, tpr[2])}
     plan = {"version": 1, "partitions": [
         {"topic": e["topic"], "partition": int(e["partition"]), "replicas": list(e["replicas"]),
          "log_dirs": [R.ANY_LOG_DIR if (e["topic"], int(e["partition"]), int(b)) in bad else d
                       for b, d in zip(e["replicas"], e["log_dirs"], strict=True)]}
         for e in entries]}
-    results = c.reassign(plan, throttle if throttle >= 0 else None,
-                         log_dirs_throttle if log_dirs_throttle >= 0 else None, via="api")
+    results = admin.reassign(c.state, plan, throttle if throttle >= 0 else None,
+                             log_dirs_throttle if log_dirs_throttle >= 0 else None, via="api")
     started = _dir_targets(plan["partitions"])
     full = R.execute_text(current, tps, throttle, log_dirs_throttle, list(started))
     errors = {tp: r[1] or r[0] for tp, r in results.items() if r is not None}
@@ -299,15 +340,16 @@ def reassign_execute(c: Cluster, plan_json: str, additional: bool = False, throt
     return ToolOutput(stdout=full, changed=True)
 
 
-def reassign_verify(c: Cluster, plan_json: str, preserve_throttles: bool = False) -> ToolOutput:
+def reassign_verify(run: RunLike, plan_json: str, preserve_throttles: bool = False) -> ToolOutput:
     """``--verify``: each plan partition complete / in progress / mismatch, each explicit log dir's move
     state; when no reassignment runs anywhere and none of the plan's dir moves is active (and no
     --preserve-throttles), the five throttle settings are cleared and the run saved."""
+    c = _run(run)
     try:
         entries = R.parse_reassignment_json(plan_json, validate=False)
     except R.ReassignError as e:
         return _failure(e)
-    ongoing = c.control.reassignments()
+    ongoing = c.state.control.reassignments()
     assignment = current_assignment(c, [e["topic"] for e in entries])
     status = []
     for e in entries:
@@ -325,28 +367,29 @@ def reassign_verify(c: Cluster, plan_json: str, preserve_throttles: bool = False
     return ToolOutput(stdout=R.verify_text(status, moves, brokers, topics), changed=brokers is not None)
 
 
-def reassign_cancel(c: Cluster, plan_json: str, preserve_throttles: bool = False) -> ToolOutput:
+def reassign_cancel(run: RunLike, plan_json: str, preserve_throttles: bool = False) -> ToolOutput:
     """``--cancel`` (2.8): cancel the plan's partitions with adding or removing replicas, re-target the
     plan's active dir moves to their current dirs, clear throttles unless --preserve-throttles."""
+    c = _run(run)
     try:
         entries = R.parse_reassignment_json(plan_json, validate=False)
     except R.ReassignError as e:
         return _failure(e)
     wanted = {(e["topic"], int(e["partition"])) for e in entries}
-    moving = sorted(tp for tp, (_, adding, removing) in c.control.reassignments().items()
+    moving = sorted(tp for tp, (_, adding, removing) in c.state.control.reassignments().items()
                     if tp in wanted and (adding or removing))
     if moving:
-        results = c.cancel_reassignments(moving)
+        results = admin.cancel_reassignments(c.state, moving)
         errors = {tp: r[1] or r[0] for tp, r in results.items() if r is not None}
         if errors:
             c.save()
             return ToolOutput(stdout=R.cancel_errors_text(errors), code=1, changed=True)
     active = [s for s in dir_move_statuses(c, _dir_targets(entries)) if s.state in _ACTIVE_DIR_STATES]
     if active:
-        c.alter_replica_log_dirs(pd.DataFrame(
+        admin.alter_replica_log_dirs(c.state, pd.DataFrame(
             [(s.broker, s.topic, s.partition, s.current_dir) for s in active],
             columns=["broker", "topic", "partition", "log_dir"]))
-        c.tool_state.setdefault("dir_moves", {}).update(
+        c.state.tool_state.setdefault("dir_moves", {}).update(
             {(s.topic, s.partition, s.broker): s.current_dir for s in active})
     brokers = topics = None
     if not preserve_throttles:
@@ -358,21 +401,23 @@ def reassign_cancel(c: Cluster, plan_json: str, preserve_throttles: bool = False
     return ToolOutput(stdout=text, changed=changed)
 
 
-def reassign_list(c: Cluster) -> ToolOutput:
+def reassign_list(run: RunLike) -> ToolOutput:
     """``--list``: the reassignments in progress (ListPartitionReassignments)."""
-    return ToolOutput(stdout=R.list_text(c.control.reassignments()))
+    c = _run(run)
+    return ToolOutput(stdout=R.list_text(c.state.control.reassignments()))
 
 
 # ---------------------------------------------------------------------------------------- log dirs
-def log_dirs_frames(c: Cluster) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
+def log_dirs_frames(run: RunLike) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
     """DescribeLogDirs of every live broker: (dirs, logs, live brokers) for ``describe_log_dirs_text``.
 
     dirs: (broker, log_dir, error) per configured dir in ``log.dirs`` order, error the
     KafkaStorageException class name for a failed dir; logs: (broker, log_dir, topic, partition, size,
     offset_lag, is_future) for each current and future log in a live dir, empty ones included."""
+    c = _run(run)
     live = _live(c)
     dirs = pd.DataFrame([(b, d, KAFKA_STORAGE_EXCEPTION if d in _offline(c, b) else None)
-                         for b in live for d in c.scenario.log_dirs], columns=["broker", "log_dir", "error"])
+                         for b in live for d in c.state.scenario.log_dirs], columns=["broker", "log_dir", "error"])
     rows = _latest_replica_rows(c)
     log = _log_rows(c)
     info = replica_dirs(c, rows, log)
@@ -398,8 +443,9 @@ def log_dirs_frames(c: Cluster) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
     return dirs, logs, live
 
 
-def log_dirs_tool(c: Cluster, topic_list: str | None = None, broker_list: str | None = None) -> ToolOutput:
+def log_dirs_tool(run: RunLike, topic_list: str | None = None, broker_list: str | None = None) -> ToolOutput:
     """``kafka-log-dirs.sh --describe [--topic-list] [--broker-list]``."""
+    c = _run(run)
     from .log_dirs import describe_log_dirs_text
 
     dirs, logs, live = log_dirs_frames(c)
@@ -408,16 +454,17 @@ def log_dirs_tool(c: Cluster, topic_list: str | None = None, broker_list: str | 
 
 
 # ---------------------------------------------------------------------------------------- leader election
-def leader_election_tool(c: Cluster, election_type: str | None, topic: str | None = None,
+def leader_election_tool(run: RunLike, election_type: str | None, topic: str | None = None,
                          partition: int | None = None, all_topic_partitions: bool = False,
                          path_to_json_file: str | None = None) -> ToolOutput:
     """``kafka-leader-election.sh``: ElectLeaders through the controller; exit 1 when some failed."""
+    c = _run(run)
     from .leader_election import election_stderr, election_text, validate_election_args
 
     req = validate_election_args(election_type, topic=topic, partition=partition,
                                  all_topic_partitions=all_topic_partitions, path_to_json_file=path_to_json_file)
     parts = None if req.partitions is None else [(t, int(p)) for t, p in req.partitions]
-    results = c.elect_leaders(req.election_type.lower(), parts)
+    results = admin.elect_leaders(c.state, req.election_type.lower(), parts)
     c.save()
     done = [tp for tp, r in results.items() if r is None]
     failed = {tp: (r[0], r[1]) for tp, r in results.items() if r is not None}

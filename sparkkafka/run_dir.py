@@ -1,0 +1,215 @@
+"""The run directory: its layout, and the driver's state saved in it as typed, versioned data.
+
+A run directory is the cluster (README, "Operating on a run"):
+
+    OUT/run.json            what the run is now (RunDir.meta): scenario name, round, brokers, topics ...
+    OUT/tables/             the Delta tables (storage/tables.py)
+    OUT/brokers/            the brokers' own files (flush checkpoints, storage/broker_disk.py)
+    OUT/zookeeper.json      ZooKeeper's znodes (controller/zookeeper.py)
+    OUT/driver-state.json   DriverState: controller, producers, timeline position, messages not yet sent
+    OUT/driver.json         {"format_version", "round"}: the format of driver-state.json, read first
+    OUT/state/round-N-*/    the brokers' in-memory rows after round N-1 (Parquet, written by Spark)
+
+The driver's state is plain data (plaindata.py), never a pickle of live objects, so a run can be read
+without running any of its code, and a run saved by another format is refused by number
+(`RUN_FORMAT_VERSION`), naming the version, while its tables stay readable. Every file is written
+to a temporary name and renamed into place. Nothing here needs Spark: the operator tools
+(tools/operator.py) load, act on and save a run with this module alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from .controller.control_plane import ControlPlane
+from .errors import ScenarioError
+from .plaindata import from_plain, to_plain
+from .scenario.model import Event, Scenario
+from .scenario.workload import Workload
+
+# The format of the driver's state: 1 was written before it had a number (driver.pkl, no driver.json);
+# 2 pickled the Cluster's attributes with typed controller events (driver.pkl); 3 is DriverState as
+# plain data (driver-state.json). Another format is refused by number.
+RUN_FORMAT_VERSION = 3
+
+RUN_JSON = "run.json"
+MANIFEST = "driver.json"
+DRIVER_STATE = "driver-state.json"
+PICKLED = "driver.pkl"  # formats 1 and 2
+STATE_DIR = "state"
+CLIENT = -1  # the sender of driver-made messages that come from no broker (producers, admin requests)
+Isolation = tuple[frozenset, frozenset, int | None]  # (brokers, cut off from, until ms or None)
+
+
+@dataclass
+class DriverState:
+    """What the driver holds between rounds; the brokers' own state lives in `state_folder` and the tables.
+
+    `outbox` holds the driver's messages for the next round as (row kind of engine/rows.py, frame,
+    sending broker); `driver_rows` the table rows it made after the last commit; `tool_state` what the
+    operator tools remember between calls."""
+
+    scenario: Scenario
+    run_id: str
+    round_ms: int
+    control: ControlPlane
+    workload: Workload
+    spark_partitions: int
+    round: int = 0
+    events: list[Event] = field(default_factory=list)  # the timeline in the order it applies
+    next_event: int = 0
+    crashed: set[int] = field(default_factory=set)
+    stopping: set[int] = field(default_factory=set)  # clean shutdowns in progress this round
+    paused_until: dict[int, int] = field(default_factory=dict)
+    isolations: list[Isolation] = field(default_factory=list)
+    offline_dirs: dict[int, set[str]] = field(default_factory=dict)  # failed log dirs per broker (KIP-112)
+    alter_dir_responses: list[pd.DataFrame] = field(default_factory=list)  # AlterReplicaLogDirs answers
+    outbox: list[tuple[int, pd.DataFrame, int]] = field(default_factory=list)
+    produced: int = 0
+    driver_rows: dict[str, list] = field(default_factory=lambda: defaultdict(list))
+    log_actions: list[dict] = field(default_factory=list)  # log-table actions the driver made (a power loss)
+    tool_state: dict[str, Any] = field(default_factory=dict)
+    flushed_round: int | None = None
+    idle_round: int | None = None  # the last round run, when every task reported it quiescent (the idle jump)
+    state_folder: str | None = None  # the brokers' rows, relative to the run directory
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.driver_rows, defaultdict):
+            self.driver_rows = defaultdict(list, self.driver_rows)
+
+    def outside_change(self) -> None:
+        """An event or admin request applied between rounds: the last round's quiescence no longer says
+        what the next rounds do, so they are not skipped by the idle jump (the next round reports afresh)."""
+        self.idle_round = None
+
+    def send(self, kind: int, frame: pd.DataFrame, src: int = CLIENT) -> None:
+        """Queue a driver-made message for the next round; `src` is the sending broker (the controller's
+        for its requests), which network partitions are checked against."""
+        if len(frame):
+            self.outbox.append((kind, frame, src))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: to_plain(getattr(self, name)) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DriverState:
+        return cls(**{k: from_plain(v) for k, v in d.items()})
+
+    def meta(self) -> dict[str, Any]:
+        """OUT/run.json: what the run is now, for readers that open no driver state."""
+        sc, c = self.scenario, self.control
+        ids = {t.name: t.topic_id for t in sc.topics if t.topic_id}  # imported topics keep theirs
+        return {"run_id": self.run_id, "scenario": sc.name, "seed": sc.seed,
+                "round": self.round, "time_ms": self.round * self.round_ms, "round_ms": self.round_ms,
+                "brokers": list(sc.brokers), "log_dirs": list(sc.log_dirs),
+                "live_brokers": sorted(c.live()), "controller": c.controller_id(),
+                "broker_config": dict(sc.config), "controller_epoch": c.zk.controller_epoch()[0],
+                "topics": {t: {"partitions": c.partition_count(t), "topic_id": ids.get(t),
+                               "overrides": c.overrides.get(t, {}),
+                               "min.insync.replicas": int(c.topic_config(t)["min.insync.replicas"])}
+                           for t in c.topics()}}
+
+
+class RunDir:
+    """The files of one run directory (the layout in the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.path.abspath(path)
+        self.tables_dir = os.path.join(self.path, "tables")
+        self.brokers_dir = os.path.join(self.path, "brokers")
+
+    def _file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def is_run(self) -> bool:
+        return os.path.exists(self._file(RUN_JSON))
+
+    def require_run(self, field_name: str = "path") -> RunDir:
+        if not self.is_run():
+            raise ScenarioError(field_name, self.path, "is not a sparkkafka run directory (no run.json)")
+        return self
+
+    # ------------------------------------------------------------------ run.json
+    def meta(self) -> dict[str, Any]:
+        with open(self._file(RUN_JSON)) as f:
+            return json.load(f)
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        self._write_json(RUN_JSON, meta, indent=2, sort_keys=True)
+
+    # ------------------------------------------------------------------ the driver's state
+    def format_version(self) -> int | None:
+        """The driver state's format: driver.json's number, 1 for a pickle saved before it had one,
+        None when the run holds no driver state (written before runs could be continued)."""
+        if os.path.exists(self._file(MANIFEST)):
+            with open(self._file(MANIFEST)) as f:
+                return int(json.load(f).get("format_version", 1))
+        if os.path.exists(self._file(PICKLED)) or os.path.exists(self._file(DRIVER_STATE)):
+            return 1
+        return None
+
+    def check_format(self) -> None:
+        """The clear error for a run whose driver state this version cannot continue."""
+        found = self.format_version()
+        if found is None:
+            raise ScenarioError("run", self.path, "was written by an older sparkkafka (no driver state): it can be "
+                                                  "read but not continued")
+        if found != RUN_FORMAT_VERSION:
+            raise ScenarioError("driver.json format_version", found,
+                                f"run directory {self.path} was saved in run format {found}; this sparkkafka "
+                                f"continues format {RUN_FORMAT_VERSION} only (its tables can still be read): run "
+                                "the scenario again to continue it")
+
+    def load(self) -> DriverState:
+        """The driver's state (ScenarioError naming driver.json's format_version for another format)."""
+        self.check_format()
+        with open(self._file(DRIVER_STATE)) as f:
+            return DriverState.from_dict(json.load(f))
+
+    def save(self, d: DriverState) -> None:
+        """Write ZooKeeper, run.json and the driver's state (what a tool that changed the cluster saves)."""
+        d.control.save(self.path)
+        self.write_meta(d.meta())
+        self.save_driver(d)
+
+    def save_driver(self, d: DriverState) -> None:
+        """Write the driver's state, then its manifest; drop the brokers' row folders other than
+        `d.state_folder` (a reader of an older one is never overwritten underneath)."""
+        self._write_json(DRIVER_STATE, d.to_dict())
+        self._write_json(MANIFEST, {"format_version": RUN_FORMAT_VERSION, "round": d.round})
+        root = self._file(STATE_DIR)
+        if os.path.isdir(root):
+            keep = None if d.state_folder is None else os.path.normpath(self._file(d.state_folder))
+            for old in os.listdir(root):
+                if os.path.join(root, old) != keep:
+                    shutil.rmtree(os.path.join(root, old), ignore_errors=True)
+
+    # ------------------------------------------------------------------ the brokers' rows
+    def new_state_folder(self, round_no: int) -> str:
+        """A fresh folder name (relative) for the brokers' rows after `round_no` - 1."""
+        return os.path.join(STATE_DIR, f"round-{round_no:08d}-{uuid.uuid4().hex[:6]}")
+
+    def state_path(self, d: DriverState) -> str | None:
+        """The absolute folder of the brokers' saved rows, None when there are none."""
+        if d.state_folder is None:
+            return None
+        path = self._file(d.state_folder)
+        return path if os.path.isdir(path) else None
+
+    def _write_json(self, name: str, data: Any, **kw: Any) -> None:
+        tmp = self._file(f".{name}.{uuid.uuid4().hex[:6]}.tmp")
+        try:
+            with open(tmp, "w") as f:
+                json.dump(data, f, **kw)
+            os.replace(tmp, self._file(name))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)

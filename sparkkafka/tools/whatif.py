@@ -1,0 +1,451 @@
+"""What-if questions over a cluster snapshot (issue 12 item 2): predicted from the snapshot alone, then
+confirmed by an emulated run.
+
+A SNAPSHOT is a directory holding the files ``sparkkafka import`` reads, under fixed names:
+``topics-describe.txt`` (required), ``log-dirs.txt``, ``racks.txt``, ``server.properties`` and
+``rates.csv`` (each optional; docs/whatif.md).
+
+* Losing brokers, a rack or one log dir: the controller takes the lost replicas out of every ISR and
+  elects, for each partition whose leader is lost, the first live ISR member in replica order
+  (``PartitionLeaderElectionAlgorithms.offlinePartitionLeaderElection``, clean); with none the partition
+  goes offline (leader none, the ISR keeps its last member, KIP-966's note on ZooKeeper mode).
+  UnderReplicatedPartitions and UnderMinIsrPartitionCount are leaders' gauges: offline partitions count in
+  neither (ReplicaManager, Partition.isUnderReplicated / isUnderMinIsr).
+* Unclean election (``--unclean``): for each offline partition, each replica as candidate leader and the
+  acknowledged records its log lacks (they are lost when it becomes leader: the others truncate to it).
+* Balancing dirs (``--balance-dirs``): KIP-113 moves within brokers that even out the bytes per log dir,
+  as a ``kafka-reassign-partitions --reassignment-json-file`` plan with ``log_dirs``.
+
+The prediction functions are pure (pandas, no Spark); ``emulate_loss`` runs the scenario.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import ScenarioError
+from ..protocol.config import BROKER_DEFAULTS
+from ..scenario.model import Scenario
+
+SNAPSHOT_FILES = {"topics_describe": "topics-describe.txt", "log_dirs": "log-dirs.txt", "racks": "racks.txt",
+                  "configs": "server.properties", "rates": "rates.csv"}
+TP = ["topic", "partition"]
+
+
+# ---------------------------------------------------------------------------------------------- snapshot
+def load_snapshot(directory: str | Path, *, record_bytes: int | None = None, duration_ms: int = 60000,
+                  rates: bool = True) -> dict:
+    """The scenario mapping of a SNAPSHOT directory (``import_cluster`` over its files)."""
+    from ..scenario.kafka_import import import_cluster
+
+    d = Path(directory)
+    if not (d / SNAPSHOT_FILES["topics_describe"]).is_file():
+        raise ScenarioError("SNAPSHOT", str(directory), f"is not a snapshot directory (no {SNAPSHOT_FILES['topics_describe']})")
+
+    def opt(key: str) -> Path | None:
+        p = d / SNAPSHOT_FILES[key]
+        return p if p.is_file() else None
+
+    cfg = opt("configs")
+    return import_cluster(d / SNAPSHOT_FILES["topics_describe"], opt("log_dirs"), racks=opt("racks"),
+                          configs=[cfg] if cfg else [], rates=opt("rates") if rates else None,
+                          name=d.name or "snapshot", record_bytes=record_bytes, duration_ms=duration_ms)
+
+
+def partitions_frame(sc: Scenario) -> pd.DataFrame:
+    """One row per partition at the snapshot: replicas, isr, leader, min.insync.replicas, replica dirs/bytes."""
+    default_min = sc.config.get("min.insync.replicas", BROKER_DEFAULTS["min.insync.replicas"])
+    rows = []
+    for t in sc.topics:
+        min_isr = int(t.config.get("min.insync.replicas", default_min))
+        for p, replicas in sorted((t.assignment or {}).items()):
+            st = (t.state or {}).get(p)
+            rows.append({"topic": t.name, "partition": int(p), "replicas": list(replicas),
+                         "isr": list(st.isr) if st else list(replicas),
+                         "leader": int(st.leader) if st else int(replicas[0]), "min_isr": min_isr,
+                         "dirs": {b: lg.log_dir for b, lg in st.logs.items()} if st else {},
+                         "bytes": {b: lg.size for b, lg in st.logs.items()} if st else {},
+                         "moving": sorted(b for b, lg in st.logs.items() if lg.future_dir) if st else []})
+    return pd.DataFrame(rows, columns=["topic", "partition", "replicas", "isr", "leader", "min_isr", "dirs",
+                                       "bytes", "moving"])
+
+
+# ---------------------------------------------------------------------------------------------- losses
+@dataclass(frozen=True)
+class Loss:
+    """What is lost: whole brokers (a crash), or one dir of one broker (KIP-112 log dir failure)."""
+
+    brokers: tuple[int, ...] = ()
+    log_dir: tuple[int, str] | None = None
+    rack: str | None = None
+
+    def label(self) -> str:
+        if self.log_dir:
+            return f"log dir {self.log_dir[1]} of broker {self.log_dir[0]}"
+        return (f"rack {self.rack}: " if self.rack else "") + "broker(s) " + ",".join(map(str, self.brokers))
+
+    def events(self, at_ms: int) -> list[dict]:
+        if self.log_dir:
+            return [{"at": at_ms, "fail_log_dir": {"broker": self.log_dir[0], "log_dir": self.log_dir[1]}}]
+        return [{"at": at_ms, "crash": b} for b in self.brokers]
+
+    def recovery_events(self) -> list[dict]:
+        """Bringing the lost brokers back. A failed log dir has none: it stays offline until the disk is
+        replaced, which the emulator does not model (a restart keeps it failed, as Kafka with the bad disk)."""
+        return [] if self.log_dir else [{"restart": b} for b in self.brokers]
+
+
+def resolve_loss(sc: Scenario, broker: Iterable[int] = (), rack: str | None = None,
+                 log_dir: str | None = None) -> Loss:
+    """--lose-broker B (repeatable) | --lose-rack R | --lose-dir B:DIR against the snapshot; ScenarioError
+    naming the flag and value for an unknown broker, rack or dir."""
+    broker = list(broker)
+    if sum(bool(x) for x in (broker, rack, log_dir)) != 1:
+        raise ScenarioError("--lose-broker/--lose-rack/--lose-dir", None, "give exactly one of them")
+    known = set(sc.brokers)
+    if broker:
+        for b in broker:
+            if b not in known:
+                raise ScenarioError("--lose-broker", b, f"not a broker of the snapshot {sorted(known)}")
+        return Loss(tuple(sorted(set(broker))))
+    if rack is not None:
+        racks = sc.racks or {}
+        if rack not in set(racks.values()):
+            raise ScenarioError("--lose-rack", rack, f"not a rack of the snapshot {sorted(set(racks.values()))}"
+                                if racks else "the snapshot has no racks.txt")
+        return Loss(tuple(sorted(b for b, r in racks.items() if r == rack)), rack=rack)
+    b_text, sep, d = str(log_dir).partition(":")
+    if not sep or not b_text.strip().isdigit():
+        raise ScenarioError("--lose-dir", log_dir, "expected BROKER:DIR")
+    b = int(b_text)
+    if b not in known:
+        raise ScenarioError("--lose-dir", log_dir, f"broker {b} is not a broker of the snapshot {sorted(known)}")
+    if d not in sc.log_dirs:
+        raise ScenarioError("--lose-dir", log_dir, f"dir {d!r} is not a log dir of the snapshot {list(sc.log_dirs)}")
+    return Loss(log_dir=(b, d))
+
+
+def lost_replicas(parts: pd.DataFrame, loss: Loss) -> list[set[int]]:
+    """Per partition (row of ``parts``), the brokers whose replica is lost."""
+    if loss.log_dir:
+        b, d = loss.log_dir
+        return [{b} if dirs.get(b) == d else set() for dirs in parts["dirs"]]
+    gone = set(loss.brokers)
+    return [gone & set(r) for r in parts["replicas"]]
+
+
+def predict_loss(parts: pd.DataFrame, loss: Loss, catch_up: bool = True) -> pd.DataFrame:
+    """Per partition, after the controller has acted: leader (-1 = offline), ISR (its live members), and
+    the flags offline, under_min_isr, under_replicated (leaders' gauges: offline partitions in neither),
+    leader_moved. ``catch_up``: a surviving replica outside the snapshot's ISR is fetching and rejoins the
+    ISR once it has caught up (Partition.maybeExpandIsr), as it does within seconds in the emulated run; the
+    election itself only picks from the snapshot's ISR."""
+    rows = []
+    for (_, p), gone in zip(parts.iterrows(), lost_replicas(parts, loss), strict=True):
+        in_sync = [b for b in p["isr"] if b not in gone]
+        leader = p["leader"]
+        if leader in gone or leader < 0:
+            leader = next((b for b in p["replicas"] if b in in_sync), -1)  # offlinePartitionLeaderElection
+        isr = [b for b in p["replicas"] if b not in gone] if catch_up and leader >= 0 else in_sync
+        offline = leader < 0
+        rows.append({"topic": p["topic"], "partition": p["partition"], "replicas": p["replicas"],
+                     "leader_before": p["leader"], "leader": leader, "isr": isr, "offline": offline,
+                     "under_min_isr": not offline and len(isr) < p["min_isr"],
+                     "under_replicated": not offline and len(isr) < len(p["replicas"]),
+                     "leader_moved": leader != p["leader"]})
+    return pd.DataFrame(rows, columns=["topic", "partition", "replicas", "leader_before", "leader", "isr",
+                                       "offline", "under_min_isr", "under_replicated", "leader_moved"])
+
+
+COUNTS = ("offline", "under_min_isr", "under_replicated", "leader_moved")
+
+
+def counts(frame: pd.DataFrame) -> dict[str, int]:
+    return {k: int(frame[k].sum()) for k in COUNTS}
+
+
+def rates_at_risk(sc: Scenario, predicted: pd.DataFrame) -> pd.DataFrame:
+    """Per acks setting, the produce rate (records/s) into partitions that go offline (every write fails)
+    and into under-min-ISR partitions (acks=all writes fail with NOT_ENOUGH_REPLICAS; acks=1/0 are taken
+    by one replica only: at risk of a second failure)."""
+    pc = {t.name: t.partitions for t in sc.topics}
+    rows = []
+    for ev in sc.timeline:
+        if ev.type != "produce":
+            continue
+        a = ev.args
+        acks = {-1: "all"}.get(a.get("acks", -1), str(a.get("acks", -1)))
+        per = float(a.get("rate_per_sec", 0)) / max(pc.get(a["topic"], 1), 1)
+        mine = predicted[predicted["topic"] == a["topic"]]
+        if a.get("partition", "all") != "all":
+            mine = mine[mine["partition"] == int(a["partition"])]
+        rows.append({"acks": acks, "offline_records_per_sec": per * int(mine["offline"].sum()),
+                     "under_min_isr_records_per_sec": per * int(mine["under_min_isr"].sum())})
+    out = pd.DataFrame(rows, columns=["acks", "offline_records_per_sec", "under_min_isr_records_per_sec"])
+    return out.groupby("acks", as_index=False).sum()
+
+
+# ---------------------------------------------------------------------------------------------- emulation
+@dataclass
+class Emulated:
+    """What an emulated run showed: the per-partition state when the controller had acted, the metrics
+    row then, the checker summary, and the recovery time (None: not reached within the bound)."""
+
+    state: pd.DataFrame
+    metrics: dict[str, int]
+    summary: dict
+    recovery_ms: int | None
+    recovery_bound_ms: int
+    run_dir: str
+
+
+def _state_frame(parts_latest: pd.DataFrame, before: pd.DataFrame, live: set[int]) -> pd.DataFrame:
+    m = before[[*TP, "leader"]].rename(columns={"leader": "leader_before"}).merge(parts_latest, on=TP)
+    isr_len = m["isr"].map(len)
+    rep_len = m["replicas"].map(len)
+    offline = ~m["leader"].isin(sorted(live)) | (m["leader"] < 0)
+    return pd.DataFrame({"topic": m["topic"], "partition": m["partition"].astype(int),
+                         "leader": m["leader"].where(~offline, -1).astype(int),
+                         "isr": [list(map(int, x)) for x in m["isr"]], "offline": offline,
+                         "under_min_isr": ~offline & (isr_len < m["min_isr"]),
+                         "under_replicated": ~offline & (isr_len < rep_len),
+                         "leader_moved": m["leader"].where(~offline, -1) != m["leader_before"]})
+
+
+def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_ms: int = 1000,
+                 settle_ms: int | None = None, recover_ms: int = 0) -> Emulated:
+    """Run the snapshot, lose at ``at_ms``, run until the controller has acted (the ZooKeeper session
+    timeout plus ``settle_ms``), read partition_state and metrics; then (``recover_ms`` > 0) restart and
+    run until UnderReplicatedPartitions is 0 again, at most ``recover_ms``."""
+    from ..cluster import Cluster
+    from ..scenario.checker import latest_of
+    from ..scenario.loader import parse_scenario
+    from ..storage import tables as T
+
+    mapping = json.loads(json.dumps(mapping))
+    mapping["timeline"] = mapping.get("timeline", []) + loss.events(at_ms)
+    sc = parse_scenario(mapping, name=mapping.get("name", "snapshot"))
+    session = int(sc.config.get("zookeeper.session.timeout.ms", BROKER_DEFAULTS["zookeeper.session.timeout.ms"]))
+    settle = settle_ms if settle_ms is not None else 2000
+    acted = at_ms + (0 if loss.log_dir else session) + settle
+    mapping["run"] = {"until_ms": acted + recover_ms}
+    for e in mapping["timeline"]:
+        if "produce" in e:
+            e["produce"]["duration_ms"] = acted + recover_ms
+    c = Cluster.from_scenario(mapping, spark=spark, out=out, overwrite=True)
+    parts = partitions_frame(c.scenario)
+    c.run(until_ms=acted)
+    ps = latest_of(T.read_table(c.tables_dir, "partition_state").to_pandas())
+    ps = ps.merge(parts[[*TP, "min_isr"]], on=TP)
+    state = _state_frame(ps, parts, set(c.control.live()))
+    met = c.metrics().toPandas()
+    last = met.iloc[-1]
+    metrics = {k: int(last[k]) for k in ("offline", "under_min_isr", "under_replicated")}
+    summary = c.summary()
+    recovery = None
+    if recover_ms > 0 and not loss.log_dir:
+        start = c.round * c.round_ms
+        for e in loss.recovery_events():
+            c.apply(e)
+        step_rounds = max(1, 1000 // c.round_ms)
+        while c.round * c.round_ms - start < recover_ms:
+            c.step(step_rounds)
+            m = c.metrics().toPandas()
+            done = m[(m["time_ms"] > start) & (m["under_replicated"] == 0) & (m["offline"] == 0)]
+            if len(done):
+                recovery = int(done["time_ms"].iloc[0]) - start
+                break
+        c.run(until_ms=c.round * c.round_ms)
+    else:
+        recover_ms = 0
+    return Emulated(state, metrics, summary, recovery, recover_ms, c.out)
+
+
+def compare(predicted: pd.DataFrame, emulated: pd.DataFrame | None) -> pd.DataFrame:
+    """Predicted vs emulated per partition that changes (any flag or the leader), side by side."""
+    p = predicted[predicted[list(COUNTS)].any(axis=1)]
+    cols = [*TP, "leader_before", "leader", "isr", "offline", "under_min_isr", "under_replicated"]
+    out = p[cols].rename(columns={"leader": "leader_predicted", "isr": "isr_predicted"})
+    if emulated is not None:
+        e = emulated.rename(columns={"leader": "leader_emulated", "isr": "isr_emulated"})
+        changed = e[e[list(COUNTS)].any(axis=1)][TP]
+        keys = pd.concat([p[TP], changed]).drop_duplicates()
+        out = keys.merge(predicted[cols].rename(columns={"leader": "leader_predicted", "isr": "isr_predicted"}),
+                         on=TP).merge(e[[*TP, "leader_emulated", "isr_emulated", "offline", "under_min_isr",
+                                         "under_replicated"]], on=TP, suffixes=("", "_emulated"))
+        out["agree"] = ((out["leader_predicted"] == out["leader_emulated"])
+                        & (out["offline"] == out["offline_emulated"])
+                        & (out["under_min_isr"] == out["under_min_isr_emulated"])
+                        & (out["under_replicated"] == out["under_replicated_emulated"]))
+    return out.sort_values(TP, kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------- unclean
+def unclean_candidates(produce_results: pd.DataFrame, log: pd.DataFrame, offline: pd.DataFrame,
+                       live: Iterable[int]) -> pd.DataFrame:
+    """For each offline partition (rows topic, partition, replicas) and each replica as the candidate of an
+    unclean election: the acked records absent from its log (``lost_if_elected``, what the election loses:
+    the other replicas truncate to the new leader's log), whether it is live (only a live replica can be
+    elected), and ``best``: the live candidate losing the fewest (ties: replica order)."""
+    live = set(live)
+    acked = produce_results[produce_results["acked"]][[*TP, "record_id"]].drop_duplicates()
+    held = log[~log["is_future"]][[*TP, "broker", "record_id"]].drop_duplicates()
+    rows = []
+    for _, p in offline.iterrows():
+        a = acked[(acked["topic"] == p["topic"]) & (acked["partition"] == p["partition"])]
+        h = held[(held["topic"] == p["topic"]) & (held["partition"] == p["partition"])]
+        for b in p["replicas"]:
+            has = set(h.loc[h["broker"] == b, "record_id"])
+            rows.append({"topic": p["topic"], "partition": int(p["partition"]), "candidate": int(b),
+                         "live": b in live, "acked": len(a),
+                         "lost_if_elected": int((~a["record_id"].isin(has)).sum())})
+    out = pd.DataFrame(rows, columns=[*TP, "candidate", "live", "acked", "lost_if_elected"])
+    out["best"] = False
+    for _, g in out[out["live"]].groupby(TP, sort=False):
+        out.loc[g["lost_if_elected"].idxmin(), "best"] = True  # idxmin: the first minimum (replica order)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- balance dirs
+def balance_dirs(parts: pd.DataFrame, log_dirs: Iterable[str], max_moves: int | None = None) -> list[dict]:
+    """A greedy KIP-113 plan per broker: repeatedly move the replica that best narrows the gap between the
+    fullest and the emptiest dir of that broker (no move when it would not narrow it; a replica whose move
+    is already in flight, a future log, is not moved again). Returns the moves
+    (topic, partition, broker, from_dir, to_dir, bytes)."""
+    dirs = list(log_dirs)
+    where: dict[int, dict[tuple[str, int], tuple[str, int]]] = {}
+    for _, p in parts.iterrows():
+        for b, d in p["dirs"].items():
+            where.setdefault(int(b), {})[(p["topic"], int(p["partition"]))] = (d, int(p["bytes"].get(b, 0)))
+    fixed = {(p["topic"], int(p["partition"]), int(b)) for _, p in parts.iterrows() for b in p["moving"]}
+    moves = []
+    for b in sorted(where):
+        used = {d: 0 for d in dirs}
+        for d, n in where[b].values():
+            used[d] = used.get(d, 0) + n
+        while max_moves is None or len(moves) < max_moves:
+            hi = max(used, key=lambda d: (used[d], d))
+            lo = min(used, key=lambda d: (used[d], d))
+            gap = used[hi] - used[lo]
+            best = None
+            for tp, (d, n) in sorted(where[b].items()):
+                if d == hi and 0 < n < gap and (*tp, b) not in fixed:  # moving n leaves the pair |gap - 2n| < gap apart
+                    if best is None or abs(gap - 2 * n) < abs(gap - 2 * best[1]):
+                        best = (tp, n)
+            if best is None:
+                break
+            tp, n = best
+            where[b][tp] = (lo, n)
+            used[hi] -= n
+            used[lo] += n
+            moves.append({"topic": tp[0], "partition": tp[1], "broker": b, "from_dir": hi, "to_dir": lo, "bytes": n})
+    return moves
+
+
+def dir_usage(parts: pd.DataFrame, moves: Iterable[Mapping] = ()) -> pd.DataFrame:
+    """Bytes per (broker, dir), after applying ``moves``."""
+    where = {(p["topic"], int(p["partition"]), int(b)): (d, int(p["bytes"].get(b, 0)))
+             for _, p in parts.iterrows() for b, d in p["dirs"].items()}
+    for m in moves:
+        k = (m["topic"], m["partition"], m["broker"])
+        where[k] = (m["to_dir"], where[k][1])
+    rows = [{"broker": k[2], "dir": d, "bytes": n} for k, (d, n) in where.items()]
+    return pd.DataFrame(rows).groupby(["broker", "dir"], as_index=False)["bytes"].sum()
+
+
+def widest_gap(usage: pd.DataFrame) -> int:
+    """The largest difference in bytes between the fullest and the emptiest dir of one broker."""
+    g = usage.groupby("broker")["bytes"]
+    return int((g.max() - g.min()).max()) if len(usage) else 0
+
+
+def moves_frame(moves: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(moves, columns=["topic", "partition", "broker", "from_dir", "to_dir", "bytes"])
+
+
+def plan_json(parts: pd.DataFrame, moves: Iterable[Mapping]) -> str:
+    """The moves as kafka-reassign-partitions' --reassignment-json-file: replicas unchanged, ``log_dirs``
+    naming the target dir of the moved replica and ``any`` for the others (ReassignPartitionsCommand)."""
+    target: dict[tuple[str, int], dict[int, str]] = {}
+    for m in moves:
+        target.setdefault((m["topic"], m["partition"]), {})[m["broker"]] = m["to_dir"]
+    reps = {(p["topic"], int(p["partition"])): list(p["replicas"]) for _, p in parts.iterrows()}
+    entries = [{"topic": t, "partition": p, "replicas": reps[(t, p)],
+                "log_dirs": [target[(t, p)].get(b, "any") for b in reps[(t, p)]]}
+               for (t, p) in sorted(target)]
+    return json.dumps({"version": 1, "partitions": entries})
+
+
+def unclean_of_run(run_dir: str, state: pd.DataFrame | None = None) -> pd.DataFrame:
+    """unclean_candidates over a run's tables, for the partitions offline in ``state`` (default: those whose
+    latest partition_state leader is not a live broker)."""
+    from ..scenario.checker import latest_of
+    from ..storage import tables as T
+
+    tables = Path(run_dir) / "tables"
+    live = json.loads((Path(run_dir) / "run.json").read_text()).get("live_brokers", [])
+    ps = latest_of(T.read_table(str(tables), "partition_state").to_pandas())
+    if state is None:
+        offline = ps[~ps["leader"].isin(live)][[*TP, "replicas"]]
+    else:
+        offline = state[state["offline"]][TP].merge(ps[[*TP, "replicas"]], on=TP)
+    offline = offline.assign(replicas=[list(map(int, r)) for r in offline["replicas"]])
+    return unclean_candidates(T.read_table(str(tables), "produce_results").to_pandas(),
+                              T.read_table(str(tables), "log").to_pandas(), offline, live)
+
+
+# ---------------------------------------------------------------------------------------------- output
+def table_text(frame: pd.DataFrame, fmt: str) -> str:
+    """A frame as ``text`` (aligned), ``markdown`` or ``csv``; list cells as comma-joined ids."""
+    f = frame.copy()
+    for c in f.columns:
+        if f[c].map(lambda v: isinstance(v, list)).any():
+            f[c] = f[c].map(lambda v: ",".join(map(str, v)) if isinstance(v, list) else v)
+    if fmt == "csv":
+        return f.to_csv(index=False)
+    if fmt == "markdown":
+        head = "| " + " | ".join(map(str, f.columns)) + " |"
+        rule = "|" + "|".join("---" for _ in f.columns) + "|"
+        body = ["| " + " | ".join(map(str, r)) + " |" for r in f.itertuples(index=False)]
+        return "\n".join([head, rule, *body]) + "\n"
+    return (f.to_string(index=False) if len(f) else "(none)") + "\n"
+
+
+def loss_text(loss: Loss, predicted: pd.DataFrame, emulated: Emulated | None, at_risk: pd.DataFrame) -> str:
+    """The text answer: counts predicted (and emulated: the metrics row once the controller has acted),
+    acked writes at risk per acks, and the time to recover."""
+    p = counts(predicted)
+    lines = [f"Losing {loss.label()}:"]
+    if emulated is None:
+        lines += [f"  {k.replace('_', ' ')}: {v} partition(s)" for k, v in p.items()]
+    else:
+        e = counts(emulated.state)
+        lines.append(f"  {'':22}predicted  emulated  emulated metrics")
+        for k in COUNTS:
+            lines.append(f"  {k.replace('_', ' ') + ':':22}{p[k]:>9}  {e[k]:>8}  {emulated.metrics.get(k, '-'):>16}")
+    offline = predicted[predicted["offline"]]
+    if len(offline):
+        lines.append("  offline: " + ", ".join(f"{t}-{n}" for t, n in zip(offline["topic"], offline["partition"],
+                                                                            strict=True)))
+    for _, r in at_risk.iterrows():
+        lines.append(f"  acks={r['acks']}: {r['offline_records_per_sec']:g} records/s into offline partitions (fail), "
+                     f"{r['under_min_isr_records_per_sec']:g} records/s into under-min-ISR partitions"
+                     + (" (fail: NOT_ENOUGH_REPLICAS)" if r["acks"] == "all" else " (one copy: at risk)"))
+    if emulated is not None:
+        s = emulated.summary
+        lines.append(f"  emulated run: {s['acked']} acked, lost by acks {s['lost_acked_by_acks']}, "
+                     f"{s['unavailable_acked']} acked records unavailable (offline partitions)")
+        if loss.log_dir:
+            lines.append("  time to recover: none measured (a failed log dir stays offline until its disk is "
+                         "replaced, which the emulator does not model)")
+        elif emulated.recovery_bound_ms:
+            lines.append(f"  time to recover (brokers back, under-replicated 0): {emulated.recovery_ms} ms"
+                         if emulated.recovery_ms is not None else
+                         f"  time to recover: not reached within {emulated.recovery_bound_ms} ms")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,144 @@
+"""The run directory's driver state (run_dir.py) as plain data, without Spark: typed state -> files ->
+typed state gives the same values and types, a control plane reopened after every step goes on exactly as
+one that never stopped, and a run saved in another format is refused by number."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_controller_handle import _drive
+
+from sparkkafka.controller.control_plane import ControlPlane
+from sparkkafka.controller.events import AlterIsrReceived, ApiPartitionReassignment
+from sparkkafka.errors import ScenarioError
+from sparkkafka.plaindata import from_plain, to_plain
+from sparkkafka.protocol import frames as F
+from sparkkafka.protocol.config import broker_config
+from sparkkafka.run_dir import DRIVER_STATE, MANIFEST, RUN_FORMAT_VERSION, DriverState, RunDir
+from sparkkafka.scenario import load_scenario
+from sparkkafka.scenario.workload import Workload
+
+SCENARIO = Path(__file__).resolve().parents[1] / "conf" / "scenarios" / "failures.yaml"
+
+
+def _through_json(x):
+    return json.loads(json.dumps(x))
+
+
+def test_plain_values_come_back_equal_and_of_the_same_types():
+    frame = pd.DataFrame({"broker": np.array([2, 1], dtype="int32"), "topic": ["a", None],
+                          "ok": [True, False], "leo": np.array([5, -1], dtype="int64")}, index=[7, 3])
+    value = {"t": (1, "a", None), 3: {frozenset({2, 1}), frozenset()}, "@": [1.5, float("inf")],
+             "arr": np.arange(3, dtype="int32"), "np": np.int32(4), "frame": frame, "empty": frame.iloc[0:0]}
+    back = from_plain(_through_json(to_plain(value)))
+    assert list(back) == list(value)
+    assert back["t"] == (1, "a", None) and back[3] == {frozenset({1, 2}), frozenset()}
+    assert back["@"] == [1.5, float("inf")] and type(back["np"]) is int and back["np"] == 4
+    assert back["arr"].dtype == np.int32 and back["arr"].tolist() == [0, 1, 2]
+    pd.testing.assert_frame_equal(back["frame"], frame)
+    pd.testing.assert_frame_equal(back["empty"], frame.iloc[0:0])
+    with pytest.raises(TypeError, match="no plain form"):
+        to_plain(object())
+    with pytest.raises(ValueError, match="outside sparkkafka"):
+        from_plain({"@": "os:system"})
+
+
+def _state() -> DriverState:
+    """A run's driver state a few steps in: producers, a crash, an isolation, queued messages, rows."""
+    sc = load_scenario(SCENARIO)
+    cfg = broker_config(sc.config)
+    cp = ControlPlane(list(sc.brokers), sc.racks, cfg, sc.seed, "2.8", emulator=dict(sc.emulator))
+    for spec in sc.topics:
+        cp.create_topic(spec, 0)
+    cp.start(-100)
+    wl = Workload(100, 30000)
+    for e in sc.timeline[:2]:
+        wl.add(e.args, 0, cp.partition_count(e.args["topic"]))
+    wl.batches(0)
+    cp.crash(2, 100)
+    cp.tick(100, frozenset())
+    cp.admin(ApiPartitionReassignment("admin-1", {("a", 0): [1, 0]}), 100)
+    alter = F.conform(pd.DataFrame([{"broker": 0, "topic": "a", "partition": 1, "leader_epoch": 0, "zk_version": 0,
+                                     "controller_epoch": 1, "isr": "0,1", "kind": "shrink"}]), F.ISR_CHANGE)
+    cp.active().queue.append(AlterIsrReceived(alter))  # an event carrying a frame, waiting in the queue
+    rows = defaultdict(list, {"state_change_log": [{"time_ms": 100, "broker": -1, "controller_epoch": -1,
+                                                    "topic": None, "partition": None, "message": "[Admin] x"}]})
+    return DriverState(
+        scenario=sc, run_id="r1", round_ms=100, control=cp, workload=wl, spark_partitions=2, round=2,
+        events=sorted(sc.timeline, key=lambda e: (e.time_ms(100), e.index)), next_event=3, crashed={2},
+        paused_until={1: 1200}, isolations=[(frozenset({1}), frozenset({0}), 2100), (frozenset({0}), frozenset({2}), None)],
+        offline_dirs={0: {"d1"}},
+        alter_dir_responses=[pd.DataFrame({"broker": [0], "topic": ["a"], "partition": [1], "log_dir": ["d1"],
+                                           "error": [None], "time_ms": [200]})],
+        outbox=[(15, pd.DataFrame({"broker": [2]}), -1)], produced=12, driver_rows=rows,
+        tool_state={"admin_seq": 1, "dir_moves": {("a", 1, 0): "d1"}}, flushed_round=2, state_folder="state/x")
+
+
+def _same(a: DriverState, b: DriverState) -> None:
+    assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())
+    assert b.scenario == a.scenario and b.events == a.events and b.crashed == {2}
+    assert b.isolations == a.isolations and isinstance(b.isolations[0][0], frozenset)
+    assert b.offline_dirs == {0: {"d1"}} and b.tool_state == a.tool_state
+    assert isinstance(b.driver_rows, defaultdict) and b.driver_rows == a.driver_rows
+    for (k1, f1, s1), (k2, f2, s2) in zip(a.outbox, b.outbox, strict=True):
+        assert (k1, s1) == (k2, s2)
+        pd.testing.assert_frame_equal(f1, f2)
+    pd.testing.assert_frame_equal(a.alter_dir_responses[0], b.alter_dir_responses[0])
+    assert b.workload.to_dict() == a.workload.to_dict() and b.workload.next_record_id == a.workload.next_record_id
+    assert b.control.zk == a.control.zk
+    ca, cb = a.control.active(), b.control.active()
+    assert cb.zk is b.control.zk  # the controllers share the plane's ZooKeeper again
+    assert cb.partition_states.states == ca.partition_states.states and cb.reassigning == ca.reassigning
+    pd.testing.assert_frame_equal(cb.queue[-1].requests, ca.queue[-1].requests)
+    assert cb.topic_config("a") == ca.topic_config("a")
+
+
+def test_driver_state_round_trips_through_the_run_directory(tmp_path):
+    d = _state()
+    _same(d, DriverState.from_dict(_through_json(d.to_dict())))
+    rd = RunDir(tmp_path)
+    rd.save(d)
+    assert sorted(os.listdir(tmp_path)) == [DRIVER_STATE, MANIFEST, "run.json", "zookeeper.json"]
+    assert json.loads((tmp_path / MANIFEST).read_text()) == {"format_version": RUN_FORMAT_VERSION, "round": 2}
+    assert rd.meta()["live_brokers"] == [0, 1, 2] and rd.meta()["round"] == 2  # 2 crashed: its session is open
+    back = RunDir(tmp_path).load()
+    _same(d, back)
+    # the reopened state goes on as the original does
+    for x in (d, back):
+        x.control.tick(300, frozenset())
+    assert json.dumps(d.to_dict()) == json.dumps(back.to_dict())
+    pd.testing.assert_frame_equal(d.workload.batches(300), back.workload.batches(300))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_run_of_another_format_is_refused_naming_the_version(tmp_path, version):
+    rd = RunDir(tmp_path)
+    rd.save(_state())
+    (tmp_path / MANIFEST).write_text(json.dumps({"format_version": version, "round": 2}))
+    with pytest.raises(ScenarioError, match=rf"run format {version}; this sparkkafka continues format 3") as e:
+        rd.load()
+    assert (e.value.field, e.value.value) == ("driver.json format_version", version)
+    assert rd.meta()["round"] == 2  # what describes the run stays readable
+
+
+@pytest.mark.parametrize("seed,profile", [(1, "2.8"), (2, "2.1")])
+def test_a_control_plane_reopened_after_every_step_goes_on_as_one_that_never_stopped(seed, profile):
+    snapshots: dict[bool, list[str]] = {False: [], True: []}
+
+    def keep(reopened: bool):
+        def hook(cp: ControlPlane, step: int) -> ControlPlane:
+            plain = json.dumps(cp.to_dict())
+            snapshots[reopened].append(plain)
+            return ControlPlane.from_dict(json.loads(plain)) if reopened else cp
+        return hook
+
+    _, lines = _drive(seed, profile, reopen=keep(False))
+    _, reopened_lines = _drive(seed, profile, reopen=keep(True))
+    assert reopened_lines == lines and len(lines) > 20
+    assert snapshots[True] == snapshots[False]

@@ -1,0 +1,192 @@
+"""`sparkkafka whatif` (issue 12 item 2): losses, unclean candidates and dir balancing predicted from a
+snapshot; one short emulated run confirms a rack loss."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sparkkafka.cli import main
+from sparkkafka.scenario.loader import parse_scenario
+from sparkkafka.tools import whatif as W
+from sparkkafka.tools.reassign_partitions import parse_reassignment_json
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "sample"
+DESCRIBE = (
+    "Topic: a\tPartitionCount: 4\tReplicationFactor: 3\tConfigs: min.insync.replicas=2\n"
+    "\tTopic: a\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\n"
+    "\tTopic: a\tPartition: 1\tLeader: 2\tReplicas: 2,3,4\tIsr: 2,3\n"
+    "\tTopic: a\tPartition: 2\tLeader: 4\tReplicas: 4,1,2\tIsr: 4,1,2\n"
+    "\tTopic: a\tPartition: 3\tLeader: 3\tReplicas: 3,4,1\tIsr: 3,4,1\n"
+    "Topic: b\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: \n"
+    "\tTopic: b\tPartition: 0\tLeader: 1\tReplicas: 1,3\tIsr: 1,3\n"
+    "\tTopic: b\tPartition: 1\tLeader: 2\tReplicas: 2,4\tIsr: 2\n")
+
+
+def _snapshot(tmp_path: Path) -> Path:
+    d = tmp_path / "snap"
+    d.mkdir()
+    (d / "topics-describe.txt").write_text(DESCRIBE)
+    (d / "racks.txt").write_text("1=r1\n2=r2\n3=r1\n4=r2\n")
+    (d / "server.properties").write_text("zookeeper.session.timeout.ms=1000\n")
+    (d / "rates.csv").write_text("topic,records_per_sec,value_bytes,acks\na,20,100,all\nb,20,100,1\n")
+    return d
+
+
+def _load(d: Path) -> tuple[dict, pd.DataFrame, object]:
+    m = W.load_snapshot(d)
+    sc = parse_scenario(m)
+    return m, W.partitions_frame(sc), sc
+
+
+def test_lose_rack_prediction_follows_kafkas_election(tmp_path):
+    _, parts, sc = _load(_snapshot(tmp_path))
+    p = W.predict_loss(parts, W.resolve_loss(sc, rack="r1")).set_index(["topic", "partition"])
+    assert p.loc[("b", 0), "offline"] and p.loc[("b", 0), "leader"] == -1  # replicas 1,3: all in r1
+    assert p.loc[("a", 0), "leader"] == 2 and p.loc[("a", 3), "leader"] == 4  # first live ISR member
+    assert p.loc[("a", 1), "leader"] == 2 and not p.loc[("a", 1), "leader_moved"]
+    assert p.loc[("a", 1), "isr"] == [2, 4]  # the live follower outside the ISR catches up
+    assert W.predict_loss(parts, W.resolve_loss(sc, rack="r1"), catch_up=False).set_index(
+        ["topic", "partition"]).loc[("a", 1), "isr"] == [2]
+    assert W.counts(p) == {"offline": 1, "under_min_isr": 2, "under_replicated": 4, "leader_moved": 3}
+    assert W.resolve_loss(sc, rack="r1").label() == "rack r1: broker(s) 1,3"
+    risk = W.rates_at_risk(sc, p.reset_index()).set_index("acks")
+    assert risk.loc["1", "offline_records_per_sec"] == 10.0  # b: 20/s over 2 partitions, one offline
+    assert risk.loc["all", "under_min_isr_records_per_sec"] == 10.0  # a: 5/s into each of a-0, a-3
+
+
+def test_lose_rack_on_the_sample_offlines_exactly_the_partitions_inside_the_rack():
+    m = W.load_snapshot(SAMPLE)
+    sc = parse_scenario(m)
+    parts = W.partitions_frame(sc)
+    for rack in ("rack-a", "rack-b", "rack-c"):
+        inside = {b for b, r in sc.racks.items() if r == rack}
+        p = W.predict_loss(parts, W.resolve_loss(sc, rack=rack))
+        want = {(t, n) for t, n, r in zip(parts["topic"], parts["partition"], parts["replicas"], strict=True)
+                if set(r) <= inside}
+        assert {(t, n) for t, n in zip(p.loc[p["offline"], "topic"], p.loc[p["offline"], "partition"],
+                                       strict=True)} == want
+    p = W.predict_loss(parts, W.resolve_loss(sc, rack="rack-a"))  # the emulated run (20 s) measured these
+    assert W.counts(p)["offline"] == 0 and W.counts(p)["under_replicated"] == 302
+    assert W.counts(p)["under_min_isr"] == 24
+
+
+def test_lose_dir_takes_only_the_replicas_in_that_dir():
+    sc = parse_scenario(W.load_snapshot(SAMPLE))
+    parts = W.partitions_frame(sc)
+    loss = W.resolve_loss(sc, log_dir="1:/var/kafka/data-2")
+    gone = W.lost_replicas(parts, loss)
+    hit = [(t, n) for t, n, g in zip(parts["topic"], parts["partition"], gone, strict=True) if g]
+    assert ("orders", 39) in hit and ("clickstream", 71) not in hit  # log-dirs.txt: data-2 vs data-1
+    assert len(hit) == sum(1 for d in parts["dirs"] if d.get(1) == "/var/kafka/data-2")
+    assert loss.events(5) == [{"at": 5, "fail_log_dir": {"broker": 1, "log_dir": "/var/kafka/data-2"}}]
+
+
+@pytest.mark.parametrize("flag,value,field", [
+    ("--lose-broker", "99", "--lose-broker"), ("--lose-rack", "rack-z", "--lose-rack"),
+    ("--lose-dir", "3:/nope", "--lose-dir"), ("--lose-dir", "77:/var/kafka/data-1", "--lose-dir"),
+    ("--lose-dir", "x", "--lose-dir")])
+def test_cli_bad_loss_exits_2_naming_flag_and_value(flag, value, field, capsys):
+    assert main(["whatif", str(SAMPLE), flag, value, "--no-emulate"]) == 2
+    err = capsys.readouterr().err
+    assert field in err and value in err
+
+
+def test_cli_not_a_snapshot_and_no_loss(tmp_path, capsys):
+    assert main(["whatif", str(tmp_path), "--lose-broker", "1"]) == 2
+    assert "SNAPSHOT" in capsys.readouterr().err
+    assert main(["whatif", str(SAMPLE), "--no-emulate"]) == 2
+    assert "give exactly one" in capsys.readouterr().err
+    assert main(["whatif", str(SAMPLE), "--lose-broker", "1", "--unclean", "--no-emulate"]) == 2
+    assert "--unclean" in capsys.readouterr().err
+    assert main(["whatif", str(SAMPLE), "--lose-broker", "1", "--balance-dirs"]) == 2
+    assert "--balance-dirs" in capsys.readouterr().err
+
+
+def test_cli_prediction_table_formats(capsys):
+    assert main(["whatif", str(SAMPLE), "--lose-broker", "1", "--lose-broker", "2", "--no-emulate",
+                 "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Losing broker(s) 1,2:")
+    header = "topic,partition,leader_before,leader_predicted,isr_predicted,offline,under_min_isr,under_replicated"
+    assert header in out
+    assert main(["whatif", str(SAMPLE), "--lose-broker", "1", "--no-emulate", "--format", "markdown"]) == 0
+    assert "| topic | partition |" in capsys.readouterr().out
+
+
+def test_unclean_candidates_count_acked_records_missing_from_each_log():
+    acked = pd.DataFrame({"topic": "t", "partition": 0, "record_id": range(10), "acked": [True] * 9 + [False]})
+    log = pd.DataFrame({"topic": "t", "partition": 0, "broker": [2] * 7 + [3] * 4,
+                        "record_id": [*range(7), *range(4)], "is_future": False})
+    offline = pd.DataFrame({"topic": ["t"], "partition": [0], "replicas": [[1, 2, 3]]})
+    c = W.unclean_candidates(acked, log, offline, live=[2, 3]).set_index("candidate")
+    assert c["lost_if_elected"].to_dict() == {1: 9, 2: 2, 3: 5}
+    assert c["best"].to_dict() == {1: False, 2: True, 3: False}  # broker 1 is down: not electable
+    c = W.unclean_candidates(acked, log, offline, live=[]).set_index("candidate")
+    assert not c["best"].any()
+
+
+def test_balance_dirs_plan_evens_dirs_and_is_a_plan_kafkas_tool_accepts(tmp_path, capsys):
+    sc = parse_scenario(W.load_snapshot(SAMPLE))
+    parts = W.partitions_frame(sc)
+    moves = W.balance_dirs(parts, sc.log_dirs)
+    before, after = W.dir_usage(parts), W.dir_usage(parts, moves)
+    assert W.widest_gap(after) < W.widest_gap(before) / 10
+    assert after["bytes"].sum() == before["bytes"].sum()
+    moving = {(t, n, b) for t, n, ms in zip(parts["topic"], parts["partition"], parts["moving"], strict=True)
+              for b in ms}
+    assert moving and not moving & {(m["topic"], m["partition"], m["broker"]) for m in moves}
+    entries = parse_reassignment_json(W.plan_json(parts, moves), brokers=sc.brokers,
+                                      log_dirs={b: list(sc.log_dirs) for b in sc.brokers})
+    assert sum(d != "any" for e in entries for d in e["log_dirs"]) == len(moves)
+    plan = tmp_path / "plan.json"
+    assert main(["whatif", str(SAMPLE), "--balance-dirs", "--plan", str(plan), "--format", "csv"]) == 0
+    assert json.loads(plan.read_text())["partitions"] and "KIP-113 move(s)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_emulated_rack_loss_matches_prediction_and_metrics(spark, tmp_path):
+    """One short run (ZooKeeper session 1 s): the controller's state and the metrics row agree with the
+    prediction, partition by partition; with the brokers back, under-replicated returns to 0."""
+    m, parts, sc = _load(_snapshot(tmp_path))
+    m["cluster"]["emulator"] = {"engine": "resident"}
+    loss = W.resolve_loss(sc, rack="r1")
+    p = W.predict_loss(parts, loss)
+    e = W.emulate_loss(m, loss, spark=spark, out=str(tmp_path / "run"), at_ms=300, settle_ms=700, recover_ms=3000)
+    both = W.compare(p, e.state)
+    assert both["agree"].all(), both.to_string()
+    assert {k: W.counts(p)[k] for k in e.metrics} == e.metrics == {k: W.counts(e.state)[k] for k in e.metrics}
+    assert e.summary["offline_partitions"] == 1
+    assert e.recovery_ms is not None and 0 < e.recovery_ms <= 3000  # restarted, caught up, back in the ISRs
+
+
+@pytest.mark.slow
+def test_unclean_best_candidate_loses_exactly_what_was_predicted(spark, tmp_path):
+    """Replicas 3 then 2 drop out (crash), acks=all records go on being acked by the shrinking ISR, then the
+    last ISR member 1 dies and 2, 3 come back: the partition is offline. The prediction names 2 (it missed
+    fewer acked records than 3); electing it uncleanly loses exactly that many (the checker's count)."""
+    from sparkkafka import Cluster
+
+    sc = {"name": "unclean", "cluster": {"brokers": [1, 2, 3], "config": {"zookeeper.session.timeout.ms": 1000},
+                                         "emulator": {"engine": "resident"}},
+          "topics": [{"name": "t", "assignment": {0: [1, 2, 3]}}],
+          "timeline": [{"at": 0, "produce": {"topic": "t", "rate_per_sec": 40, "duration_ms": 5000, "acks": "all"}},
+                       {"at": 300, "crash": 3}, {"at": 1500, "crash": 2}, {"at": 2700, "crash": 1},
+                       {"at": 3800, "restart": 2}, {"at": 3800, "restart": 3}],
+          "run": {"until_ms": 5000}}
+    c = Cluster.from_scenario(sc, spark=spark, out=str(tmp_path / "run"))
+    c.run(until_ms=4300)
+    cands = W.unclean_of_run(c.out).set_index("candidate")
+    assert list(cands["topic"].unique()) == ["t"]
+    best = cands[cands["best"]]
+    assert list(best.index) == [2] and 0 < cands.loc[2, "lost_if_elected"] < cands.loc[3, "lost_if_elected"]
+    assert not cands.loc[1, "live"]
+    assert c.summary()["lost_acked"] == 0
+    assert c.elect_leaders("unclean", [("t", 0)]) == {("t", 0): None}
+    c.run(until_ms=5000)
+    s = c.summary()
+    assert s["offline_partitions"] == 0
+    assert s["lost_acked"] == int(best["lost_if_elected"].iloc[0])
