@@ -182,6 +182,7 @@ ROUND_KAFKA_CONFIGS: dict[str, str] = {
 ROUND_EMULATOR_SETTINGS: dict[str, str] = {
     "emulator.read.max.records": "read_max_records",
     "emulator.tail.records": "tail_records",
+    "emulator.idle.jump": "idle_jump",
 }
 # What the driver derives for it (rules, per-topic and per-broker values), read under the field's name.
 ROUND_DERIVED = ("profile", "rules", "round_ms", "topic_unclean", "topic_flush", "quota", "throttled_replicas")
@@ -212,6 +213,7 @@ class RoundConfig(Mapping):
     replica_alter_log_dirs_io_max_bytes_per_second: int
     read_max_records: int
     tail_records: int
+    idle_jump: bool
     profile: str
     rules: Rules
     round_ms: int
