@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from broker_net import Net, round_cfg
 
+from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import errors, fetch, produce
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol.config import broker_config
@@ -76,42 +78,29 @@ class Pair:
         return appended
 
 
-def test_seed_hw_table_step_by_step():
-    """seed-notes section 1 / protocol.md 3.3: the follower learns the HW one fetch late."""
-    p = Pair()
-    p.follower_fetch(0)
-    p.leader_serve(0)  # the follower's first fetch (offset 0) parks: nothing to read yet
-    assert len(p.parked) == 1
-    seen = []
-    p.produce(1, acks=1, now=100)
-    seen.append(p.state())                       # producer writes
-    p.leader_serve(100)                          # new data completes the parked fetch at once
-    seen.append(p.state())                       # leader responds (record 0, HW 0)
-    p.follower_apply(200)
-    seen.append(p.state())                       # follower appends; HW = min(0, 1) = 0
-    p.follower_fetch(200)
-    p.leader_serve(300)                          # fetch at 1: remote LEO 1, leader HW 1, parked
-    seen.append(p.state())
-    assert len(p.parked) == 1
-    p.leader_serve(300 + CFG["replica.fetch.wait.max.ms"])  # the delayed fetch expires with HW 1
-    p.follower_apply(900)
-    seen.append(p.state())
-    assert seen == [(1, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 0, 1, 0), (1, 1, 1, 1, 0), (1, 1, 1, 1, 1)]
+def pair(isr=(1, 2), min_isr=1) -> Net:
+    """Leader 1 and follower 2 of t-0 stepped a broker round at a time (protocol/broker.step), after the
+    round that delivered their LeaderAndIsr (the follower's first fetch is in flight)."""
+    net = Net(round_cfg("2.8"), {"t": min_isr})
+    net.step(leader_and_isr=F.concat([lai(1, 1, isr, [1, 2]), lai(2, 1, isr, [1, 2])], F.LEADER_AND_ISR))
+    return net
+
+
+def produced(net: Net) -> pd.DataFrame:
+    """The produce results the last round answered."""
+    return F.concat([e.frame for e in net.last.effects if isinstance(e, B.HistoryRows)
+                     and e.table == "produce_results"], F.RESULT)
 
 
 def test_response_carries_hw_read_before_the_fetch_moved_it():
-    p = Pair()
-    p.produce(2, now=0)
-    p.follower_fetch(0)
-    resp = p.leader_serve(0)
-    assert resp.hw.tolist() == [0] and len(p.resp[1]) == 2
-    p.follower_apply(0)
-    p.produce(1, now=100, record_id=2)
-    p.follower_fetch(100)
-    resp = p.leader_serve(100)  # fetch at 2 moves the HW to 2 but reports the HW it read (0)
-    assert resp.hw.tolist() == [0]
-    assert p.state()[2] == 2
-
+    net = pair()
+    s = net.step(produce=batch(1, 2, 1, now=net.now))  # the fetch at 0 is served with both records
+    assert s.outbox.fetch_responses.hw.tolist() == [0] and len(s.outbox.fetch_records) == 2
+    net.step(produce=batch(1, 1, 1, record_id=2, now=net.now))  # the follower appends; fetches at 2
+    assert int(net.replica(2).leo) == 2
+    s = net.step()  # fetch at 2 moves the HW to 2 but reports the HW it read (0)
+    assert s.outbox.fetch_responses.hw.tolist() == [0]
+    assert int(net.replica(1).hw) == 2
 
 @pytest.mark.parametrize("acks", [1, 0])
 def test_acks_1_and_0_answer_at_append(acks):
@@ -124,16 +113,15 @@ def test_acks_1_and_0_answer_at_append(acks):
 
 
 def test_acks_all_completes_only_when_hw_passes_it():
-    p = Pair()
-    assert p.produce(2, acks=-1).empty and len(p.pending) == 1
-    p.follower_fetch(0)
-    p.leader_serve(0)
-    assert p.results[-1].empty  # HW still 0
-    p.follower_apply(100)
-    p.follower_fetch(100)
-    p.leader_serve(200)  # the follower's LEO 2 reaches the leader: HW 2
-    done = p.results[-1]
+    net = pair()
+    net.step(produce=batch(1, 2, -1, now=net.now))  # appended and served at once; the HW is still 0
+    assert produced(net).empty and len(net.state.pending) == 1
+    net.step()  # the follower appends both and fetches at 2
+    assert produced(net).empty
+    net.step()  # the follower's LEO 2 reaches the leader: HW 2
+    done = produced(net)
     assert done.acked.tolist() == [True] and done.base_offset.tolist() == [0] and done.error.isna().all()
+    assert net.state.pending.empty
 
 
 def test_acks_all_times_out_without_the_follower():

@@ -1,0 +1,87 @@
+"""A harness driving protocol/broker.step with no Spark: brokers whose messages are delivered the next
+round (as the engines deliver them), an in-memory log table kept by executing the AppendRecords and
+TruncateLog effects, and the other effects recorded per round."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from sparkkafka.protocol import broker as B
+from sparkkafka.protocol import frames as F
+from sparkkafka.protocol.config import EMULATOR_DEFAULTS, broker_config, topic_config
+from sparkkafka.protocol.leader_and_isr import new_broker_rows
+
+# outbox field -> the inbox field it arrives in next round (messages between brokers)
+ROUTES = {"fetches": "fetches", "fetch_responses": "fetch_responses", "fetch_records": "fetch_records",
+          "epoch_requests": "epoch_requests", "epoch_responses": "epoch_responses"}
+
+
+def apply_log_effects(log: pd.DataFrame, effects) -> pd.DataFrame:
+    """The log table (RECORD columns plus log_dir, is_future) after a round's AppendRecords and TruncateLog."""
+    for e in effects:
+        if isinstance(e, B.AppendRecords):
+            log = pd.concat([log, e.records[list(log.columns)]], ignore_index=True)
+        elif isinstance(e, B.TruncateLog):
+            if len(e.flips):  # a swapped-in future log's records become current (log_truncation.truncate)
+                fl = F.locate(e.flips, log, ["broker", "log_dir", "topic", "partition"])
+                log.loc[(fl >= 0) & log["is_future"].to_numpy(), "is_future"] = False
+            if len(e.cuts):
+                c = log.merge(e.cuts, on=["broker", "log_dir", "topic", "partition"], how="left",
+                              suffixes=("", "_cut"))
+                log = log[~(c["offset_cut"].notna() & (c["offset"] >= c["offset_cut"])).to_numpy()]
+                log = log.reset_index(drop=True)
+    return log
+
+
+def round_cfg(profile: str = "2.8", topics=("t",), **overrides) -> dict:
+    """A round's `cfg` as the driver builds it (Cluster._params): broker configs, the topics' flush and
+    unclean-election settings, the emulator's settings (emulator.*), the profile; `overrides` by full key."""
+    broker = broker_config({})
+    tcfg = {t: topic_config(broker, {}) for t in topics}
+    return {**broker, **{f"emulator.{k}": v for k, v in EMULATOR_DEFAULTS.items()},
+            "topic_unclean": {t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()},
+            "topic_flush": {t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()},
+            "round_ms": EMULATOR_DEFAULTS["round.ms"], "profile": profile, **overrides}
+
+
+class Net:
+    """Brokers stepped round by round; `log` is the log table their effects built."""
+
+    def __init__(self, cfg: dict, min_isr: dict, brokers=(1, 2), log_dirs=("d0",), round_ms: int = 100,
+                 state: B.BrokerState | None = None, log: pd.DataFrame | None = None) -> None:
+        self.config = B.RoundConfig(cfg=cfg, min_isr=min_isr, log_dirs=tuple(log_dirs))
+        self.state = state if state is not None else B.BrokerState(brokers=new_broker_rows(list(brokers)))
+        self.inbox = B.Inbox()
+        self.now = 0
+        self.round_ms = round_ms
+        self.log = log if log is not None else F.empty({**F.RECORD, "log_dir": F.STR, "is_future": F.BOOL})
+        self.last: B.Step | None = None
+
+    def step(self, **messages) -> B.Step:
+        """One round at `now` with the messages in flight plus `messages` (inbox field -> frame); the
+        outbox's broker-to-broker messages are delivered next round; `now` advances by one round."""
+        inbox = replace(self.inbox, **{k: v if isinstance(v, dict) else
+                                       pd.concat([getattr(self.inbox, k), v], ignore_index=True)
+                                       for k, v in messages.items()})
+        current = self.log[~self.log["is_future"].to_numpy()]
+        s = B.step(self.state, inbox, self.now, self.config, read=B.read_from(current))
+        self.state, self.last = s.state, s
+        self.inbox = B.Inbox(**{dst: getattr(s.outbox, src) for src, dst in ROUTES.items()})
+        self.log = apply_log_effects(self.log, s.effects)
+        self.now += self.round_ms
+        return s
+
+    def replica(self, broker: int, topic: str = "t", partition: int = 0) -> pd.Series:
+        r = self.state.replicas
+        return r[(r["broker"] == broker) & (r["topic"] == topic) & (r["partition"] == partition)].iloc[0]
+
+    def remote(self, leader: int, replica: int, topic: str = "t", partition: int = 0) -> pd.Series:
+        r = self.state.remotes
+        return r[(r["broker"] == leader) & (r["replica"] == replica) & (r["topic"] == topic)
+                 & (r["partition"] == partition)].iloc[0]
+
+    def effects(self, kind: type) -> list:
+        return [e for e in self.last.effects if isinstance(e, kind)]
+
