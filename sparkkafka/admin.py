@@ -18,6 +18,7 @@ NOT_CONTROLLER = ("NOT_CONTROLLER", "This is not the correct controller for this
 
 
 def _now(d: DriverState, now: int | None) -> int:
+    d.outside_change()  # every admin call changes what the next round does: no idle jump over it
     return d.round * d.round_ms if now is None else now
 
 

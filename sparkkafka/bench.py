@@ -13,6 +13,10 @@ engine and prints, around round 100 and over the last rounds, the median wall an
 (CPU of the driver, its JVM and Python workers: on a shared machine the figure others' load does not
 move) split into the Spark job, the log commit, the history flush (with the compaction they ran) and
 the tasks' storage reads, and each table's live files and _delta_log entries.
+`sparkkafka bench --idle-hour` runs an idle emulated hour on each engine: `--scale` brokers and partitions
+at RF 3, one acks=all record per partition at 0 s, then nothing until 3,600 s. It prints the rounds of
+work (rounds run; the others are skipped by the idle jump, protocol/idle.py), those after the burst
+settled (after 10 s), the Spark jobs and the wall time.
 
 The grid mode (no --reference):
 
@@ -289,6 +293,46 @@ def long_run_table(r: dict) -> str:
             f"CPU **{r['cpu_ratio']:.2f}x**; "
             f"acked {r['acked']}, lost {r['lost_acked']}\n\n")
     return head + "\n".join(rows) + "\n\n" + "\n".join(files) + "\n"
+def idle_hour_scenario(brokers: int, partitions: int, engine: str, seconds: float = 3600.0):
+    """`partitions` RF 3 partitions on `brokers` brokers, one acks=all record per partition at 0 s, then
+    nothing until `seconds`."""
+    from .scenario import parse_scenario
+
+    return parse_scenario({
+        "seed": 11, "cluster": {"brokers": brokers, "log_dirs": ["d0", "d1"], "emulator": {"engine": engine}},
+        "topics": [{"name": "idle", "partitions": partitions, "replication_factor": min(3, brokers)}],
+        "timeline": [{"at": 0, "produce": {"topic": "idle", "partition": "all", "records": partitions,
+                                           "acks": "all"}}],
+        "run": {"until_ms": int(seconds * 1000)}}, name=f"idle-hour-{brokers}x{partitions}")
+
+
+def measure_idle_hour(spark, brokers: int, partitions: int, workdir: str, engine: str = "rounds") -> dict:
+    """Run the idle hour on `engine`: rounds run (and after 10 s), Spark jobs, wall time of the run loop."""
+    from .cluster import Cluster
+
+    sc = idle_hour_scenario(brokers, partitions, engine)
+    c = Cluster.from_scenario(sc, spark=spark, out=os.path.join(workdir, sc.name), overwrite=True)
+    total = sc.end_ms // c.round_ms + 1
+    t = time.perf_counter()
+    jobs, left = 0, total
+    while left > 0:
+        left -= c._advance(min(left, c._window_limit()), left)
+        jobs += 1
+    loop = time.perf_counter() - t
+    c.run(sc.end_ms)
+    m = c._df("metrics").select("time_ms").toPandas()["time_ms"]
+    return {"engine": ENGINE_NAMES[engine], "brokers": brokers, "replicas": partitions * min(3, brokers),
+            "emulated_s": sc.end_ms / 1000, "rounds": total, "rounds_run": len(m), "after_10s": int((m > 10000).sum()),
+            "jobs": jobs, "loop_s": loop, "realtime": sc.end_ms / 1000 / loop}
+
+
+def idle_hour_table(results: list[dict]) -> str:
+    head = ("| engine | brokers | replicas | emulated s | rounds | rounds of work | of them after 10 s | Spark jobs | "
+            "run loop (s) | real-time factor |\n|---|---|---|---|---|---|---|---|---|---|\n")
+    return head + "\n".join(
+        f"| {r['engine']} | {r['brokers']} | {r['replicas']} | {r['emulated_s']:.0f} | {r['rounds']} | "
+        f"{r['rounds_run']} | {r['after_10s']} | {r['jobs']} | {r['loop_s']:.1f} | {r['realtime']:.0f}x |"
+        for r in results) + "\n"
 
 
 def reference_table(results: list[dict]) -> str:
@@ -331,6 +375,14 @@ def main(args: argparse.Namespace) -> int:
             md = long_run_table(measure_long_run(spark, b, p, n, work, progress=not args.no_progress,
                                                  span=min(500, max(1, n // 5))))
         return _emit(md, args.markdown)
+    if args.idle_hour:
+        b, p = (int(x) for x in (args.scale or "3,30").split(","))
+        runs = []
+        for engine in args.engine.split(","):
+            with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
+                runs.append(measure_idle_hour(spark, b, p, work, engine=engine))
+            print(idle_hour_table(runs[-1:]), flush=True)
+        return _emit(idle_hour_table(runs), args.markdown)
     if args.reference:
         b, p = (int(x) for x in (args.scale or "12,3000").split(","))
         runs = []

@@ -110,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="run issue 11's reference scenario (12 brokers x 3 dirs, 3,000 partitions RF 3, "
                         "acks=all on every partition, a crash at 20 s and restart at 40 s, 60 emulated s)")
     b.add_argument("--scale", help="with --reference: BROKERS,PARTITIONS (default 12,3000); with --long-run: "
-                                   "(default 3,6)")
+                                   "(default 3,6); with --idle-hour: (default 3,30)")
     b.add_argument("--seconds", type=float, default=60.0, help="with --reference: emulated seconds (default 60)")
     b.add_argument("--engine", default="rounds,resident",
                    help="with --reference: the engines to run side by side, comma-separated (default rounds,resident)")
@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--long-run", action="store_true",
                    help="issue 11's long run on the resident engine (--rounds, default 10000; --scale): per-round wall "
                         "and CPU time around round 100 against the last rounds, by phase, and files per table")
+    b.add_argument("--idle-hour", action="store_true",
+                   help="an idle emulated hour (a burst of one record per partition, then nothing): rounds of work "
+                        "and wall time with the idle jump (--scale, --engine)")
     b.add_argument("--exchange", action="store_true",
                    help="the resident engine's per-round message exchange between barrier tasks (--rounds, default 200)")
     return p

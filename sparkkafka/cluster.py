@@ -31,6 +31,7 @@ from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
 from .protocol import errors as kerr
+from .protocol import idle
 from .protocol.config import LONG_MAX, RoundConfig, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform
 from .protocol.rules import rules_for
@@ -101,6 +102,7 @@ class Cluster:
     isolations, offline_dirs, alter_dir_responses, tool_state = _Driven(), _Driven(), _Driven(), _Driven()
     _outbox, _produced, _driver_rows = _Driven("outbox"), _Driven("produced"), _Driven("driver_rows")
     _log_actions, _flushed_round = _Driven("log_actions"), _Driven("flushed_round")
+    _idle_round = _Driven("idle_round")
 
     def __init__(self, spark: SparkSession, out: str, driver: DriverState | None = None) -> None:
         self.spark = spark
@@ -204,6 +206,7 @@ class Cluster:
         self.writer = self._table_writer()
         self._cut: dict[int, frozenset] = {}  # who cannot reach whom this round
         self._placed: int | None = None  # the resident tasks `state` is placed over (None: not placed)
+        self._before_jump: DataFrame | None = None  # the rows an idle jump's job reads, until it has run
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
         self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
 
@@ -255,6 +258,7 @@ class Cluster:
         if self.scenario.racks:
             probe["cluster"]["racks"] = self.scenario.racks
         ev = parse_scenario(probe, name=self.scenario.name).timeline[0]
+        self.driver.outside_change()
         self._apply(ev.type, ev.args, self.round * self.round_ms)
 
     def _apply(self, kind: str, a: dict, now: int) -> None:
@@ -485,18 +489,22 @@ class Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
         self._require_resumable()
         while rounds > 0:
-            rounds -= self._advance(min(rounds, self._window_limit()))
+            rounds -= self._advance(min(rounds, self._window_limit()), rounds)
         self.save()
         return self
 
     def _round(self) -> None:
         self._advance(1)
 
-    def _advance(self, limit: int) -> int:
+    def _advance(self, limit: int, horizon: int | None = None) -> int:
         """Run the next round, or with the resident engine (emulator.engine: resident) a window of up to
         `limit` rounds in one Spark job; returns the rounds run. The driver's part is the same either way:
         events due, the controller, produce batches and messages before; commits and the controller's
-        inputs after."""
+        inputs after. When the last round left the cluster idle, the rounds up to the next thing due
+        (within `horizon` rounds, default `limit`) are first skipped (_jump) and count as advanced."""
+        jumped = self._jump(limit if horizon is None else horizon)
+        if jumped:
+            limit = min(limit, (limit if horizon is None else horizon) - jumped)
         clock = _Stopwatch(self.timings)
         now = self.round * self.round_ms
         self._apply_due(now)
@@ -523,7 +531,9 @@ class Cluster:
                             workload=copy.deepcopy(self.workload) if n > 1 else None,
                             leaders=self.control.partition_frame()[["topic", "partition", "leader"]],
                             crashed=frozenset(self.crashed), isolations=tuple((a, o) for a, o, _ in self.isolations),
-                            inbox=self._outbox_wire() if placed else None)
+                            inbox=self._outbox_wire() if placed else None,
+                            jump_last=self._jump_last(self.round, limit if horizon is None else horizon - jumped),
+                            cycle=self._fetch_cycle())
             clock.lap("driver")
             out = inp.mapInPandas(ResidentRounds(window), W.SPARK_DDL, barrier=True).localCheckpoint(eager=False)
             where: int | None = tasks
@@ -551,6 +561,7 @@ class Cluster:
                 gauges[r][k] += v
         ran = max([*gauges, self.round]) - self.round + 1
         last = self.round + ran - 1
+        self._idle_round = last if idle.cluster_idle(gauges[last]) else None
         for r in range(self.round + 1, last + 1):  # the rounds the tasks produced for on their own
             self._produce_batches(r * self.round_ms, send=False)
         now = last * self.round_ms
@@ -585,8 +596,10 @@ class Cluster:
         self._driver_rows["state_change_log"] += [
             dict(zip(["time_ms", "broker", "controller_epoch", "topic", "partition", "message"], x, strict=True))
             for x in self.control.take_lines()]
-        if self.state is not None:
-            self.state.unpersist()
+        for old in (self.state, self._before_jump):
+            if old is not None:
+                old.unpersist()
+        self._before_jump = None
         self.state = out
         self._placed = where
         before = self.round
@@ -599,7 +612,81 @@ class Cluster:
         if self.round // every > before // every:
             self.flush()
         clock.lap("history")
-        return ran
+        return ran + jumped
+
+    # ------------------------------------------------------------------ the idle jump (protocol/idle.py)
+    def _fetch_cycle(self) -> int:
+        return idle.fetch_cycle_rounds(self.broker_cfg, self.round_ms)
+
+    def _due_ms(self, now: int) -> int | None:
+        """The first emulated time after `now` at which the driver has something to do: a timeline event,
+        a controller action or request to deliver, the end of a network partition (None: none)."""
+        due = [self.control.next_action_ms(now)]
+        if self.next_event < len(self.events):
+            due.append(self.events[self.next_event].time_ms(self.round_ms))
+        due += [end for _, _, end in self.isolations if end is not None]
+        due = [t for t in due if t is not None]
+        return min(due) if due else None
+
+    def _jump_last(self, first: int, horizon: int) -> int | None:
+        """The round an idle span from round `first` on may skip to, at most: the first round that needs
+        the driver, or the last of the `horizon` rounds to run (None: jumping is off). The resident
+        tasks get it too, to end a window where the driver would jump."""
+        if not self.scenario.emulator.get("idle.jump"):
+            return None
+        last = first + horizon - 1
+        due = self._due_ms(first * self.round_ms - 1)
+        return last if due is None else min(last, -(-due // self.round_ms))
+
+    def _pass_controller_timers(self, last: int, end: int) -> int:
+        """Extend an idle span over controller timers that find nothing to do (an auto leader-rebalance
+        check of a balanced cluster, every leader.imbalance.check.interval.seconds): the timer runs at
+        its round's time on the driver, as it would have (it reads only ZooKeeper, which idle brokers
+        do not change), and the span goes on to the next thing due. A timer that would act (send a
+        request, write ZooKeeper, change a gauge) is not run here: its round runs. Returns the span's
+        new last round (at most `end`)."""
+        r = self.round_ms
+        while last < end:
+            t = self.control.next_action_ms(last * r - 1)
+            ev = self.events[self.next_event].time_ms(r) if self.next_event < len(self.events) else None
+            others = [x for x in [ev, *(e for _, _, e in self.isolations)] if x is not None]
+            if t is None or -(-t // r) != last or any(-(-x // r) <= last for x in others):
+                break
+            probe = copy.deepcopy(self.control)
+            probe.tick(last * r, frozenset())
+            nxt = probe.next_action_ms(last * r)
+            if (nxt is not None and nxt <= last * r + 1) or probe.writes or _gauges(probe) != _gauges(self.control):
+                break
+            self.control = probe
+            last = self._jump_last(last + 1, end - last)
+        return last
+
+    def _jump(self, horizon: int) -> int:
+        """Skip the idle rounds before the next thing due: when every task reported the last round run
+        quiescent (idle.cluster_idle) and the driver sends nothing (no producer, no shutdown or pause in
+        progress), whole fetch cycles up to _jump_last are not run. The brokers' rows are moved along
+        by idle.shift_time inside the next round's Spark job; the skipped rounds leave no rows in the
+        per-round tables (metrics, replica_state, follower_state). Returns the rounds skipped."""
+        if self._idle_round != self.round - 1 or self.state is None:
+            return 0
+        if self._outbox or self.stopping or self.paused_until or self.workload.active:
+            return 0
+        last = self._jump_last(self.round, horizon)
+        if last is None or idle.jump_rounds(last - self.round, self._fetch_cycle()) == 0:
+            return 0
+        last = self._pass_controller_timers(last, self.round + horizon - 1)
+        d = idle.jump_rounds(last - self.round, self._fetch_cycle())
+        from .engine.idle_jump import IdleJump
+
+        before = (self.round - 1) * self.round_ms
+        p = self._params(before)
+        fn = IdleJump(rounds=d, last_ms=before, cfg=p.cfg, brokers_dir=self.brokers_dir, log_dirs=p.log_dirs,
+                      offline_dirs=p.offline_dirs, unreachable=self._cut)
+        self._before_jump = self.state
+        self.state = self.state.mapInPandas(fn, W.SPARK_DDL)
+        self.round += d
+        self._idle_round = None
+        return d
 
     def _window_limit(self) -> int:
         emu = self.scenario.emulator
@@ -611,14 +698,9 @@ class Cluster:
         or a shutdown in progress."""
         if limit <= 1 or self.stopping or self.paused_until:
             return 1
-        due = [self.control.next_action_ms(now)]
-        if self.next_event < len(self.events):
-            due.append(self.events[self.next_event].time_ms(self.round_ms))
-        due += [end for _, _, end in self.isolations if end is not None]
-        due = [t for t in due if t is not None]
-        if not due:
+        first = self._due_ms(now)  # the first round at or after it needs the driver
+        if first is None:
             return limit
-        first = min(due)  # the first round at or after it needs the driver
         return int(max(1, min(limit, -(-(first - now) // self.round_ms))))
 
     def _resident_tasks(self) -> int:
@@ -681,7 +763,7 @@ class Cluster:
 
             bar = tqdm(total=total, unit="round", desc=self.scenario.name, leave=False)
         while total > 0:
-            ran = self._advance(min(total, self._window_limit()))
+            ran = self._advance(min(total, self._window_limit()), total)
             total -= ran
             if bar is not None:
                 bar.update(ran)
@@ -790,6 +872,14 @@ class Cluster:
         from .tools.replica_verification import verify_run
 
         return verify_run(self.out, topic_white_list).lines
+
+
+def _gauges(control: ControlPlane) -> dict:
+    """The controller's metrics row as it is now (metrics() also resets the unclean-election count)."""
+    n = control.unclean_elections
+    out = control.metrics()
+    control.unclean_elections = n
+    return out
 
 
 __all__ = ["Cluster", "audit_run", "describe_run", "latest_partitions", "read_table_df", "summarize",

@@ -78,11 +78,17 @@ class DriverState:
     log_actions: list[dict] = field(default_factory=list)  # log-table actions the driver made (a power loss)
     tool_state: dict[str, Any] = field(default_factory=dict)
     flushed_round: int | None = None
+    idle_round: int | None = None  # the last round run, when every task reported it quiescent (the idle jump)
     state_folder: str | None = None  # the brokers' rows, relative to the run directory
 
     def __post_init__(self) -> None:
         if not isinstance(self.driver_rows, defaultdict):
             self.driver_rows = defaultdict(list, self.driver_rows)
+
+    def outside_change(self) -> None:
+        """An event or admin request applied between rounds: the last round's quiescence no longer says
+        what the next rounds do, so they are not skipped by the idle jump (the next round reports afresh)."""
+        self.idle_round = None
 
     def send(self, kind: int, frame: pd.DataFrame, src: int = CLIENT) -> None:
         """Queue a driver-made message for the next round; `src` is the sending broker (the controller's

@@ -34,6 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..protocol import idle
 from ..protocol.frames import PRODUCE, conform, leaders_by_key
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
@@ -57,6 +58,21 @@ class Window:
     crashed: frozenset  # brokers down: what is sent to them is lost
     isolations: tuple  # (side a, side b) pairs cut from each other for the whole window
     inbox: pd.DataFrame | None = None  # the driver's messages for the first round (packed wire rows)
+    jump_last: int | None = None  # Cluster._jump_last: the window ends where the driver would jump (None: off)
+    cycle: int = 1  # rounds of the idle fetch cycle (idle.fetch_cycle_rounds)
+
+
+def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:
+    """Whether the driver would skip rounds from `next_round` on (Cluster._jump): every task's quiescence
+    report of this round (in the exchange headers) says idle, no producer is left and whole fetch
+    cycles fit before the next thing due. The window then ends, so that both engines jump alike."""
+    if w.jump_last is None or w.workload is None or w.workload.active:
+        return False
+    totals: dict[str, int] = defaultdict(int)
+    for h in headers:
+        for k, v in h.get("idle", {}).items():
+            totals[k] += int(v)
+    return idle.cluster_idle(totals) and idle.jump_rounds(w.jump_last - next_round, w.cycle) > 0
 
 
 def route(msgs: pd.DataFrame, crashed: frozenset, isolations: tuple) -> pd.DataFrame:
@@ -152,11 +168,12 @@ class ResidentRounds:
                     mine.loc[summary, "payload"] = [json.dumps({**x, "round": p.round_no}) for x in parsed]
                 driver.append(mine)
                 stop = bool(halted or np.isin(kinds, STOP_KINDS).any())
+                report = {k: sum(int(x.get(k, 0)) for x in parsed) for k in idle.KEYS}
                 state = out[np.isin(kinds, W.STATE_KINDS)]
                 msgs = route(out[np.isin(kinds, W.MESSAGE_KINDS)], w.crashed, w.isolations)
-                headers, inbox = exchange_frames(mesh, msgs, "broker", {"stop": stop})
+                headers, inbox = exchange_frames(mesh, msgs, "broker", {"stop": stop, "idle": report})
                 wire = pd.concat([state, inbox], ignore_index=True)
-                if any(h.get("stop") for h in headers):
+                if any(h.get("stop") for h in headers) or driver_jumps(w, headers, p.round_no + 1):
                     break
         finally:
             mesh.close()

@@ -42,6 +42,7 @@ from . import (
     controller_requests,
     fetch,
     flush,
+    idle,
     isr,
     leader_epoch,
     log_dir_failure,
@@ -652,6 +653,11 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     summary = {"timings": sw.laps, "storage_reads": len(misses), "halted": sorted(int(b) for b in halted),
                **{c: int(v) for c, v in counts.items()},
                **{g: int(gauges[g].sum()) for g in ("under_replicated", "under_min_isr", "at_min_isr")}}
+    if cfg.get("emulator.idle.jump"):  # quiescence, for the driver's idle jump (protocol/idle.py)
+        others = [epoch_requests, epoch_answers, expand, shrink, offline_new, lai_offline, alter_answers, halts]
+        summary.update(idle.quiescence(replicas, remotes, parked, pending, futures, brokers, new_requests, responses,
+                                       resp_records, sum(map(len, others)) + len(stopping), now, cfg,
+                                       config.unreachable))
     new_state = BrokerState(replicas, remotes, tail, brokers, parked, pending, futures, preferred, offline)
     outbox = Outbox(new_requests, responses, resp_records, F.concat([expand, shrink], F.ISR_CHANGE),
                     epoch_requests, epoch_answers, F.concat([offline_new, lai_offline], F.OFFLINE_REPLICA),

@@ -92,6 +92,8 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     # run many rounds per job and exchange messages directly (engine/resident.py)
     "engine": "rounds",
     "resident.rounds": 100,  # the most rounds one resident job runs before returning to the driver
+    # skip the rounds of an idle cluster by jumping the clock to the next thing due (protocol/idle.py)
+    "idle.jump": True,
     # an imported cluster's log sizes (topics[].state) become records of this many bytes (the last one of a
     # log smaller), keyless and without payload: 1 MiB = replica.fetch.max.bytes, so a fetch moves one record
     "initial.record.bytes": 1048576,
@@ -183,6 +185,7 @@ ROUND_KAFKA_CONFIGS: dict[str, str] = {
 ROUND_EMULATOR_SETTINGS: dict[str, str] = {
     "emulator.read.max.records": "read_max_records",
     "emulator.tail.records": "tail_records",
+    "emulator.idle.jump": "idle_jump",
 }
 # What the driver derives for it (rules, per-topic and per-broker values), read under the field's name.
 ROUND_DERIVED = ("profile", "rules", "round_ms", "topic_unclean", "topic_flush", "quota", "throttled_replicas")
@@ -213,6 +216,7 @@ class RoundConfig(Mapping):
     replica_alter_log_dirs_io_max_bytes_per_second: int
     read_max_records: int
     tail_records: int
+    idle_jump: bool
     profile: str
     rules: Rules
     round_ms: int

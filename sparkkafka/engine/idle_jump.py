@@ -1,0 +1,65 @@
+"""The idle jump on the executors: the brokers' rows as an idle cluster's would be some rounds later.
+
+The driver decides a jump (Cluster._jump) when the last round's tasks all reported quiescence
+(protocol/idle.py) and nothing needs the driver for whole fetch cycles; this function, mapped over
+the brokers' state before the next round (in the same Spark job), moves their times along
+(idle.shift_time) and rewrites the HW checkpoints the skipped rounds would have rewritten (the same
+HWs: nothing moved). Rows of other kinds pass through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..protocol import idle
+from ..storage import broker_disk
+from . import rows as W
+
+
+@dataclass(frozen=True)
+class IdleJump:
+    """The picklable function given to mapInPandas: skip `rounds` rounds after the round at `last_ms`."""
+
+    rounds: int
+    last_ms: int
+    cfg: dict
+    brokers_dir: str
+    log_dirs: tuple[str, ...]
+    offline_dirs: dict = field(default_factory=dict)
+    unreachable: dict = field(default_factory=dict)
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        frames = [b for b in batches if len(b)]
+        if frames:
+            yield jump_wire(self, pd.concat(frames, ignore_index=True))
+
+
+def _checkpoint(j: IdleJump, brokers: list[int], replicas: pd.DataFrame, futures: pd.DataFrame) -> None:
+    """replication-offset-checkpoint of every live dir of `brokers`, as their round's _checkpoint_hw writes it."""
+    logs = pd.concat([f[["broker", "log_dir", "topic", "partition", "hw"]] for f in (replicas, futures)],
+                     ignore_index=True)
+    for b in brokers:
+        gone: Mapping = j.offline_dirs.get(int(b), ())
+        mine = logs[logs["broker"].to_numpy() == b]
+        for d in (d for d in j.log_dirs if d not in gone):
+            sel = mine[mine["log_dir"].to_numpy() == d]
+            broker_disk.write_hw_checkpoint(j.brokers_dir, int(b), d, list(zip(
+                sel["topic"], sel["partition"].astype(int), sel["hw"].astype(int), strict=True)))
+
+
+def jump_wire(j: IdleJump, wire: pd.DataFrame) -> pd.DataFrame:
+    """The wire rows of one task `j.rounds` idle rounds later."""
+    k = W.split(wire)
+    before = k[W.BROKER]
+    (k[W.REPLICA], k[W.REMOTE], k[W.PARKED_FETCH], k[W.FETCH], k[W.FETCH_RESPONSE], k[W.BROKER]) = idle.shift_time(
+        k[W.REPLICA], k[W.REMOTE], k[W.PARKED_FETCH], k[W.FETCH], k[W.FETCH_RESPONSE], before, j.rounds,
+        j.last_ms, j.cfg, j.unreachable)
+    moved = k[W.BROKER]["hw_checkpoint_ms"].to_numpy() != before["hw_checkpoint_ms"].to_numpy()
+    _checkpoint(j, sorted(int(b) for b in before["broker"].to_numpy()[moved]), k[W.REPLICA], k[W.FUTURE])
+    return W.pack_all(list(k.items()))
+
+
+__all__ = ["IdleJump", "jump_wire"]

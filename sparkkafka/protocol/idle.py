@@ -1,0 +1,212 @@
+"""Quiescence and the idle jump: rounds in which nothing can change are skipped (design.md, "Time").
+
+An idle Kafka cluster (no produce, every replica caught up, HW == LEO, no ISR change, no move, no
+controller work) still does things as time passes, all of them periodic:
+
+* every follower keeps one fetch outstanding per leader (AbstractFetcherThread); the leader finds
+  nothing to return and parks it in its fetch purgatory (DelayedFetch) until
+  replica.fetch.wait.max.ms passes, then answers it empty, and the follower sends the next one.
+  In rounds: sent in round a, parked in a+1 with deadline now + wait, answered in the first round at
+  or after the deadline, the answer read in the next round, where the next fetch goes out. The cycle
+  is `fetch_cycle_rounds` = 2 + ceil(wait / round.ms) rounds (2 when wait <= 0), the same for every
+  (follower, leader) pair. Each fetch that arrives at the LEO refreshes the leader's view of the
+  follower (Replica.updateFetchState: lastCaughtUpTimeMs, lastFetchTimeMs, 0.8's
+  logEndOffsetUpdateTimeMs), so no ISR shrinks;
+* the leader's isr-expiration check (ReplicaManager.maybeShrinkIsr every replica.lag.time.max.ms / 2)
+  and the HW checkpoint (replica.high.watermark.checkpoint.interval.ms) fire on fixed intervals and
+  change nothing but their own timestamps (and rewrite identical checkpoint files).
+
+So the state after D more idle rounds is known without running them, provided D is a multiple of
+the fetch cycle (`jump_rounds`): every pair is then at the same point of its cycle, all its times
+moved by D rounds (`shift_time`), and the interval timers have fired floor(...) more times
+(`advance_timer`). Everything else stays as it is: records, offsets, epochs, ISR, backoff deadlines
+already passed, flush times of clean logs, the tail.
+
+`quiescence` is what one task says about the brokers it hosts after a round: how many things would
+still change (blockers) and signatures of both ends of every fetch cycle. A pair's ends live on
+different tasks (the follower's state and its request or the answer in flight on one, the leader's
+parked request and its view of the follower on another), so each task sums a hash of the keys it
+holds and the driver checks the sums agree (`cluster_idle`): every follower's fetch is outstanding
+somewhere it will be answered from, and the leader's view of a follower is refreshed exactly when a
+follower fetches. Nothing here reads a clock; `now` is the round's emulated time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from .config import LONG_MAX
+from .frames import FETCHING, REMOTE, REPLICA, conform, ids
+from .rules import rules_of
+
+MASK = (1 << 64) - 1  # signatures are sums of 64-bit hashes, mod 2**64
+SIGNATURES = (("idle_fetch_sig", "idle_entry_sig"), ("idle_pair_sig", "idle_remote_sig"))
+KEYS = ("idle_checked", "idle_blockers") + tuple(k for pair in SIGNATURES for k in pair)
+
+
+def fetch_cycle_rounds(cfg: Mapping, round_ms: int) -> int:
+    """Rounds of one idle fetch cycle: the request's hop, the purgatory wait, the answer's hop."""
+    wait = int(cfg["replica.fetch.wait.max.ms"])
+    return 2 if wait <= 0 else 2 + -(-wait // round_ms)
+
+
+def jump_rounds(span: int, cycle: int) -> int:
+    """Rounds that may be skipped out of `span` idle ones: whole fetch cycles only."""
+    return max(0, span) // cycle * cycle
+
+
+def advance_timer(last: np.ndarray, interval: int, round_ms: int, until: int) -> np.ndarray:
+    """A timer that fires in the first round with now - last >= interval and then sets last := now
+    (the HW checkpoint, the isr-expiration check), as it is after the rounds up to `until` ran.
+    `last` is a round time, so it fires every ceil(interval / round_ms) rounds; -1 (never) stays."""
+    step = max(1, -(-int(interval) // round_ms)) * round_ms
+    fired = np.maximum(until - last, 0) // step
+    return np.where(last >= 0, last + fired * step, last)
+
+
+def isr_check_interval(cfg: Mapping) -> int:
+    """maybeShrinkIsr's period: replica.lag.time.max.ms / 2 (the whole lag before 0.10.2, KAFKA-4485)."""
+    return int(cfg["replica.lag.time.max.ms"]) // rules_of(cfg).isr_check_period_divisor
+
+
+def _signature(cols: list[np.ndarray]) -> int:
+    """Sum (mod 2**64) of a hash of each row of `cols` (ints, then topic, then ints)."""
+    if len(cols[0]) == 0:
+        return 0
+    df = pd.DataFrame({f"c{i}": (c.astype(object) if c.dtype == object else c.astype("int64"))
+                       for i, c in enumerate(cols)})
+    h = pd.util.hash_pandas_object(df, index=False).to_numpy(dtype="uint64")
+    return int(h.sum(dtype="uint64")) & MASK
+
+
+def _cut(src: np.ndarray, dst: np.ndarray, unreachable: Mapping[int, frozenset]) -> np.ndarray:
+    """Whether src cannot reach dst (a crash or a network partition: the message is dropped)."""
+    if not unreachable or len(src) == 0:
+        return np.zeros(len(src), dtype=bool)
+    return np.array([int(d) in unreachable.get(int(s), ()) for s, d in zip(src, dst, strict=True)], dtype=bool)
+
+
+def _followers(replicas: pd.DataFrame) -> np.ndarray:
+    return ((replicas["leader"] >= 0) & (replicas["leader"] != replicas["broker"])).to_numpy()
+
+
+def live_remotes(remotes: pd.DataFrame, now: int, cycle_ms: int, unreachable: Mapping[int, frozenset]) -> np.ndarray:
+    """The leader's views of followers that fetch in the idle cycle: fetched within the last cycle and
+    reachable (a crashed or cut-off follower fetches no more; its view must not be refreshed)."""
+    recent = remotes["last_fetch_ms"].to_numpy() > now - cycle_ms
+    return recent & ~_cut(remotes["broker"].to_numpy(), remotes["replica"].to_numpy(), unreachable)
+
+
+def quiescence(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFrame, pending: pd.DataFrame,
+               futures: pd.DataFrame, brokers: pd.DataFrame, fetches: pd.DataFrame, responses: pd.DataFrame,
+               records: pd.DataFrame, others: int, now: int, cfg: Mapping,
+               unreachable: Mapping[int, frozenset]) -> dict[str, int]:
+    """One task's report after the round at `now` over the frames it hosts (replicas, remotes, parked
+    fetches, pending produce, future logs, broker rows) and the messages it sent (fetch requests,
+    fetch responses, their records; `others`: how many other messages or rows for the driver, e.g.
+    OffsetsForLeaderEpoch, ISR changes). Keys: KEYS; `cluster_idle` combines the tasks' sums."""
+    round_ms = int(cfg["round_ms"])
+    cycle_ms = fetch_cycle_rounds(cfg, round_ms) * round_ms
+    r = replicas
+    fol = _followers(r)
+    lead = (r["leader"] == r["broker"]).to_numpy()
+    role = r["leader"].to_numpy() >= 0
+    flush_ms = cfg.get("topic_flush", {})
+    timed = r["topic"].isin([t for t, (_, x) in flush_ms.items() if x is not None and int(x) < LONG_MAX]).to_numpy()
+    dirty = r["leo"].to_numpy() > r["recovery_point"].to_numpy()
+    blockers = [
+        others, len(pending), len(futures), len(records),
+        int((r["pending_isr"].fillna("").to_numpy() != "").sum()),
+        int((role & (r["hw"].to_numpy() != r["leo"].to_numpy())).sum()),  # a HW still to move
+        int((dirty & timed).sum()), int((r["last_flush_ms"].to_numpy() < 0).sum()),  # a flush due
+        int((lead & (r["isr_check_ms"].to_numpy() < 0)).sum()),
+        int((fol & ((r["fetch_state"].to_numpy() != FETCHING) | ~r["fetch_in_flight"].to_numpy(dtype=bool)
+                    | (r["backoff_until_ms"].to_numpy() > now))).sum()),
+        int((brokers["hw_checkpoint_ms"].to_numpy() < 0).sum()),
+        int(responses["error"].notna().sum() + (responses["diverging_end_offset"].to_numpy() >= 0).sum()),
+    ]
+    if sum(blockers):
+        return {"idle_checked": 1, "idle_blockers": int(sum(blockers))}
+    # the leader's view of each follower: a live one is in the ISR and caught up, any other is out of it
+    live = live_remotes(remotes, now, cycle_ms, unreachable)
+    pos = pd.MultiIndex.from_arrays([r["broker"].to_numpy(), r["topic"].to_numpy(), r["partition"].to_numpy()]) \
+        .get_indexer(pd.MultiIndex.from_arrays([remotes[c].to_numpy() for c in ("broker", "topic", "partition")])) \
+        if len(remotes) and len(r) else np.full(len(remotes), -1)
+    ok = pos >= 0
+    leo = np.where(ok, r["leo"].to_numpy()[np.maximum(pos, 0)] if len(r) else -1, -1)
+    isr = np.where(ok, r["isr"].to_numpy()[np.maximum(pos, 0)] if len(r) else "", "")
+    in_isr = np.array([int(x) in ids(s) for x, s in zip(remotes["replica"], isr, strict=True)], dtype=bool)
+    blockers.append(int((~ok | (live & (~in_isr | (remotes["leo"].to_numpy() != leo)))
+                         | (~live & (in_isr | remotes["in_isr"].to_numpy(dtype=bool)))).sum()))
+    # both ends of every fetch cycle: (follower, leader, topic, partition[, request's sent_ms])
+    f = r[fol]
+    out_f = fetches[~_cut(fetches["src"].to_numpy(), fetches["broker"].to_numpy(), unreachable)]
+    out_r = responses[~_cut(responses["src"].to_numpy(), responses["broker"].to_numpy(), unreachable)]
+    entries = [np.concatenate(x) for x in zip(
+        (out_f["src"].to_numpy(), out_f["broker"].to_numpy(), out_f["topic"].to_numpy(), out_f["partition"].to_numpy(),
+         out_f["sent_ms"].to_numpy()),
+        (parked["src"].to_numpy(), parked["broker"].to_numpy(), parked["topic"].to_numpy(),
+         parked["partition"].to_numpy(), parked["sent_ms"].to_numpy()),
+        (out_r["broker"].to_numpy(), out_r["src"].to_numpy(), out_r["topic"].to_numpy(), out_r["partition"].to_numpy(),
+         out_r["sent_ms"].to_numpy()), strict=True)]
+    entries[2] = entries[2].astype(object)
+    pair = [f["broker"].to_numpy(), f["leader"].to_numpy(), f["topic"].to_numpy(), f["partition"].to_numpy()]
+    lr = remotes[live]
+    return {
+        "idle_checked": 1, "idle_blockers": int(sum(blockers)),
+        "idle_fetch_sig": _signature([*pair, f["fetch_sent_ms"].to_numpy()]),
+        "idle_entry_sig": _signature(entries),
+        "idle_pair_sig": _signature(pair),
+        "idle_remote_sig": _signature([lr["replica"].to_numpy(), lr["broker"].to_numpy(), lr["topic"].to_numpy(),
+                                       lr["partition"].to_numpy()]),
+    }
+
+
+def cluster_idle(totals: Mapping[str, int]) -> bool:
+    """Whether the tasks' summed reports (`quiescence`) say nothing in the cluster can change but the
+    idle cycles: some task reported, none has a blocker, and both ends of every fetch cycle agree."""
+    if int(totals.get("idle_checked", 0)) < 1 or int(totals.get("idle_blockers", 1)) != 0:
+        return False
+    return all((int(totals.get(a, 0)) - int(totals.get(b, 0))) & MASK == 0 for a, b in SIGNATURES)
+
+
+def shift_time(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFrame, fetches: pd.DataFrame,
+               responses: pd.DataFrame, brokers: pd.DataFrame, rounds: int, last_ms: int, cfg: Mapping,
+               unreachable: Mapping[int, frozenset]
+               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The frames of an idle cluster after the round at `last_ms` as they are `rounds` rounds later
+    (a multiple of the fetch cycle, `jump_rounds`), without running them. Per field:
+
+    * a follower's outstanding fetch (fetch_sent_ms), the request in flight or parked at its leader
+      (sent_ms, deadline_ms) and its answer in flight (sent_ms): the cycle repeats, all move by dt;
+    * the leader's view of a live follower (last_caught_up_ms, last_fetch_ms, leo_changed_ms): set to
+      `now` by each fetch at the LEO, so they move by dt; a dead follower's view does not change;
+    * isr_check_ms of led partitions and the brokers' hw_checkpoint_ms: the timers fire on their
+      interval (`advance_timer`); a checkpoint in the span rewrites the same HWs (the engine writes it);
+    * backoff_until_ms (already passed), last_flush_ms (clean logs or no flush.ms), log offsets,
+      epochs, ISR, the tail's records: unchanged, as the skipped rounds leave them.
+    Returns (replicas, remotes, parked, fetches, responses, brokers)."""
+    round_ms = int(cfg["round_ms"])
+    dt = int(rounds) * round_ms
+    until = last_ms + dt
+    cycle_ms = fetch_cycle_rounds(cfg, round_ms) * round_ms
+    r = replicas.copy()
+    fol = _followers(r) & r["fetch_in_flight"].to_numpy(dtype=bool)
+    r.loc[fol, "fetch_sent_ms"] = r.loc[fol, "fetch_sent_ms"] + dt
+    lead = (r["leader"] == r["broker"]).to_numpy()
+    r.loc[lead, "isr_check_ms"] = advance_timer(r.loc[lead, "isr_check_ms"].to_numpy(), isr_check_interval(cfg),
+                                                round_ms, until)
+    rem = remotes.copy()
+    live = live_remotes(rem, last_ms, cycle_ms, unreachable)
+    for c in ("last_caught_up_ms", "last_fetch_ms", "leo_changed_ms"):
+        rem.loc[live, c] = rem.loc[live, c] + dt
+    park = parked.assign(sent_ms=parked["sent_ms"] + dt, deadline_ms=parked["deadline_ms"] + dt)
+    fet = fetches.assign(sent_ms=fetches["sent_ms"] + dt)
+    resp = responses.assign(sent_ms=responses["sent_ms"] + dt)
+    b = brokers.assign(hw_checkpoint_ms=advance_timer(
+        brokers["hw_checkpoint_ms"].to_numpy(), int(cfg["replica.high.watermark.checkpoint.interval.ms"]),
+        round_ms, until))
+    return conform(r, REPLICA), conform(rem, REMOTE), park, fet, resp, b
