@@ -9,11 +9,12 @@ HWs: nothing moved). Rows of other kinds pass through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..protocol import broker as B
 from ..protocol import idle
 from ..storage import broker_disk
 from . import rows as W
@@ -38,16 +39,9 @@ class IdleJump:
 
 
 def _checkpoint(j: IdleJump, brokers: list[int], replicas: pd.DataFrame, futures: pd.DataFrame) -> None:
-    """replication-offset-checkpoint of every live dir of `brokers`, as their round's _checkpoint_hw writes it."""
-    logs = pd.concat([f[["broker", "log_dir", "topic", "partition", "hw"]] for f in (replicas, futures)],
-                     ignore_index=True)
-    for b in brokers:
-        gone: Mapping = j.offline_dirs.get(int(b), ())
-        mine = logs[logs["broker"].to_numpy() == b]
-        for d in (d for d in j.log_dirs if d not in gone):
-            sel = mine[mine["log_dir"].to_numpy() == d]
-            broker_disk.write_hw_checkpoint(j.brokers_dir, int(b), d, list(zip(
-                sel["topic"], sel["partition"].astype(int), sel["hw"].astype(int), strict=True)))
+    """replication-offset-checkpoint of every live dir of `brokers`, as their round writes it."""
+    for e in B.hw_checkpoints(j, replicas, futures, brokers):
+        broker_disk.write_hw_checkpoint(j.brokers_dir, e.broker, e.log_dir, e.entries)
 
 
 def jump_wire(j: IdleJump, wire: pd.DataFrame) -> pd.DataFrame:

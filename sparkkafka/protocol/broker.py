@@ -331,6 +331,13 @@ def live_dirs(config: RoundConfig, b: int) -> list[str]:
     return [d for d in config.log_dirs if d not in gone]
 
 
+def hw_checkpoints(config, replicas: pd.DataFrame, futures: pd.DataFrame, brokers) -> list[WriteHwCheckpoint]:
+    """The replication-offset-checkpoint writes of every live dir of `brokers` (config: its log_dirs and
+    offline_dirs); the idle jump rewrites the ones its skipped rounds would have written with this too."""
+    return [WriteHwCheckpoint(int(b), d, _dir_entries(replicas, futures, b, d, "hw"))
+            for b in brokers for d in live_dirs(config, b)]
+
+
 def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures: pd.DataFrame,
                   brokers: pd.DataFrame, force: set[int] = frozenset()) -> tuple[pd.DataFrame, list]:
     """replication-offset-checkpoint (the HW of every current and future log in the dir) for brokers
@@ -340,8 +347,7 @@ def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures
     due = brokers["hw_checkpoint_ms"].to_numpy() + interval <= now
     due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
     due |= brokers["broker"].isin(list(force)).to_numpy()
-    effects = [WriteHwCheckpoint(int(b), d, _dir_entries(replicas, futures, b, d, "hw"))
-               for b in brokers.loc[due, "broker"] for d in live_dirs(config, b)]
+    effects = hw_checkpoints(config, replicas, futures, brokers.loc[due, "broker"])
     out = brokers.copy()
     out.loc[due, "hw_checkpoint_ms"] = now
     return out, effects
