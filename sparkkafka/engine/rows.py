@@ -119,17 +119,20 @@ def split(wire: pd.DataFrame) -> dict[int, pd.DataFrame]:
     order = np.argsort(kinds, kind="stable")
     sk = kinds[order]
     out = {}
-    for kind, spec in KIND_SPECS.items():
+    for kind in KIND_SPECS:
         lo, hi = np.searchsorted(sk, kind, "left"), np.searchsorted(sk, kind, "right")
-        if lo == hi:
-            out[kind] = F.empty(spec)
-            continue
-        idx = order[lo:hi]
-        out[kind] = F.conform(
-            pd.DataFrame({src: wire[dst].to_numpy()[idx] for src, dst in MAPPINGS[kind].items()}), spec)
+        out[kind] = _frame(kind, wire, order[lo:hi])
     return out
 
 
+def _frame(kind: int, wire: pd.DataFrame, idx: np.ndarray) -> pd.DataFrame:
+    """The protocol frame of the wire rows at positions `idx` (all of `kind`)."""
+    spec = KIND_SPECS[kind]
+    if not len(idx):
+        return F.empty(spec)
+    return F.conform(pd.DataFrame({src: wire[dst].to_numpy()[idx] for src, dst in MAPPINGS[kind].items()}), spec)
+
+
 def unpack(kind: int, wire: pd.DataFrame) -> pd.DataFrame:
-    """Wire rows of one kind -> protocol frame."""
-    return split(wire[wire["kind"].to_numpy() == kind])[kind]
+    """Wire rows of one kind -> protocol frame (only that kind's frame is built)."""
+    return _frame(kind, wire, np.flatnonzero(wire["kind"].to_numpy() == kind))
