@@ -104,14 +104,15 @@ class Cluster:
     _log_actions, _flushed_round = _Driven("log_actions"), _Driven("flushed_round")
     _idle_round = _Driven("idle_round")
 
-    def __init__(self, spark: SparkSession, out: str, driver: DriverState | None = None) -> None:
+    def __init__(self, spark: SparkSession | None, out: str, driver: DriverState | None = None) -> None:
         self.spark = spark
         self.run_dir = RunDir(out)
         self.out = self.run_dir.path
         self.tables_dir = self.run_dir.tables_dir
         self.brokers_dir = self.run_dir.brokers_dir
         self.driver = driver
-        self.state: DataFrame | None = None  # the brokers' rows after the last round (lazy, Spark)
+        # the brokers' rows after the last round: lazy Spark rows, or pandas with the in-process engine
+        self.state: DataFrame | pd.DataFrame | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -119,7 +120,8 @@ class Cluster:
                       out: str | None = None, overwrite: bool = False, master: str | None = None) -> Cluster:
         """Validate the scenario (a YAML path, a parsed Scenario, or the same mapping as a dict), then
         create its run directory and tables (nothing is written when the scenario is invalid or `out`
-        already holds a run and overwrite is False)."""
+        already holds a run and overwrite is False). The in-process engine (emulator.engine: local)
+        starts no SparkSession: its cluster's views that return DataFrames need one passed in."""
         if isinstance(scenario, Scenario):
             sc = scenario
         elif isinstance(scenario, dict):
@@ -129,7 +131,7 @@ class Cluster:
         out = out or os.path.join("runs", sc.name)
         if RunDir(out).is_run() and not overwrite:
             raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
-        if spark is None:
+        if spark is None and sc.emulator.get("engine") != "local":
             from .engine.session import get_spark
 
             spark = get_spark(master)
@@ -144,15 +146,16 @@ class Cluster:
     @classmethod
     def for_path(cls, spark: SparkSession | None, path: str) -> Cluster:
         """Reopen a run directory: its tables can be read, and (runs saved in this run format) it can be
-        continued with run(until_ms) / step() and acted on by apply() and the operator tools."""
+        continued with run(until_ms) / step() and acted on by apply() and the operator tools. With no
+        `spark`, a session is started unless the run is on the in-process engine (engine/local.py)."""
         rd = RunDir(path).require_run()
-        if spark is None:
-            from .engine.session import get_spark
-
-            spark = get_spark()
         c = cls(spark, path)
         c.meta = rd.meta()
         c._restore()
+        if c.spark is None and not (c.resumable and c._local):  # the in-process engine needs no session
+            from .engine.session import get_spark
+
+            c.spark = get_spark()
         return c
 
     # ------------------------------------------------------------------ the run directory is the cluster
@@ -175,7 +178,13 @@ class Cluster:
         process can continue the run or act on it. Each save writes a new state folder, then drops
         the older ones (a reader of the old one is never overwritten underneath)."""
         self.flush()
-        if self.state is not None:
+        if isinstance(self.state, pd.DataFrame):
+            from .engine import local
+
+            folder = self.run_dir.new_state_folder(self.round)
+            local.save_state(self.state, os.path.join(self.out, folder))
+            self.driver.state_folder = folder
+        elif self.state is not None:
             folder = self.run_dir.new_state_folder(self.round)
             self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(os.path.join(self.out, folder))
             self.driver.state_folder = folder
@@ -187,7 +196,15 @@ class Cluster:
         self.driver = self.run_dir.load()
         self._transient()
         folder = self.run_dir.state_path(self.driver)
-        if folder is not None:
+        if folder is not None and self._local:
+            from .engine import local
+
+            self.state = local.load_state(folder)
+        elif folder is not None:
+            if self.spark is None:
+                from .engine.session import get_spark
+
+                self.spark = get_spark()
             self.state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
 
     def _require_resumable(self) -> None:
@@ -215,7 +232,7 @@ class Cluster:
         profile = profile_of(broker_cfg["inter.broker.protocol.version"])
         n = int(sc.emulator.get("spark.partitions") or 0)
         if n <= 0:
-            n = int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
+            n = 1 if self.spark is None else int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
         self.driver = DriverState(
             scenario=sc, run_id=uuid.uuid4().hex[:12], round_ms=sc.round_ms,
             control=ControlPlane(list(sc.brokers), sc.racks, broker_cfg, sc.seed, profile, emulator=dict(sc.emulator)),
@@ -364,6 +381,10 @@ class Cluster:
         spares the plan analysis of a filter every round (~20 ms)."""
         if not self.crashed and not self.isolations:
             return prev
+        if isinstance(prev, pd.DataFrame):
+            from .engine import local
+
+            return local.route(prev, self.crashed, self.isolations)
         ids = lambda xs: ", ".join(str(int(x)) for x in sorted(xs))  # noqa: E731
         cond = [f"kind IN ({ids(W.CARRY_KINDS)})"]
         if self.crashed:
@@ -446,6 +467,9 @@ class Cluster:
         if self.state is not None:
             parts.append(self._route(self.state))
         wire = self._outbox_wire() if outbox else None
+        if self._local:
+            return pd.concat([*parts, *([] if wire is None else [wire])], ignore_index=True) if parts or (
+                wire is not None) else W.pack_all([])
         if wire is not None:
             parts.append(self.spark.createDataFrame(pa.Table.from_pandas(wire, schema=W.ARROW_SCHEMA,
                                                                          preserve_index=False)))
@@ -493,6 +517,11 @@ class Cluster:
         self.save()
         return self
 
+    @property
+    def _local(self) -> bool:
+        """Whether rounds run in this process (engine/local.py) rather than as Spark jobs."""
+        return self.scenario.emulator.get("engine") == "local"
+
     def _round(self) -> None:
         self._advance(1)
 
@@ -537,6 +566,13 @@ class Cluster:
             clock.lap("driver")
             out = inp.mapInPandas(ResidentRounds(window), W.SPARK_DDL, barrier=True).localCheckpoint(eager=False)
             where: int | None = tasks
+        elif self._local:
+            from .engine import local
+
+            inp = self._input()
+            clock.lap("driver")
+            out, side = local.run_round(params, inp)
+            where = None
         else:
             inp = self._input()
             clock.lap("driver")
@@ -545,8 +581,8 @@ class Cluster:
                    .localCheckpoint(eager=False))
             where = None
         clock.lap("job")
-        # One Spark job: collecting the driver's rows materialises the lazy local checkpoint.
-        side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).collect(), columns=list(W.WIRE))
+        if not self._local:  # one Spark job: collecting the driver's rows materialises the lazy local checkpoint
+            side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).collect(), columns=list(W.WIRE))
         clock.lap("collect")
         adds = [json.loads(p) for p in side.loc[side["kind"] == W.ADD, "payload"]]
         gauges: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -597,7 +633,7 @@ class Cluster:
             dict(zip(["time_ms", "broker", "controller_epoch", "topic", "partition", "message"], x, strict=True))
             for x in self.control.take_lines()]
         for old in (self.state, self._before_jump):
-            if old is not None:
+            if old is not None and not isinstance(old, pd.DataFrame):
                 old.unpersist()
         self._before_jump = None
         self.state = out
@@ -683,7 +719,12 @@ class Cluster:
         fn = IdleJump(rounds=d, last_ms=before, cfg=p.cfg, brokers_dir=self.brokers_dir, log_dirs=p.log_dirs,
                       offline_dirs=p.offline_dirs, unreachable=self._cut)
         self._before_jump = self.state
-        self.state = self.state.mapInPandas(fn, W.SPARK_DDL)
+        if self._local:
+            from .engine import local
+
+            self.state = local.jump(fn, self.state)
+        else:
+            self.state = self.state.mapInPandas(fn, W.SPARK_DDL)
         self.round += d
         self._idle_round = None
         return d

@@ -100,3 +100,23 @@ def test_window_log_files_merge_into_one_per_broker_dir(tmp_path):
     assert os.path.exists(os.path.join(root, files[3]["path"]))  # a lone file stays as it is
     after = read_log(tmp, snap.then(merged), 1, cols).to_pandas().sort_values(cols).reset_index(drop=True)
     pd.testing.assert_frame_equal(after, before)
+
+
+@pytest.mark.parametrize(("name", "reopen_ms"), [
+    ("failures", None),
+    # stopped while broker 3 is down and reopened: the pandas rows are saved and read back
+    pytest.param("quickstart", 7050, marks=pytest.mark.slow),
+])
+def test_local_engine_gives_the_round_engines_tables(tmp_path, round_engine, name, reopen_ms):
+    """The in-process engine (engine/local.py) runs without a Spark job per round, nor a SparkSession."""
+    out = str(tmp_path / "local")
+    c = Cluster.from_scenario(_scenario(name, "local"), spark=None, out=out)
+    assert c.spark is None
+    if reopen_ms is not None:
+        c.run(until_ms=reopen_ms)
+        c = Cluster.for_path(None, out)
+        assert c.spark is None and isinstance(c.state, pd.DataFrame) and len(c.state)
+    c.run()
+    want_tables, want_summary = round_engine(name)
+    assert_same(tables(out), want_tables)
+    assert c.summary() == want_summary

@@ -89,7 +89,8 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     # (the controller tests golden I-03 b, c come from) does: true selects that behaviour
     "auto.rebalance.during.reassignment": False,
     # "rounds": one Spark job per round; "resident": broker state stays in long-lived barrier tasks that
-    # run many rounds per job and exchange messages directly (engine/resident.py)
+    # run many rounds per job and exchange messages directly (engine/resident.py); "local": every round in
+    # the driver's own process, no Spark job (engine/local.py; what a fault campaign runs in each task)
     "engine": "rounds",
     "resident.rounds": 100,  # the most rounds one resident job runs before returning to the driver
     # skip the rounds of an idle cluster by jumping the clock to the next thing due (protocol/idle.py)
@@ -98,7 +99,7 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     # log smaller), keyless and without payload: 1 MiB = replica.fetch.max.bytes, so a fetch moves one record
     "initial.record.bytes": 1048576,
 }
-ENGINES = ("rounds", "resident")
+ENGINES = ("rounds", "resident", "local")
 
 # inter.broker.protocol.version -> profile (protocol.md section 0). Kafka accepts "2.8", "2.8-IV1"...
 PROFILES = ("0.8", "0.10", "0.11", "2.0", "2.1", "2.7", "2.8")
