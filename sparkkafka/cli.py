@@ -43,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--engine", choices=ENGINES,
-                   help="override cluster.emulator.engine: rounds (one Spark job per round) or resident (many "
-                        "rounds per job); both give the same tables")
+                   help="override cluster.emulator.engine: rounds (one Spark job per round), resident (many "
+                        "rounds per job) or local (every round in this process, no Spark); all give the same tables")
     d = sub.add_parser("describe", help="kafka-topics --describe over a run directory")
     d.add_argument("run")
     for f in FILTERS:
@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="bound on the emulated recovery after the brokers return (0: skip)")
     w.add_argument("--run-dir", help="emulated run directory (default runs/whatif-<snapshot name>)")
     w.add_argument("--master", help="Spark master URL")
+    _campaign_parsers(sub)
     b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
     b.add_argument("--brokers", default="3,12,48")
     b.add_argument("--partitions", default="100,1000,10000")
@@ -124,6 +125,40 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--exchange", action="store_true",
                    help="the resident engine's per-round message exchange between barrier tasks (--rounds, default 200)")
     return p
+
+
+def _campaign_parsers(sub) -> None:
+    """`campaign` and `explore` (campaign.py, docs/campaigns.md)."""
+    from .scenario.faults import KINDS
+
+    c = sub.add_parser("campaign", help="run N seeded fault schedules of a scenario, each cluster inside one Spark "
+                                        "task; OUT/tables/campaign, OUT/summary.json, OUT/failing/*.yaml")
+    c.add_argument("scenario", help="the base scenario: cluster, topics, workload (conf/campaigns/safe.yaml)")
+    c.add_argument("--schedules", type=int, default=100, help="how many schedules to draw (default 100)")
+    c.add_argument("--seed", type=int, default=0, help="schedule i of seed S is the same whatever N is")
+    c.add_argument("--max-faults", type=int, default=3, help="faults per schedule: 1 to this many (default 3)")
+    c.add_argument("--kinds", default=",".join(KINDS), help=f"fault kinds to draw from (default {','.join(KINDS)})")
+    c.add_argument("--window", help="FROM:UNTIL emulated ms the faults start in (default: while the workload runs)")
+    c.add_argument("--max-down-ms", type=int, default=1500, help="longest crash, pause or isolation (default 1500)")
+    c.add_argument("--settle-ms", type=int, default=3000,
+                   help="emulated ms the run goes on after every broker is back (default 3000)")
+    e = sub.add_parser("explore", help="every sequence of crash / power loss / restart steps up to a depth at fixed "
+                                       "slots, per inter.broker.protocol.version: which invariants break")
+    e.add_argument("scenario", help="the base scenario (conf/campaigns/explore.yaml)")
+    e.add_argument("--depth", type=int, default=3, help="the most fault steps in a sequence (default 3)")
+    e.add_argument("--slots", default="3000,3100,3500", help="emulated ms of step 1, 2, ... (default 3000,3100,3500)")
+    e.add_argument("--versions", default="0.10,2.8", help="inter.broker.protocol.versions to explore (default 0.10,2.8)")
+    e.add_argument("--no-power-loss", action="store_true", help="crash and restart steps only")
+    e.add_argument("--failover", action="store_true", help="a controller failover step too")
+    e.add_argument("--settle-ms", type=int, default=3000, help="emulated ms after every broker is back (default 3000)")
+    for x in (c, e):
+        x.add_argument("--out", help="output directory (default runs/campaign-<name> / runs/explore-<name>)")
+        x.add_argument("--set", action="append", default=[], metavar="CONFIG=VALUE",
+                       help="override a broker config of the base scenario (repeatable), e.g. "
+                            "inter.broker.protocol.version=0.10")
+        x.add_argument("--master", help="Spark master URL (default local[2])")
+        x.add_argument("--tasks", type=int, help="task slots to spread schedules over (default: the cluster's)")
+        x.add_argument("--in-process", action="store_true", help="no Spark: run the schedules one after another here")
 
 
 REASSIGN_ACTIONS = ("generate", "execute", "verify", "cancel", "list")
@@ -463,6 +498,98 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _campaign_base(args: argparse.Namespace) -> dict:
+    """The base scenario as a mapping, validated, with --set overrides applied."""
+    import yaml
+
+    from .scenario.loader import parse_scenario
+
+    try:
+        with open(args.scenario) as f:
+            base = yaml.safe_load(f)
+    except OSError as e:
+        raise ScenarioError("scenario", args.scenario, f"cannot be read: {e.strerror}") from None
+    if not isinstance(base, dict) or not isinstance(base.get("cluster"), dict):
+        raise ScenarioError("scenario", args.scenario, "is not a scenario mapping with a cluster")
+    base.setdefault("name", os.path.splitext(os.path.basename(args.scenario))[0])
+    for kv in args.set:
+        key, eq, value = kv.partition("=")
+        if not eq or not key:
+            raise ScenarioError("--set", kv, "expected CONFIG=VALUE")
+        base["cluster"].setdefault("config", {})[key] = yaml.safe_load(value)
+    parse_scenario(dict(base), name=base["name"], base_dir=os.path.dirname(os.path.abspath(args.scenario)))
+    return base
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ScenarioError(flag, text, "expected comma-separated integers") from None
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from . import campaign as C
+    from .scenario import faults
+
+    base = _campaign_base(args)
+    if args.schedules < 1:
+        raise ScenarioError("--schedules", args.schedules, "must be >= 1")
+    kw = {"max_faults": args.max_faults, "max_down_ms": args.max_down_ms, "settle_ms": args.settle_ms,
+          "kinds": tuple(k.strip() for k in args.kinds.split(",") if k.strip())}
+    if args.window:
+        w = _ints(args.window.replace(":", ","), "--window")
+        if len(w) != 2:
+            raise ScenarioError("--window", args.window, "expected FROM:UNTIL")
+        round_ms = int((base["cluster"].get("emulator") or {}).get("round.ms", 100))
+        plan = faults.Plan(window_ms=(w[0], w[1]), round_ms=round_ms, **kw)
+    else:
+        plan = faults.default_plan(base, **kw)
+    out = args.out or os.path.join("runs", f"campaign-{base['name']}")
+    with _campaign_spark(args) as spark:
+        s = C.campaign(spark, base, out, args.schedules, args.seed, plan, tasks=args.tasks)
+    print(json.dumps({k: s[k] for k in ("schedules", "failing", "errors", "violations", "wall_s",
+                                        "schedules_per_s")}, indent=2, sort_keys=True))
+    print(f"Wrote {out}/summary.json, {out}/tables/campaign" + (f", {s['failing']} file(s) in {out}/failing"
+                                                                 if s["failing"] else ""), flush=True)
+    return 0
+
+
+def _explore(args: argparse.Namespace) -> int:
+    from . import campaign as C
+
+    base = _campaign_base(args)
+    slots = _ints(args.slots, "--slots")
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+    from .scenario.loader import parse_scenario
+
+    for v in versions:  # an unknown version is refused before anything runs
+        cfg = {**base["cluster"].get("config", {}), "inter.broker.protocol.version": v}
+        parse_scenario({**base, "cluster": {**base["cluster"], "config": cfg}}, name=base["name"])
+    out = args.out or os.path.join("runs", f"explore-{base['name']}")
+    with _campaign_spark(args) as spark:
+        r = C.explore(spark, base, out, args.depth, slots, versions, settle_ms=args.settle_ms,
+                      power_loss=not args.no_power_loss, failover=args.failover, tasks=args.tasks)
+    print(json.dumps(r, indent=2, sort_keys=True))
+    print(f"Wrote {out}/exploration.json", flush=True)
+    return 0
+
+
+class _campaign_spark(_Spark):
+    """The session of a campaign (None with --in-process)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(args.master)
+        self.skip = args.in_process
+
+    def __enter__(self):
+        return None if self.skip else super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        if not self.skip:
+            super().__exit__(*exc)
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -477,7 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
                 "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
                 "state-change-log": _state_change_log, "import": _import, "report": _report,
-                "bench": _bench, "whatif": _whatif}[args.cmd](args)
+                "bench": _bench, "whatif": _whatif, "campaign": _campaign, "explore": _explore}[args.cmd](args)
     except _ToolUsage as e:
         print(e.message, file=sys.stderr)
         return 2
