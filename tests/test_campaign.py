@@ -146,7 +146,7 @@ def test_safe_configuration_loses_nothing(tmp_path):
 @pytest.mark.slow
 def test_campaign_on_spark_finds_a_loss_under_0_10_and_its_file_replays_it(spark, tmp_path):
     b = base("explore", **{"inter.broker.protocol.version": "0.10"})
-    plan = faults.Plan(window_ms=(3000, 3200), kinds=("power_loss", "crash"), max_down_ms=2500, settle_ms=2000)
+    plan = faults.Plan(window_ms=(3000, 3200), kinds=("power_loss",), max_down_ms=2500, settle_ms=2000)
     out = tmp_path / "campaign"
     s = C.campaign(spark, b, str(out), n=2, seed=SEED, plan=plan)
     from deltalake import DeltaTable
@@ -166,4 +166,4 @@ def test_campaign_on_spark_finds_a_loss_under_0_10_and_its_file_replays_it(spark
                                        if "produce" not in e]
 
 
-SEED = 0
+SEED = 40  # schedule 0: both lose power at 3.0 and 3.1 s, 2 restarts first, 1 only after m3 (KIP-101 scenario 2)
