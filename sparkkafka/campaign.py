@@ -140,20 +140,21 @@ def write_results(out: str, results: pd.DataFrame, schedules: Sequence[tuple[str
     return summary
 
 
-def campaign(spark, base: dict, out: str, n: int, seed: int, plan=None, tasks: int | None = None) -> dict:
-    """`sparkkafka campaign`: N seeded schedules of `base` (faults.Plan; default: faults while its
-    workload runs); returns OUT/summary.json's content."""
+def campaign(spark, base: dict, out: str, n: int, seed: int, plan=None, tasks: int | None = None,
+             first: int = 0) -> dict:
+    """`sparkkafka campaign`: N seeded schedules of `base` from schedule `first` on (faults.Plan;
+    default: faults while its workload runs); returns OUT/summary.json's content."""
     from .scenario import faults
 
     plan = plan or faults.default_plan(base)
-    schedules = [(sc["name"], sc) for sc in faults.draw_schedules(base, plan, seed, n)]
+    schedules = [(sc["name"], sc) for sc in faults.draw_schedules(base, plan, seed, n, first)]
     for _, sc in schedules[:1]:  # a base scenario the loader refuses fails here, before any task
         _validate(sc)
     t0 = time.perf_counter()
     results = run_schedules(spark, schedules, tasks)
     wall = time.perf_counter() - t0
     return write_results(out, results, schedules, {
-        "scenario": base.get("name"), "seed": seed, "plan": _plain(plan), "wall_s": round(wall, 3),
+        "scenario": base.get("name"), "seed": seed, "first": first, "plan": _plain(plan), "wall_s": round(wall, 3),
         "schedules_per_s": round(len(schedules) / wall, 3) if wall else None,
         "master": None if spark is None else spark.conf.get("spark.master", None)})
 

@@ -136,6 +136,7 @@ def _campaign_parsers(sub) -> None:
     c.add_argument("scenario", help="the base scenario: cluster, topics, workload (conf/campaigns/safe.yaml)")
     c.add_argument("--schedules", type=int, default=100, help="how many schedules to draw (default 100)")
     c.add_argument("--seed", type=int, default=0, help="schedule i of seed S is the same whatever N is")
+    c.add_argument("--first", type=int, default=0, help="run schedules FIRST .. FIRST+N-1 (a long campaign in parts)")
     c.add_argument("--max-faults", type=int, default=3, help="faults per schedule: 1 to this many (default 3)")
     c.add_argument("--kinds", default=",".join(KINDS), help=f"fault kinds to draw from (default {','.join(KINDS)})")
     c.add_argument("--window", help="FROM:UNTIL emulated ms the faults start in (default: while the workload runs)")
@@ -535,6 +536,8 @@ def _campaign(args: argparse.Namespace) -> int:
     base = _campaign_base(args)
     if args.schedules < 1:
         raise ScenarioError("--schedules", args.schedules, "must be >= 1")
+    if args.first < 0:
+        raise ScenarioError("--first", args.first, "must be >= 0")
     kw = {"max_faults": args.max_faults, "max_down_ms": args.max_down_ms, "settle_ms": args.settle_ms,
           "kinds": tuple(k.strip() for k in args.kinds.split(",") if k.strip())}
     if args.window:
@@ -547,7 +550,7 @@ def _campaign(args: argparse.Namespace) -> int:
         plan = faults.default_plan(base, **kw)
     out = args.out or os.path.join("runs", f"campaign-{base['name']}")
     with _campaign_spark(args) as spark:
-        s = C.campaign(spark, base, out, args.schedules, args.seed, plan, tasks=args.tasks)
+        s = C.campaign(spark, base, out, args.schedules, args.seed, plan, tasks=args.tasks, first=args.first)
     print(json.dumps({k: s[k] for k in ("schedules", "failing", "errors", "violations", "wall_s",
                                         "schedules_per_s")}, indent=2, sort_keys=True))
     print(f"Wrote {out}/summary.json, {out}/tables/campaign" + (f", {s['failing']} file(s) in {out}/failing"

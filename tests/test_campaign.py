@@ -46,6 +46,7 @@ def test_schedules_are_seeded_valid_and_recover():
     drawn = faults.draw_schedules(b, plan, seed=7, n=60)
     assert drawn == faults.draw_schedules(b, plan, seed=7, n=60)  # deterministic
     assert faults.draw_schedules(b, plan, seed=7, n=5) == drawn[:5]  # schedule i does not depend on N
+    assert faults.draw_schedules(b, plan, seed=7, n=5, first=55) == drawn[55:]  # nor on where a part starts
     assert drawn != faults.draw_schedules(b, plan, seed=8, n=60)
     seen = set()
     for sc in drawn:
@@ -167,3 +168,22 @@ def test_campaign_on_spark_finds_a_loss_under_0_10_and_its_file_replays_it(spark
 
 
 SEED = 40  # schedule 0: both lose power at 3.0 and 3.1 s, 2 restarts first, 1 only after m3 (KIP-101 scenario 2)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["campaign", "{safe}", "--set", "min.insync.replicas"], "--set"),
+    (["campaign", "{safe}", "--set", "min.insync.replicas=0"], "min.insync.replicas"),
+    (["campaign", "{safe}", "--kinds", "crash,meteor"], "kinds"),
+    (["campaign", "{safe}", "--window", "900:100"], "window"),
+    (["campaign", "nowhere.yaml"], "nowhere.yaml"),
+    (["explore", "{explore}", "--versions", "0.10,9.9"], "inter.broker.protocol.version"),
+    (["explore", "{explore}", "--depth", "4", "--slots", "3000,3100"], "depth"),
+])
+def test_cli_refuses_bad_input_before_running_anything(tmp_path, capsys, argv, message):
+    from sparkkafka.cli import main
+
+    paths = {k: str(ROOT / "conf" / "campaigns" / f"{k}.yaml") for k in ("safe", "explore")}
+    argv = [a.format(**paths) for a in argv] + ["--in-process", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

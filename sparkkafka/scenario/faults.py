@@ -124,8 +124,9 @@ def draw_schedule(base: dict, plan: Plan, seed: int, number: int) -> dict:
     return with_faults(base, faults, plan.settle_ms, f"{base.get('name', 'campaign')}-s{seed}-{number:05d}")
 
 
-def draw_schedules(base: dict, plan: Plan, seed: int, n: int) -> list[dict]:
-    return [draw_schedule(base, plan, seed, i) for i in range(n)]
+def draw_schedules(base: dict, plan: Plan, seed: int, n: int, first: int = 0) -> list[dict]:
+    """Schedules first .. first + n - 1 of the campaign seeded `seed` (a long campaign runs in parts)."""
+    return [draw_schedule(base, plan, seed, i) for i in range(first, first + n)]
 
 
 # ------------------------------------------------------------------------------------------------
