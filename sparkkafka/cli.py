@@ -141,6 +141,8 @@ def _campaign_parsers(sub) -> None:
     c.add_argument("--kinds", default=",".join(KINDS), help=f"fault kinds to draw from (default {','.join(KINDS)})")
     c.add_argument("--window", help="FROM:UNTIL emulated ms the faults start in (default: while the workload runs)")
     c.add_argument("--max-down-ms", type=int, default=1500, help="longest crash, pause or isolation (default 1500)")
+    c.add_argument("--max-crashed", type=int,
+                   help="at most this many brokers down at once (crash, power loss); default: no limit")
     c.add_argument("--settle-ms", type=int, default=3000,
                    help="emulated ms the run goes on after every broker is back (default 3000)")
     e = sub.add_parser("explore", help="every sequence of crash / power loss / restart steps up to a depth at fixed "
@@ -539,6 +541,7 @@ def _campaign(args: argparse.Namespace) -> int:
     if args.first < 0:
         raise ScenarioError("--first", args.first, "must be >= 0")
     kw = {"max_faults": args.max_faults, "max_down_ms": args.max_down_ms, "settle_ms": args.settle_ms,
+          "max_crashed": args.max_crashed,
           "kinds": tuple(k.strip() for k in args.kinds.split(",") if k.strip())}
     if args.window:
         w = _ints(args.window.replace(":", ","), "--window")

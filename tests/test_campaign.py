@@ -62,6 +62,31 @@ def test_schedules_are_seeded_valid_and_recover():
     assert len({sc["name"] for sc in drawn}) == 60
 
 
+def _down_at_once(sc: dict) -> int:
+    """The most brokers down at one time in a schedule's timeline (restarts at a time apply with it)."""
+    down: set[int] = set()
+    most = 0
+    for e in sorted(sc["timeline"], key=lambda e: e.get("at", 0)):
+        if "crash" in e:
+            down.add(e["crash"]["broker"] if isinstance(e["crash"], dict) else e["crash"])
+        elif "restart" in e:
+            down.discard(e["restart"])
+        most = max(most, len(down))
+    return most
+
+
+def test_max_crashed_leaves_out_crashes_beyond_the_tolerance():
+    b = base("safe")
+    kinds = ("crash", "power_loss")
+    free = faults.draw_schedules(b, faults.default_plan(b, kinds=kinds, max_faults=4), seed=2, n=40)
+    capped = faults.draw_schedules(b, faults.default_plan(b, kinds=kinds, max_faults=4, max_crashed=1), seed=2, n=40)
+    assert max(_down_at_once(sc) for sc in free) >= 2
+    assert max(_down_at_once(sc) for sc in capped) == 1
+    # the same draws, less the crashes left out
+    assert all(all(e in f["timeline"] for e in c["timeline"] if "run" not in e and e.get("at", 0) < 1500)
+               for f, c in zip(free, capped, strict=True))
+
+
 def test_one_log_dir_draws_no_log_dir_failure_and_kinds_can_be_chosen():
     b = base("safe")
     only = faults.default_plan(b, kinds=("fail_log_dir", "pause"))

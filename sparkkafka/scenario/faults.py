@@ -31,7 +31,9 @@ FAULT_EVENTS = ("crash", "restart", "pause", "isolate", "heal", "controller_fail
 class Plan:
     """How faults are drawn: 1..`max_faults` faults of `kinds`, each starting at a round-aligned time
     in [`window_ms`[0], `window_ms`[1]) and lasting (a crash's downtime, a pause, an isolation)
-    `round_ms`..`max_down_ms`; then `settle_ms` with every broker back and every partition healed."""
+    `round_ms`..`max_down_ms`; then `settle_ms` with every broker back and every partition healed. With
+    `max_crashed`, a crash that would take down more brokers at once is left out (the faults a
+    configuration claims to tolerate: f = 1 for replication factor 3 and min.insync.replicas 2)."""
 
     window_ms: tuple[int, int]
     max_faults: int = 3
@@ -39,6 +41,7 @@ class Plan:
     settle_ms: int = 6000
     kinds: tuple[str, ...] = KINDS
     round_ms: int = 100
+    max_crashed: int | None = None  # at most this many brokers down at once (crash, power loss); None: any
 
     def __post_init__(self) -> None:
         bad = [k for k in self.kinds if k not in KINDS]
@@ -47,8 +50,8 @@ class Plan:
         if self.window_ms[1] <= self.window_ms[0] or self.window_ms[0] < 0:
             raise ScenarioError("window", f"{self.window_ms[0]}:{self.window_ms[1]}",
                                 "expected FROM:UNTIL emulated ms with 0 <= FROM < UNTIL")
-        for name in ("max_faults", "max_down_ms", "settle_ms"):
-            if getattr(self, name) < 1:
+        for name in ("max_faults", "max_down_ms", "settle_ms", "max_crashed"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ScenarioError(name, getattr(self, name), "must be >= 1")
 
 
@@ -117,10 +120,19 @@ def draw_schedule(base: dict, plan: Plan, seed: int, number: int) -> dict:
     kinds = [k for k in plan.kinds if k != "fail_log_dir" or len(dirs) > 1]  # one dir: the broker just exits
     lo, hi = plan.window_ms[0] // plan.round_ms, -(-plan.window_ms[1] // plan.round_ms)
     faults: list[dict] = []
+    crashed: list[tuple[int, int, int]] = []  # (broker, from, until) of the crashes kept
     for _ in range(int(rng.integers(1, plan.max_faults + 1))):
         t = int(rng.integers(lo, hi)) * plan.round_ms
         down = int(rng.integers(1, plan.max_down_ms // plan.round_ms + 1)) * plan.round_ms
-        faults += _fault(str(rng.choice(kinds)), t, down, rng, brokers, dirs)
+        entries = _fault(str(rng.choice(kinds)), t, down, rng, brokers, dirs)
+        if "crash" in entries[0]:
+            c = entries[0]["crash"]
+            b = c["broker"] if isinstance(c, dict) else c
+            also = {x for x, a, z in crashed if a < t + down and t < z} | {b}
+            if plan.max_crashed is not None and len(also) > plan.max_crashed:
+                continue
+            crashed.append((b, t, t + down))
+        faults += entries
     return with_faults(base, faults, plan.settle_ms, f"{base.get('name', 'campaign')}-s{seed}-{number:05d}")
 
 
