@@ -452,9 +452,11 @@ class Cluster:
             return None
         packed = []
         for kind, frame, src in self._outbox:
-            if kind != W.START:  # what is sent to a crashed or cut-off broker is lost, as in _route
-                lost = set(self.crashed) | set(self._cut.get(src, ()))
-                frame = frame[~frame["broker"].isin(sorted(lost))]
+            # what is sent to a crashed or cut-off broker is lost, as in _route; a START only to a crashed
+            # one (a restart event takes its broker out of `crashed` first): the brokers' first START must
+            # not start a broker the timeline crashed at time 0 (it ran round 0, then started again)
+            lost = set(self.crashed) | (set() if kind == W.START else set(self._cut.get(src, ())))
+            frame = frame[~frame["broker"].isin(sorted(lost))]
             w = W.pack(kind, frame)
             w["src"] = np.int32(src)
             packed.append(w)

@@ -212,3 +212,14 @@ def test_cli_refuses_bad_input_before_running_anything(tmp_path, capsys, argv, m
     assert main(argv) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_broker_crashed_at_time_0_does_not_start_with_the_others():
+    """Found by a campaign (safe-s1-00144, its faults below): the brokers' first START reached broker 1
+    although the timeline crashed it at 0 ms; restarted at 100 ms it started a second time (two
+    broker rows: ValueError, duplicate labels, a few rounds later)."""
+    found = [{"at": 0, "crash": 1}, {"at": 100, "restart": 1}, {"at": 200, "isolate": {"brokers": [3], "from": [1, 2]}},
+             {"at": 600, "crash": {"broker": 3, "power_loss": True}}, {"at": 1400, "restart": 3},
+             {"at": 1500, "heal": {}}]
+    row = C.run_schedule("s1-00144", faults.with_faults(base("safe"), found, 1000, "s1-00144"))
+    assert row["error"] is None and row["lost"] == row["divergent"] == 0 and row["acked"] > 0
