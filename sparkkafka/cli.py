@@ -7,6 +7,10 @@ cluster and Kafka 2.8's flags (``--bootstrap-server`` is accepted and ignored); 
 Kafka's message alone on stderr (exit 2), and the tools' own failures (an invalid reassignment plan, a
 refused --execute, elections that failed) print what Kafka prints where it prints it, with Kafka's exit
 code 1. tools/operator.py does the work; acting verbs save the run directory.
+
+Verbs that change a run directory (run, reassign --execute / --cancel / --verify, leader-election) hold
+its lock (run_lock.py) from before they read it until they exit, and are refused (exit 2, naming the
+holder) while another process holds it; the read-only verbs take no lock.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from . import run_lock
 from .errors import ScenarioError
 from .protocol.config import ENGINES
 
@@ -249,18 +254,28 @@ def _reassign(args: argparse.Namespace) -> int:
         plan = op.read_text_file(args.reassignment_json_file, "--reassignment-json-file")
     if action == "generate":
         topics = op.read_text_file(args.topics_to_move_json_file, "--topics-to-move-json-file")
-    run = op.Run.open(args.run)  # the run directory's driver state: no Spark needed
-    if action == "generate":
-        out = op.reassign_generate(run, topics, args.broker_list, args.disable_rack_aware)
-    elif action == "execute":
-        out = op.reassign_execute(run, plan, args.additional, args.throttle, args.replica_alter_log_dirs_throttle)
-    elif action == "verify":
-        out = op.reassign_verify(run, plan, args.preserve_throttles)
-    elif action == "cancel":
-        out = op.reassign_cancel(run, plan, args.preserve_throttles)
-    else:
-        out = op.reassign_list(run)
+    writes = action in ("execute", "cancel") or (action == "verify" and not args.preserve_throttles)
+    with _writing(args.run, writes):
+        run = op.Run.open(args.run)  # the run directory's driver state: no Spark needed
+        if action == "generate":
+            out = op.reassign_generate(run, topics, args.broker_list, args.disable_rack_aware)
+        elif action == "execute":
+            out = op.reassign_execute(run, plan, args.additional, args.throttle,
+                                      args.replica_alter_log_dirs_throttle)
+        elif action == "verify":
+            out = op.reassign_verify(run, plan, args.preserve_throttles)
+        elif action == "cancel":
+            out = op.reassign_cancel(run, plan, args.preserve_throttles)
+        else:
+            out = op.reassign_list(run)
     return _emit(out)
+
+
+def _writing(run: str, writes: bool = True):
+    """The run directory's lock (run_lock.py) for a verb that changes it; nothing for one that only reads."""
+    import contextlib
+
+    return run_lock.writing(run, "sparkkafka " + " ".join(sys.argv[1:])) if writes else contextlib.nullcontext()
 
 
 def _leader_election(args: argparse.Namespace) -> int:
@@ -276,8 +291,9 @@ def _leader_election(args: argparse.Namespace) -> int:
         raise ScenarioError("--path-to-json-file", args.path_to_json_file, f"cannot read the file: {e}") from None
     except ScenarioError as e:
         raise _ToolUsage(e.field, e.value, e.message) from None
-    out = op.leader_election_tool(args.run, args.election_type, args.topic, args.partition,
-                                  args.all_topic_partitions, args.path_to_json_file)
+    with _writing(args.run):
+        out = op.leader_election_tool(args.run, args.election_type, args.topic, args.partition,
+                                      args.all_topic_partitions, args.path_to_json_file)
     return _emit(out)
 
 
@@ -306,31 +322,56 @@ def _state_change_log(args: argparse.Namespace) -> int:
     return _emit(out)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from pyspark.sql import SparkSession
+def _check_until(until_ms: int | None, run: str | None) -> None:
+    """--until-ms: an emulated time >= 0 and, continuing a run, not before the last round it has run."""
+    if until_ms is None:
+        return
+    if until_ms < 0:
+        raise ScenarioError("--until-ms", until_ms, "must be >= 0 (emulated milliseconds)")
+    if run is not None:
+        from .run_dir import RunDir
 
-    from .cluster import Cluster
+        meta = RunDir(run).meta()
+        reached = (int(meta.get("round", 0)) - 1) * int(meta.get("round_ms", 1))
+        if until_ms < reached:
+            raise ScenarioError("--until-ms", until_ms, f"is before the time run {run} has already reached "
+                                                        f"({reached} ms, run.json); a run does not go back")
+
+
+def _run(args: argparse.Namespace) -> int:
     from .scenario import load_scenario
 
+    _check_until(args.until_ms, None)
     if _is_run_dir(args.scenario):  # a run directory: continue it
         for flag in ("out", "overwrite"):
             if getattr(args, flag):
                 raise ScenarioError("--" + flag, getattr(args, flag), "not used when continuing a run directory")
-        sc = None
+        sc, out = None, args.scenario
     else:
         sc = load_scenario(args.scenario)  # validate before any Spark job starts
         if args.engine:
             sc = dataclasses.replace(sc, emulator={**sc.emulator, "engine": args.engine})
-    ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
-    if sc is None:
-        from .engine.session import get_spark
+        out = args.out or os.path.join("runs", sc.name)
+        if _is_run_dir(out) and not args.overwrite:
+            raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
+        os.makedirs(out, exist_ok=True)
+    with _writing(out):  # one writer per run directory, refused before Spark (or its imports) starts
+        from pyspark.sql import SparkSession
 
-        c = Cluster.for_path(get_spark(args.master), args.scenario)
-        if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
-            c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
-    else:
-        c = Cluster.from_scenario(sc, out=args.out, overwrite=args.overwrite, master=args.master)
-    c.run(until_ms=args.until_ms, progress=not args.no_progress and sys.stderr.isatty())
+        from .cluster import Cluster
+
+        ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
+        if sc is None:
+            from .engine.session import get_spark
+
+            _check_until(args.until_ms, out)
+            Cluster.require_complete(out)
+            c = Cluster.for_path(get_spark(args.master), out)
+            if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
+                c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
+        else:
+            c = Cluster.from_scenario(sc, out=out, overwrite=args.overwrite, master=args.master)
+        c.run(until_ms=args.until_ms, progress=not args.no_progress and sys.stderr.isatty())
     print("\n".join(c.describe()))
     print(json.dumps(c.summary(), indent=2, sort_keys=True), flush=True)
     if ours and not (args.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):

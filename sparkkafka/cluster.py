@@ -10,6 +10,7 @@ lives only here: state travels in the DataFrame, logs in Delta, checkpoints on d
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import re
@@ -17,7 +18,9 @@ import shutil
 import time
 import uuid
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -25,7 +28,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as Fn
 
-from . import admin
+from . import admin, run_lock
 from .controller.control_plane import ControlPlane
 from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
@@ -66,6 +69,21 @@ class _Stopwatch:
         t = time.perf_counter()
         self.into[name] += t - self.t
         self.t = t
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _writer(fn: _F) -> _F:
+    """A Cluster method that changes the run directory: it holds the run's lock (run_lock.py) and is refused
+    when another process holds it, or has saved the run since this Cluster read it."""
+
+    @functools.wraps(fn)
+    def wrapped(self: Cluster, *args: Any, **kwargs: Any) -> Any:
+        with self._writing():
+            return fn(self, *args, **kwargs)
+
+    return wrapped  # type: ignore[return-value]
 
 
 class _Driven:
@@ -112,6 +130,8 @@ class Cluster:
         self.brokers_dir = self.run_dir.brokers_dir
         self.driver = driver
         self.state: DataFrame | None = None  # the brokers' rows after the last round (lazy, Spark)
+        self._saved_state: DataFrame | None = None  # the `state` in driver.state_folder (read or written)
+        self._seen = self.run_dir.stamp()  # the last save this Cluster knows of (run_lock.writing)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -129,23 +149,32 @@ class Cluster:
         out = out or os.path.join("runs", sc.name)
         if RunDir(out).is_run() and not overwrite:
             raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
-        if spark is None:
-            from .engine.session import get_spark
-
-            spark = get_spark(master)
-        if os.path.exists(out) and overwrite:
-            shutil.rmtree(out)
         os.makedirs(out, exist_ok=True)
-        c = cls(spark, out)
-        T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
-        c._start(sc)
+        with run_lock.writing(out):  # refused while another process writes there, before Spark starts
+            if RunDir(out).is_run() and not overwrite:
+                raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
+            if spark is None:
+                from .engine.session import get_spark
+
+                spark = get_spark(master)
+            for name in os.listdir(out) if overwrite else ():
+                if name != run_lock.LOCK:  # the lock this process holds stays
+                    path = os.path.join(out, name)
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path)
+                    else:
+                        os.unlink(path)
+            c = cls(spark, out)
+            T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
+            c._start(sc)
+            c._seen = c.run_dir.stamp()
         return c
 
     @classmethod
     def for_path(cls, spark: SparkSession | None, path: str) -> Cluster:
         """Reopen a run directory: its tables can be read, and (runs saved in this run format) it can be
         continued with run(until_ms) / step() and acted on by apply() and the operator tools."""
-        rd = RunDir(path).require_run()
+        rd = cls.require_complete(path)
         if spark is None:
             from .engine.session import get_spark
 
@@ -154,6 +183,17 @@ class Cluster:
         c.meta = rd.meta()
         c._restore()
         return c
+
+    @staticmethod
+    def require_complete(path: str) -> RunDir:
+        """The run directory at `path`, with its run.json and every Delta table (ScenarioError naming what is
+        missing, before anything reads it)."""
+        rd = RunDir(path).require_run()
+        missing = [n for n in T.SCHEMAS if not os.path.isdir(os.path.join(T.table_path(rd.tables_dir, n), "_delta_log"))]
+        if missing:
+            raise ScenarioError("path", rd.path, f"holds run.json but not the run's Delta tables ({', '.join(missing)} "
+                                                 "missing under tables/): not a complete run directory")
+        return rd
 
     # ------------------------------------------------------------------ the run directory is the cluster
     @property
@@ -169,16 +209,30 @@ class Cluster:
     def profile(self) -> str:
         return self.control.profile
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the run directory's lock (run_lock.py) while changing it; refused when another process has
+        saved the run since this Cluster read or saved it (its view would overwrite that change)."""
+        with run_lock.writing(self.out, seen=self._seen):
+            try:
+                yield
+            finally:
+                self._seen = self.run_dir.stamp()  # under the lock: this process's own saves
+
+    @_writer
     def save(self) -> None:
         """Write what the driver holds (controller, ZooKeeper, producers, timeline position) and the
         brokers' in-memory state (the last round's output rows) into the run directory, so another
-        process can continue the run or act on it. Each save writes a new state folder, then drops
-        the older ones (a reader of the old one is never overwritten underneath)."""
+        process can continue the run or act on it. A save writes the brokers' rows into a new state
+        folder, then drops the older ones (a reader of the old one is never overwritten underneath);
+        rows already in the state folder (a second save in the same round, a reopened run) are not
+        written again."""
         self.flush()
-        if self.state is not None:
+        if self.state is not None and self.state is not self._saved_state:
             folder = self.run_dir.new_state_folder(self.round)
             self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(os.path.join(self.out, folder))
             self.driver.state_folder = folder
+            self._saved_state = self.state
         self.run_dir.save_driver(self.driver)
 
     def _restore(self) -> None:
@@ -188,7 +242,7 @@ class Cluster:
         self._transient()
         folder = self.run_dir.state_path(self.driver)
         if folder is not None:
-            self.state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
+            self.state = self._saved_state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
 
     def _require_resumable(self) -> None:
         if not self.resumable:
@@ -485,8 +539,11 @@ class Cluster:
     def _reachable(self, a: int, b: int) -> bool:
         return b not in self._cut.get(a, ()) and a not in self.crashed
 
+    @_writer
     def step(self, rounds: int = 1) -> Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
+        if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < 0:
+            raise ScenarioError("rounds", rounds, "must be an integer >= 0")
         self._require_resumable()
         while rounds > 0:
             rounds -= self._advance(min(rounds, self._window_limit()), rounds)
@@ -723,6 +780,7 @@ class Cluster:
                     slots = self.spark_partitions
         return max(1, min(self.spark_partitions, slots))
 
+    @_writer
     def flush(self) -> None:
         """Commit buffered history files and driver-side rows (one transaction per table). Rows an
         operator tool adds after the round's commit stay buffered (and saved) until the next round."""
@@ -752,8 +810,12 @@ class Cluster:
         self.control.save(self.out)
         self._save_meta()
 
+    @_writer
     def run(self, until_ms: int | None = None, progress: bool = False) -> Cluster:
         """Run until `until_ms` (default: the scenario's end), then write OUT/summary.json."""
+        if until_ms is not None and (isinstance(until_ms, bool) or not isinstance(until_ms, int | np.integer)
+                                     or until_ms < 0):
+            raise ScenarioError("until_ms", until_ms, "must be an integer >= 0 (emulated milliseconds)")
         self._require_resumable()
         end = self.scenario.end_ms if until_ms is None else until_ms
         total = max(0, end // self.round_ms + 1 - self.round)
@@ -779,6 +841,7 @@ class Cluster:
         self._summary = (self.round, summary)  # summary() needs no second read of the tables
         return self
 
+    @_writer
     def compact(self) -> None:
         """Fold each table's small per-round files (reads over many small files are slow)."""
         for name in T.SCHEMAS:

@@ -168,6 +168,15 @@ class RunDir:
                                 f"continues format {RUN_FORMAT_VERSION} only (its tables can still be read): run "
                                 "the scenario again to continue it")
 
+    def stamp(self) -> tuple[int, int, int] | None:
+        """The identity of the last save (driver.json, rewritten by each): a writer that loaded the run
+        compares it before saving, so a save by another process in between is not overwritten unseen."""
+        try:
+            st = os.stat(self._file(MANIFEST))
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
     def load(self) -> DriverState:
         """The driver's state (ScenarioError naming driver.json's format_version for another format)."""
         self.check_format()

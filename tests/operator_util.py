@@ -3,6 +3,7 @@ of a run built once per module (each test then acts on its own cluster)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 
 from sparkkafka.cli import main
@@ -20,4 +21,16 @@ def copy_run(base: str, tmp_path) -> str:
     """A private copy of the run directory `base` (the run directory is the cluster)."""
     out = str(tmp_path / "run")
     shutil.copytree(base, out)
+    return out
+
+
+def snapshot(root: str) -> dict[str, bytes]:
+    """Every file's bytes under `root` (directories by name): equal snapshots mean a byte-identical tree."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(d, f), root)] = fh.read()
+        for x in dirs:
+            out.setdefault(os.path.relpath(os.path.join(d, x), root) + "/", b"")
     return out
