@@ -8,6 +8,25 @@ import shutil
 
 from sparkkafka.cli import main
 
+# Two brokers, one topic of two partitions, two records: the smallest run a run-directory test needs.
+TINY = {"cluster": {"brokers": [1, 2], "config": {"auto.leader.rebalance.enable": False}},
+        "topics": [{"name": "t", "assignment": {0: [2, 1], 1: [1, 2]}}],
+        "timeline": [{"at": 0, "produce": {"topic": "t", "partition": 0, "records": 2, "acks": "all"}}],
+        "run": {"until_ms": 300}}
+
+
+def tiny_run(spark, out: str, rounds: int = 0) -> str:
+    """The TINY scenario's run directory at `out` after `rounds` rounds (0: saved, no Spark job)."""
+    from sparkkafka import Cluster
+    from sparkkafka.scenario import parse_scenario
+
+    c = Cluster.from_scenario(parse_scenario(TINY, name="tiny"), spark=spark, out=out)
+    if rounds:
+        c.step(rounds=rounds)
+    else:
+        c.save()
+    return out
+
 
 def cli(capsys, *args) -> tuple[int, str, str]:
     """Run `sparkkafka ARGS...` in-process: (exit code, stdout, stderr)."""

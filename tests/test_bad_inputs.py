@@ -9,25 +9,15 @@ import json
 import shutil
 
 import pytest
-from operator_util import cli, copy_run, snapshot
+from operator_util import TINY, cli, copy_run, snapshot, tiny_run
 
 from sparkkafka.errors import ScenarioError
-from sparkkafka.scenario import parse_scenario
-
-SCENARIO = {"cluster": {"brokers": [1, 2], "config": {"auto.leader.rebalance.enable": False}},
-            "topics": [{"name": "t", "assignment": {0: [2, 1], 1: [1, 2]}}],
-            "timeline": [{"at": 0, "produce": {"topic": "t", "partition": 0, "records": 2, "acks": "all"}}],
-            "run": {"until_ms": 300}}
 
 
 @pytest.fixture(scope="module")
 def base(spark, tmp_path_factory) -> str:
     """A run directory after two rounds (its brokers' rows saved in a state folder)."""
-    from sparkkafka import Cluster
-
-    out = str(tmp_path_factory.mktemp("bad") / "run")
-    Cluster.from_scenario(parse_scenario(SCENARIO, name="bad"), spark=spark, out=out).step(rounds=2)
-    return out
+    return tiny_run(spark, str(tmp_path_factory.mktemp("bad") / "run"), rounds=2)
 
 
 def test_run_until_a_negative_time_is_refused_and_changes_nothing(base, tmp_path, capsys):
@@ -44,7 +34,7 @@ def test_run_until_a_negative_time_is_refused_and_changes_nothing(base, tmp_path
     assert snapshot(run) == before
     # a new run: refused before its run directory is made
     scenario = tmp_path / "s.yaml"
-    scenario.write_text(json.dumps(SCENARIO))
+    scenario.write_text(json.dumps(TINY))
     assert cli(capsys, "run", scenario, "--out", tmp_path / "new", "--until-ms", "-5")[0] == 2
     assert not (tmp_path / "new").exists()
     with pytest.raises(ScenarioError, match="until_ms: must be an integer >= 0"):

@@ -15,26 +15,16 @@ import time
 from pathlib import Path
 
 import pytest
-from operator_util import cli, copy_run, snapshot
+from operator_util import cli, copy_run, snapshot, tiny_run
 
 from sparkkafka import run_lock
-from sparkkafka.scenario import parse_scenario
 from sparkkafka.tools import operator as op
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {"cluster": {"brokers": [1, 2], "config": {"auto.leader.rebalance.enable": False}},
-        "topics": [{"name": "t", "assignment": {0: [2, 1], 1: [1, 2]}}],
-        "timeline": [{"at": 0, "produce": {"topic": "t", "partition": 0, "records": 2, "acks": "all"}}],
-        "run": {"until_ms": 300}}
-
-
 @pytest.fixture(scope="module")
 def base(spark, tmp_path_factory) -> str:
     """A run directory with its driver state saved and no round run yet (no Spark job)."""
-    from sparkkafka import Cluster
-
-    out = str(tmp_path_factory.mktemp("lock") / "run")
-    Cluster.from_scenario(parse_scenario(TINY, name="lock"), spark=spark, out=out).save()
+    out = tiny_run(spark, str(tmp_path_factory.mktemp("lock") / "run"))
     assert not os.path.exists(run_lock.lock_path(out))
     return out
 
