@@ -382,11 +382,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    from .run_dir import RUN_FORMAT_VERSION, RunDir
     from .run_views import describe_run
 
-    if not os.path.exists(os.path.join(args.run, "run.json")):
-        raise ScenarioError("run", args.run, "is not a sparkkafka run directory (no run.json)")
-    lines = describe_run(args.run, **{k.removesuffix("_partitions"): getattr(args, k) for k in FILTERS})
+    rd = RunDir(args.run).require_run("run")
+    # what the controller did since the last round (a reassign --execute) shows at once, as in Kafka
+    uncommitted = rd.load().uncommitted_partition_state() if rd.format_version() == RUN_FORMAT_VERSION else []
+    lines = describe_run(args.run, uncommitted, **{k.removesuffix("_partitions"): getattr(args, k) for k in FILTERS})
     if lines:
         print("\n".join(lines))
     return 0
