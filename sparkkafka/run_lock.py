@@ -47,7 +47,7 @@ class RunLockedError(ScenarioError):
 
 
 def lock_path(run_dir: str | os.PathLike) -> str:
-    return os.path.join(os.path.abspath(run_dir), LOCK)
+    return os.path.join(os.path.realpath(run_dir), LOCK)
 
 
 def holder(run_dir: str | os.PathLike) -> dict[str, Any] | None:
@@ -146,7 +146,7 @@ def _refused(path: str, info: dict[str, Any]) -> RunLockedError:
 def acquire(run_dir: str | os.PathLike, command: str | None = None) -> None:
     """Take the run directory's lock for this process (re-entrant); RunLockedError when another holds it.
     The directory must exist."""
-    path = os.path.abspath(run_dir)
+    path = os.path.realpath(run_dir)
     mine = _held.get(path)
     if mine is not None and mine[2] == os.getpid():
         _held[path] = (mine[0], mine[1] + 1, mine[2])
@@ -176,7 +176,7 @@ def acquire(run_dir: str | os.PathLike, command: str | None = None) -> None:
 
 def release(run_dir: str | os.PathLike) -> None:
     """Undo one acquire; the outermost removes the lock file (only if it is still this process's)."""
-    path = os.path.abspath(run_dir)
+    path = os.path.realpath(run_dir)
     mine = _held.get(path)
     if mine is None or mine[2] != os.getpid():
         return
@@ -193,7 +193,7 @@ def release(run_dir: str | os.PathLike) -> None:
 
 def held(run_dir: str | os.PathLike) -> bool:
     """This process holds the run directory's lock."""
-    mine = _held.get(os.path.abspath(run_dir))
+    mine = _held.get(os.path.realpath(run_dir))
     return mine is not None and mine[2] == os.getpid()
 
 
@@ -211,7 +211,7 @@ def writing(run_dir: str | os.PathLike, command: str | None = None, seen: Any = 
             from .run_dir import RunDir
 
             if RunDir(run_dir).stamp() != seen:
-                raise RunLockedError("run", os.path.abspath(run_dir),
+                raise RunLockedError("run", os.path.realpath(run_dir),
                                      "was saved by another writer since this process read it; reopen it "
                                      "(Cluster.for_path, or run the tool again) so that change is not lost")
         yield
