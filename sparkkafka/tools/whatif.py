@@ -631,12 +631,16 @@ def reassign_times(partition_state: pd.DataFrame, targets: Mapping[tuple[str, in
 @dataclass
 class EmulatedMove:
     """An emulated reassignment: per planned partition its completion (ms after the plan, None: not within
-    the run), the bytes the new replicas appended per second of the move, and the run directory."""
+    the run), the bytes each new replica's broker appended for the planned partitions, and the run."""
 
     done_ms: dict
-    moved_bytes: int
+    moved: dict  # broker -> bytes its new replicas appended
     until_ms: int
     run_dir: str
+
+    @property
+    def moved_bytes(self) -> int:
+        return int(sum(self.moved.values()))
 
 
 def emulate_reassign(mapping: dict, entries: list[dict], throttle: int, *, spark: Any = None, out: str,
@@ -645,8 +649,6 @@ def emulate_reassign(mapping: dict, entries: list[dict], throttle: int, *, spark
     the throttles kafka-reassign-partitions sets, then AlterPartitionReassignments), until the controller has
     completed every planned move (checked every 2 s of emulated time) or ``until_ms``."""
     from ..cluster import Cluster
-    from ..protocol.fetch import record_bytes
-    from ..storage import tables as T
 
     mapping = json.loads(json.dumps(mapping))
     plan = {"version": 1, "partitions": [{k: e[k] for k in ("topic", "partition", "replicas")} for e in entries]}
@@ -665,14 +667,25 @@ def emulate_reassign(mapping: dict, entries: list[dict], throttle: int, *, spark
         if c.round * c.round_ms > at_ms and not set(targets) & set(c.control.reassignments()):
             break
     c.run(until_ms=c.round * c.round_ms - 1)  # the summary of the rounds run
-    ps = T.read_table(c.tables_dir, "partition_state").to_pandas()
-    done = reassign_times(ps, targets, at_ms)
-    log = T.read_table(c.tables_dir, "log").to_pandas()
+    return reassign_of_run(c.out, parts, entries, at_ms, until_ms)
+
+
+def reassign_of_run(run_dir: str, parts: pd.DataFrame, entries: list[dict], at_ms: int, until_ms: int
+                    ) -> EmulatedMove:
+    """What a run shows of a plan submitted at ``at_ms`` (``parts``: the partitions before it)."""
+    from ..protocol.fetch import record_bytes
+    from ..storage import tables as T
+
+    tables = str(Path(run_dir) / "tables")
+    targets = {(e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]] for e in entries}
+    done = reassign_times(T.read_table(tables, "partition_state").to_pandas(), targets, at_ms)
     current = {(r["topic"], int(r["partition"])): set(r["replicas"]) for _, r in parts.iterrows()}
     new = pd.DataFrame([(t, p, b) for (t, p), tgt in targets.items() for b in tgt if b not in current[(t, p)]],
                        columns=["topic", "partition", "broker"])
-    moved = log.merge(new, on=["topic", "partition", "broker"]) if len(new) else log.iloc[:0]
-    return EmulatedMove(done, int(record_bytes(moved).sum()) if len(moved) else 0, until_ms, c.out)
+    log = T.read_table(tables, "log").to_pandas()
+    moved = log[~log["is_future"]].merge(new, on=["topic", "partition", "broker"])
+    per = moved.assign(_n=record_bytes(moved)).groupby("broker")["_n"].sum() if len(moved) else pd.Series(dtype=int)
+    return EmulatedMove(done, {int(b): int(n) for b, n in per.items()}, until_ms, run_dir)
 
 
 def reassign_table(predicted: pd.DataFrame, emulated: EmulatedMove | None) -> pd.DataFrame:
@@ -709,9 +722,13 @@ def reassign_text(predicted: pd.DataFrame, throttle: int, emulated: EmulatedMove
                                                     f"not within the run ({emulated.until_ms} ms)"))
         if p_total and e_total:
             lines.append(f"  prediction error: {100.0 * (p_total - e_total) / e_total:+.1f} %")
-        if e_total:
-            lines.append(f"  emulated copy rate: {emulated.moved_bytes * 1000 / e_total:.0f} B/s "
-                         f"({emulated.moved_bytes} bytes appended by the new replicas)")
+        for b, n in sorted(emulated.moved.items()):
+            ends = [emulated.done_ms.get((t, int(p))) for t, p, add in
+                    predicted[["topic", "partition", "adding"]].itertuples(index=False) if b in add]
+            if ends and None not in ends:
+                rate = n * 1000 / max(ends)
+                lines.append(f"  into broker {b}: {n} bytes by {max(ends)} ms, {rate:.0f} B/s ({100 * rate / throttle:.0f} "
+                             f"% of the throttle, the requests around the copy included)")
         if wall_s is not None:
             lines.append(f"  emulated run: {emulated.run_dir} ({wall_s:.0f} s wall)")
     return "\n".join(lines) + "\n"
