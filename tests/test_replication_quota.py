@@ -71,13 +71,13 @@ class Cluster:
     def send(self):
         self.rep, reqs, _ = fetch.fetch_requests(self.rep, self.now, {}, self.cfg, self.quota)
         if self.quota is not None:
-            self.quota = fetch.record_quota(self.quota, "follower", reqs, "src", self.now, self.cfg)
+            self.quota = fetch.touch_quota(self.quota, "follower", reqs, self.now, self.cfg)
         self.requests = F.concat([self.requests, reqs], F.FETCH)
 
     def serve(self):
         if self.quota is not None:
-            self.quota = fetch.record_quota(self.quota, "leader", F.concat([self.requests, self.parked], F.FETCH),
-                                            "broker", self.now, self.cfg)
+            self.quota = fetch.touch_quota(self.quota, "leader", F.concat([self.requests, self.parked], F.FETCH),
+                                           self.now, self.cfg)
         self.rep, self.rem, resp, recs, self.parked = fetch.serve_fetch(
             self.rep, self.rem, self.tail, self.requests, self.parked, self.now, self.cfg, self.quota)
         if self.quota is not None:

@@ -602,7 +602,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     if len(misses):
         log = F.concat([tail, (yield ReadLog(misses))], F.RECORD)
     sw.lap("storage_reads")
-    brokers = fetch.record_quota(brokers, "leader", F.concat([requests, parked], F.FETCH), "broker", now, cfg)
+    brokers = fetch.touch_quota(brokers, "leader", F.concat([requests, parked], F.FETCH), now, cfg)
     replicas, remotes, responses, resp_records, parked = fetch.serve_fetch(
         replicas, remotes, log, requests, parked, now, cfg, brokers)
     brokers = fetch.record_quota(brokers, "leader", resp_records, "src", now, cfg)
@@ -614,7 +614,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
         replicas, F.concat([state.pending, pending_new], F.PENDING), min_isr, now, offline=offline)
     results = F.concat([results, done], F.RESULT)
     replicas, new_requests, epoch_requests = fetch.fetch_requests(replicas, now, config.unreachable, cfg, brokers)
-    brokers = fetch.record_quota(brokers, "follower", new_requests, "src", now, cfg)
+    brokers = fetch.touch_quota(brokers, "follower", new_requests, now, cfg)
     sw.lap("serve_fetch")
     # the log-dir movers (ReplicaAlterLogDirsThread, 9.2) copy from the current logs as they now are
     replicas, futures, copied, swaps, future_cuts = yield from _movers(

@@ -401,18 +401,27 @@ def record_quota(quota: pd.DataFrame, side: str, records: pd.DataFrame, by: str,
     """Record a round's replication bytes in the brokers' sensors (ReplicationQuotaManager.record):
     `records` are what the leaders sent (side "leader", charged to `by` = "src") or what the followers
     appended (side "follower", `by` = "broker"); only partitions the charged broker throttles count,
-    in-sync ones included, as Kafka counts them. Given FETCH rows instead (the round's requests: side
-    "follower" by "src", side "leader" by "broker"), the brokers that checked their quota for a
-    throttled partition get their window started (replication_quota.touch)."""
+    in-sync ones included, as Kafka counts them."""
     if records.empty or not replication_quota.active(cfg):
         return quota
     who = records[by].to_numpy()
     thr = replication_quota.is_throttled(cfg, side, records["topic"], records["partition"], who)
     if not thr.any():
         return quota
-    if "value_bytes" not in records.columns:
-        return replication_quota.touch(quota, side, who[thr], now, cfg)
     return replication_quota.record(quota, side, who[thr], record_bytes(records[thr]), now, cfg)
+
+
+def touch_quota(quota: pd.DataFrame, side: str, requests: pd.DataFrame, now: int, cfg: Mapping) -> pd.DataFrame:
+    """Start the sensors the round's fetch requests reach (replication_quota.touch): the leader's (side
+    "leader", the requests it serves) and the follower's (side "follower", the requests it sent), for the
+    throttled partitions in them. Kafka records every follower fetch of a throttled partition, 0 bytes
+    too (KafkaApis on the leader, ReplicaFetcherThread.processPartitionData on the follower), which
+    creates the sensor's first sample: the window runs from the first fetch after the throttle is set."""
+    if requests.empty or not replication_quota.active(cfg):
+        return quota
+    who = requests["broker" if side == "leader" else "src"].to_numpy()
+    thr = replication_quota.is_throttled(cfg, side, requests["topic"], requests["partition"], who)
+    return replication_quota.touch(quota, side, who[thr], now, cfg) if thr.any() else quota
 
 
 def _truncate_diverging(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, rules: Rules

@@ -199,7 +199,7 @@ def record(quota: pd.DataFrame, side: str, brokers, sizes, now: int, cfg: Mappin
     """ReplicationQuotaManager.record: add each broker's bytes (`sizes` per row of `brokers`) to its
     `side` sensor at `now`: into the current sample while it lasts (window size), else into a new one
     starting now; obsolete samples are purged. A broker recording 0 bytes only gets a first sample when
-    it has none (SampledStat.oldest: checking a sensor starts its window; see `touch`). Brokers not in
+    it has none (SampledStat.current: a fetch that moved nothing starts the window; see `touch`). Brokers not in
     `quota` are not recorded."""
     b = np.asarray(brokers, dtype="int64")
     if len(b) == 0 or quota.empty:
@@ -227,9 +227,9 @@ def record(quota: pd.DataFrame, side: str, brokers, sizes, now: int, cfg: Mappin
 
 
 def touch(quota: pd.DataFrame, side: str, brokers, now: int, cfg: Mapping) -> pd.DataFrame:
-    """The isQuotaExceeded check's side effect: a broker with a rate on `side` whose sensor has no live
-    sample gets an empty one starting `now` (SampledStat.oldest), so its window runs from the first
-    check, as the allowance it was just given assumed, not from the first byte recorded."""
+    """A record of 0 bytes (a fetch of a throttled partition that moved nothing yet): a broker with a rate
+    on `side` whose sensor has no live sample gets an empty one starting `now` (SampledStat.current), so
+    its window runs from the first fetch, as the allowance it was given assumed, not from the first byte."""
     rates = _rate_of(cfg, side)
     b = np.asarray(brokers, dtype="int64")
     b = b[np.isin(b, list(rates))] if rates else b[:0]

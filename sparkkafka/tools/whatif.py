@@ -535,10 +535,7 @@ def _fair_rates(streams: list[dict], capacity: dict) -> dict[int, float]:
             for r in active[i]["uses"]:
                 left[r] -= inc
             del active[i]
-        for r in list(left):
-            if r != r_min:
-                continue
-            left.pop(r)
+        left.pop(r_min)
     return rate
 
 
