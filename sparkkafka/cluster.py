@@ -135,6 +135,7 @@ class Cluster:
             spark = get_spark(master)
         if os.path.exists(out) and overwrite:
             shutil.rmtree(out)
+        RunDir(out).clear_unfinished()  # what a creation killed before its run.json left
         os.makedirs(out, exist_ok=True)
         c = cls(spark, out)
         T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
@@ -173,12 +174,18 @@ class Cluster:
         """Write what the driver holds (controller, ZooKeeper, producers, timeline position) and the
         brokers' in-memory state (the last round's output rows) into the run directory, so another
         process can continue the run or act on it. Each save writes a new state folder, then drops
-        the older ones (a reader of the old one is never overwritten underneath)."""
+        the older ones (a reader of the old one is never overwritten underneath). The driver state is
+        the run's commit point: written last, it records the tables' versions it goes with."""
+        self._recover()
         self.flush()
         if self.state is not None:
             folder = self.run_dir.new_state_folder(self.round)
             self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(os.path.join(self.out, folder))
             self.driver.state_folder = folder
+        self._save_driver()
+
+    def _save_driver(self) -> None:
+        self.driver.table_versions = T.table_versions(self.tables_dir)
         self.run_dir.save_driver(self.driver)
 
     def _restore(self) -> None:
@@ -186,13 +193,26 @@ class Cluster:
             return  # its tables can be read; continuing it is refused (_require_resumable)
         self.driver = self.run_dir.load()
         self._transient()
+        self._recovered = False  # a reopened run is recovered when first continued or acted on (_recover)
         folder = self.run_dir.state_path(self.driver)
         if folder is not None:
             self.state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
 
+    def _recover(self) -> None:
+        """Before a reopened run is continued or changed: undo what was written after its driver state
+        was saved (a run killed mid-round, RunDir.recover), so it goes on as an uninterrupted run does.
+        Not on open: a reader of a run that another process is running must not undo its commits."""
+        if getattr(self, "_recovered", True):
+            return
+        self._recovered = True
+        self.rolled_back = self.run_dir.recover(self.driver)
+        if self.rolled_back:
+            self.writer = self._table_writer()  # handles opened before the rollback
+
     def _require_resumable(self) -> None:
         if not self.resumable:
             self.run_dir.check_format()
+        self._recover()
 
     def _table_writer(self) -> TableWriter:
         """The run's committer, compacting mid-run as the scenario says (runs saved before the setting: default)."""
@@ -233,7 +253,9 @@ class Cluster:
                 self.tables_dir, self.brokers_dir, sc.topics, int(sc.emulator["initial.record.bytes"]),
                 sc.log_dirs, sc.brokers)
         self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
-        self._save_meta()
+        self.control.save(self.out)
+        self._save_driver()
+        self._save_meta()  # run.json last: from here on the directory is a run, continued whenever it stops
 
     def _save_meta(self) -> None:
         self.meta = self.driver.meta()
@@ -320,7 +342,7 @@ class Cluster:
         log = broker_disk.read_log(self.tables_dir, version, b,
                                    ["log_dir", "topic", "partition", "offset", "append_ms"]).to_pandas()
         flushed = {(d, t, p): o for d in self.scenario.log_dirs
-                   for (t, p), o in broker_disk.read_flushed(self.brokers_dir, b, d).items()}
+                   for (t, p), o in broker_disk.read_flushed(self.brokers_dir, b, d, self.round).items()}
         writeback = int(self.scenario.emulator["page.cache.writeback.ms"])
         cuts = power_loss_cuts(log, flushed, now, writeback)
         adds, removes = log_truncation.truncate(self.tables_dir, version, b, cuts,
@@ -611,6 +633,9 @@ class Cluster:
         every = int(self.scenario.emulator["history.commit.rounds"])
         if self.round // every > before // every:
             self.flush()
+        every = int(self.scenario.emulator.get("checkpoint.rounds", 0))
+        if every and self.round // every > before // every:
+            self.save()
         clock.lap("history")
         return ran + jumped
 
@@ -680,7 +705,7 @@ class Cluster:
 
         before = (self.round - 1) * self.round_ms
         p = self._params(before)
-        fn = IdleJump(rounds=d, last_ms=before, cfg=p.cfg, brokers_dir=self.brokers_dir, log_dirs=p.log_dirs,
+        fn = IdleJump(rounds=d, last_ms=before, round_no=self.round, cfg=p.cfg, brokers_dir=self.brokers_dir, log_dirs=p.log_dirs,
                       offline_dirs=p.offline_dirs, unreachable=self._cut)
         self._before_jump = self.state
         self.state = self.state.mapInPandas(fn, W.SPARK_DDL)
@@ -769,13 +794,13 @@ class Cluster:
                 bar.update(ran)
         if bar is not None:
             bar.close()
-        self.save()
+        self.flush()
         self.compact()
         summary, found = audit_run(self.out)  # the summary and the violations, from one read of the tables
-        with open(os.path.join(self.out, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, sort_keys=True)
         write_violations(self.tables_dir, found, summary["rounds"])
         self.writer.refresh("violations")
+        self.save()  # the commit point: after every commit of the run, before the summary it leads to
+        self.run_dir.write_summary(summary)
         self._summary = (self.round, summary)  # summary() needs no second read of the tables
         return self
 
