@@ -112,6 +112,7 @@ class Cluster:
         self.brokers_dir = self.run_dir.brokers_dir
         self.driver = driver
         self.state: DataFrame | None = None  # the brokers' rows after the last round (lazy, Spark)
+        self._recovered = True  # False: reopened, not yet recovered (_recover)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -202,7 +203,7 @@ class Cluster:
         """Before a reopened run is continued or changed: undo what was written after its driver state
         was saved (a run killed mid-round, RunDir.recover), so it goes on as an uninterrupted run does.
         Not on open: a reader of a run that another process is running must not undo its commits."""
-        if getattr(self, "_recovered", True):
+        if self._recovered:
             return
         self._recovered = True
         self.rolled_back = self.run_dir.recover(self.driver)
@@ -705,8 +706,8 @@ class Cluster:
 
         before = (self.round - 1) * self.round_ms
         p = self._params(before)
-        fn = IdleJump(rounds=d, last_ms=before, round_no=self.round, cfg=p.cfg, brokers_dir=self.brokers_dir, log_dirs=p.log_dirs,
-                      offline_dirs=p.offline_dirs, unreachable=self._cut)
+        fn = IdleJump(rounds=d, last_ms=before, round_no=self.round, cfg=p.cfg, brokers_dir=self.brokers_dir,
+                      log_dirs=p.log_dirs, offline_dirs=p.offline_dirs, unreachable=self._cut)
         self._before_jump = self.state
         self.state = self.state.mapInPandas(fn, W.SPARK_DDL)
         self.round += d

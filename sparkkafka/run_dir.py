@@ -201,9 +201,9 @@ class RunDir:
             return DriverState.from_dict(json.load(f))
 
     def save(self, d: DriverState) -> None:
-        """Write ZooKeeper, run.json and the driver's state (what a tool that changed the cluster saves)."""
-        d.control.save(self.path)
-        self.write_meta(d.meta())
+        """Write ZooKeeper, run.json and the driver's state (what a tool that changed the cluster saves),
+        after undoing what a killed run wrote after `d` was saved (`recover`: a tool is a writer too)."""
+        self.recover(d)  # it writes ZooKeeper and run.json from d
         self.save_driver(d)
 
     def save_driver(self, d: DriverState) -> None:
