@@ -1,5 +1,6 @@
 """Same scenario and seed -> identical tables on local[1], local[2], a multi-process cluster,
-through spark-submit, and through a Spark Connect server (no RDD, no SparkContext)."""
+through spark-submit, and through a Spark Connect server (no RDD, no SparkContext) whose master is a
+standalone Master + Worker (executors in their own JVMs and Python workers, as on a real cluster)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from deltalake import DeltaTable
-from sparkutil import connect_server, run_python, spark_submit
+from sparkutil import connect_server, run_python, spark_submit, standalone_cluster
 
 from sparkkafka import Cluster
 from sparkkafka.storage.tables import SCHEMAS
@@ -81,9 +82,9 @@ def test_spark_submit_gives_identical_tables(reference, tmp_path, master):
 
 
 @pytest.mark.slow
-def test_spark_connect_gives_identical_tables(reference, tmp_path):
+def test_spark_connect_on_standalone_cluster_gives_identical_tables(reference, tmp_path):
     out = str(tmp_path / "run")
-    with connect_server() as url:
+    with standalone_cluster() as master, connect_server(master=master) as url:
         proc = run_python(JOB, SCENARIO, "--out", out, "--engine", "resident", env={"SPARK_REMOTE": url},
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
