@@ -172,3 +172,39 @@ def test_a_sparkkafka_run_killed_with_sigkill_is_continued_by_sparkkafka_run(spa
     got_tables, got_summary = outcome(str(out))
     assert_same(got_tables, want_tables)
     assert got_summary == want_summary
+
+
+def test_table_rollback_drops_later_commits_and_their_checkpoints(tmp_path):
+    """A table rolled back to a version reads as it did then, its app transaction included (the round
+    committed again is accepted), whatever checkpoints were written after it."""
+    import pyarrow as pa
+
+    from sparkkafka.storage import tables as T
+
+    d = str(tmp_path)
+    T.create_tables(d, checkpoint_interval=2)
+    w = T.TableWriter(d, "r1")
+
+    def commit(r):
+        rows = pa.Table.from_pylist([{"round": r, "time_ms": r * 100}], schema=T.SCHEMAS["metrics"])
+        assert w.commit("metrics", [T.write_file(d, "metrics", rows, f"{r:08d}-driver")], r)
+
+    for r in range(3):
+        commit(r)
+    keep = T.table_versions(d)
+    before = T.read_table(d, "metrics").sort_by("round")
+    for r in range(3, 7):
+        commit(r)
+    log = os.path.join(d, "metrics", "_delta_log")
+    assert any(n.endswith(".checkpoint.parquet") and int(n[:20]) > keep["metrics"] for n in os.listdir(log))
+    open(os.path.join(d, "metrics", "part-x.parquet.0.tmp"), "w").close()  # a write a kill cut short
+
+    assert T.rollback(d, keep) == ["metrics"]
+    assert T.table_versions(d) == keep
+    assert T.read_table(d, "metrics").sort_by("round").equals(before)
+    assert not any(int(n[:20]) > keep["metrics"] for n in os.listdir(log) if n[:20].isdigit())
+    assert not any(n.endswith(".tmp") for n in os.listdir(os.path.join(d, "metrics")))
+    w = T.TableWriter(d, "r1")
+    commit(3)  # round 3 is not committed any more: accepted again
+    assert T.read_table(d, "metrics").num_rows == 4
+    assert T.rollback(d, T.table_versions(d)) == []
