@@ -89,11 +89,19 @@ def _parser() -> argparse.ArgumentParser:
                                                           "candidate leader and the acked records it would lose")
     w.add_argument("--balance-dirs", action="store_true", help="KIP-113 moves evening out each broker's dirs")
     w.add_argument("--plan", help="--balance-dirs: write the reassignment JSON here (default: print it)")
+    w.add_argument("--reassign", metavar="PLAN", help="a kafka-reassign-partitions --reassignment-json-file: its "
+                                                      "predicted ETA per partition and total, then the emulated move")
+    w.add_argument("--throttle", type=int, metavar="T", help="--reassign: the replication throttle in B/s "
+                                                               "(kafka-reassign-partitions --throttle)")
+    w.add_argument("--until-ms", type=int, help="--reassign: end of the emulated run (default: the plan's time "
+                                                "plus 1.5 x the predicted completion plus 2 s)")
     w.add_argument("--no-emulate", action="store_true", help="the prediction only, no emulated run")
     w.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="the table's format")
-    w.add_argument("--record-bytes", type=int, default=2**31 - 1,
-                   help="record size the logs are expanded to in the emulated run (default 2^31-1: few rows)")
-    w.add_argument("--at-ms", type=int, default=1000, help="when the loss happens in the emulated run")
+    w.add_argument("--record-bytes", type=int, default=None,
+                   help="record size the logs are expanded to in the emulated run (default 2^31-1: few rows; "
+                        "with --reassign, what the throttle moves in one fetch cycle, at least 1 MiB)")
+    w.add_argument("--at-ms", type=int, default=1000, help="when the loss (or the --reassign plan) happens in the "
+                                                           "emulated run")
     w.add_argument("--settle-ms", type=int, default=2000,
                    help="emulated time after zookeeper.session.timeout.ms before the state is read")
     w.add_argument("--recover-ms", type=int, default=60000,
@@ -341,11 +349,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    from .run_dir import RUN_FORMAT_VERSION, RunDir
     from .run_views import describe_run
 
-    if not os.path.exists(os.path.join(args.run, "run.json")):
-        raise ScenarioError("run", args.run, "is not a sparkkafka run directory (no run.json)")
-    lines = describe_run(args.run, **{k.removesuffix("_partitions"): getattr(args, k) for k in FILTERS})
+    rd = RunDir(args.run).require_run("run")
+    # what the controller did since the last round (a reassign --execute) shows at once, as in Kafka
+    uncommitted = rd.load().uncommitted_partition_state() if rd.format_version() == RUN_FORMAT_VERSION else []
+    lines = describe_run(args.run, uncommitted, **{k.removesuffix("_partitions"): getattr(args, k) for k in FILTERS})
     if lines:
         print("\n".join(lines))
     return 0
@@ -411,7 +421,9 @@ def _whatif(args: argparse.Namespace) -> int:
     from .scenario.loader import parse_scenario
     from .tools import whatif as W
 
-    mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes)
+    if args.reassign is not None or args.throttle is not None:
+        return _whatif_reassign(args)
+    mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes or 2**31 - 1)
     sc = parse_scenario(mapping, name=mapping["name"])
     parts = W.partitions_frame(sc)
     if args.balance_dirs:
@@ -452,6 +464,52 @@ def _whatif(args: argparse.Namespace) -> int:
                                     f"{int(best['lost_if_elected'].iloc[0])} of {int(g['acked'].iloc[0])} acked"
                                     if len(best) else "no live replica to elect"))
         sys.stdout.write(W.table_text(cands, args.format))
+    return 0
+
+
+def _whatif_reassign(args: argparse.Namespace) -> int:
+    """whatif --reassign PLAN --throttle T: the predicted ETA per partition and total before the move, then the
+    emulated move and predicted vs emulated completion side by side."""
+    import time
+    from pathlib import Path
+
+    from .scenario.loader import parse_scenario
+    from .tools import whatif as W
+
+    if args.reassign is None:
+        raise ScenarioError("--throttle", args.throttle, "is asked with --reassign PLAN")
+    if args.lose_broker or args.lose_rack or args.lose_dir or args.unclean or args.balance_dirs:
+        raise ScenarioError("--reassign", args.reassign, "is asked alone (not with --lose-*, --unclean or "
+                                                         "--balance-dirs)")
+    if args.throttle is None or args.throttle <= 0:
+        raise ScenarioError("--throttle", args.throttle, "expected a rate in bytes/s above 0")
+    try:
+        text = Path(args.reassign).read_text()
+    except OSError as e:
+        raise ScenarioError("--reassign", args.reassign, f"cannot read the plan: {e.strerror}") from None
+    probe = parse_scenario(W.load_snapshot(args.snapshot, rates=False), name="snapshot")
+    record_bytes = args.record_bytes or W.reassign_record_bytes(W.partitions_frame(probe), args.throttle,
+                                                                probe.round_ms)
+    mapping = W.load_snapshot(args.snapshot, record_bytes=record_bytes)
+    sc = parse_scenario(mapping, name=mapping["name"])
+    entries = W.reassign_plan(sc, text)
+    moves = W.reassign_moves(W.partitions_frame(sc), entries, W.ingest_rates(sc))
+    predicted = W.predict_reassign(moves, args.throttle, sc.round_ms, record_bytes=record_bytes)
+    print(f"Predicted before the move (records of {record_bytes} bytes in the emulated logs):")
+    sys.stdout.write(W.reassign_text(predicted, args.throttle, None))
+    sys.stdout.write(W.table_text(W.reassign_table(predicted, None), args.format))
+    if args.no_emulate:
+        return 0
+    p_total = W.total_ms(predicted["eta_ms"])
+    until = args.until_ms or args.at_ms + (int(1.5 * p_total) + 2000 if p_total is not None else 60000)
+    out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}-reassign")
+    t0 = time.perf_counter()
+    with _Spark(args.master) as spark:
+        emulated = W.emulate_reassign(mapping, entries, args.throttle, spark=spark, out=out, at_ms=args.at_ms,
+                                      until_ms=until)
+    print("\nPredicted vs emulated:")
+    sys.stdout.write(W.reassign_text(predicted, args.throttle, emulated, time.perf_counter() - t0))
+    sys.stdout.write(W.table_text(W.reassign_table(predicted, emulated), args.format))
     return 0
 
 

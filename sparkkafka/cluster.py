@@ -865,7 +865,7 @@ class Cluster:
 
     def describe_topics(self) -> DataFrame:
         """The latest state of every partition: topic, partition, leader, replicas, isr, epochs."""
-        pdf = latest_partitions(self.tables_dir)
+        pdf = latest_partitions(self.tables_dir, self._uncommitted_partition_state())
         schema = "topic string, partition int, leader int, replicas array<int>, isr array<int>, " \
                  "leader_epoch int, controller_epoch int, version int"
         return self.spark.createDataFrame(pdf[["topic", "partition", "leader", "replicas", "isr", "leader_epoch",
@@ -873,7 +873,11 @@ class Cluster:
 
     def describe(self, **filters: bool) -> list[str]:
         """kafka-topics --describe lines for the run's current state."""
-        return describe_run(self.out, **filters)
+        return describe_run(self.out, self._uncommitted_partition_state(), **filters)
+
+    def _uncommitted_partition_state(self) -> list[dict]:
+        """The controller's writes since the last commit (an admin request's, applied between rounds)."""
+        return self.driver.uncommitted_partition_state() if self.driver is not None else []
 
     def summary(self) -> dict:
         """What happened to the records (OUT/summary.json); works on any run dir, stepped or run."""

@@ -1,6 +1,6 @@
 """The run directory: its layout, and the driver's state saved in it as typed, versioned data.
 
-A run directory is the cluster (README, "Operating on a run"):
+A run directory is the cluster (docs/cli.md, "Operating on a run"):
 
     OUT/run.json            what the run is now (RunDir.meta): scenario name, round, brokers, topics ...
     OUT/tables/             the Delta tables (storage/tables.py)
@@ -93,6 +93,12 @@ class DriverState:
     def __post_init__(self) -> None:
         if not isinstance(self.driver_rows, defaultdict):
             self.driver_rows = defaultdict(list, self.driver_rows)
+
+    def uncommitted_partition_state(self) -> list[dict]:
+        """partition_state rows not in the table yet: those made since the last commit, and the ZooKeeper
+        writes of admin requests the controller handled since the last round (an operator tool's: the
+        controller acts at once, as Kafka's does; the next round's commit writes them)."""
+        return [*self.driver_rows.get("partition_state", []), *self.control.writes]
 
     def outside_change(self) -> None:
         """An event or admin request applied between rounds: the last round's quiescence no longer says

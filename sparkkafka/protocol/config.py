@@ -183,6 +183,8 @@ ROUND_KAFKA_CONFIGS: dict[str, str] = {
     "unclean.leader.election.enable": "unclean_leader_election_enable",
     "num.replica.alter.log.dirs.threads": "num_replica_alter_log_dirs_threads",
     "replica.alter.log.dirs.io.max.bytes.per.second": "replica_alter_log_dirs_io_max_bytes_per_second",
+    "replication.quota.window.num": "replication_quota_window_num",
+    "replication.quota.window.size.seconds": "replication_quota_window_size_seconds",
 }
 # The emulator settings it reads ("emulator." + EMULATOR_DEFAULTS name) -> field.
 ROUND_EMULATOR_SETTINGS: dict[str, str] = {
@@ -217,6 +219,8 @@ class RoundConfig(Mapping):
     unclean_leader_election_enable: bool
     num_replica_alter_log_dirs_threads: int | None
     replica_alter_log_dirs_io_max_bytes_per_second: int
+    replication_quota_window_num: int
+    replication_quota_window_size_seconds: int
     read_max_records: int
     tail_records: int
     idle_jump: bool
