@@ -132,6 +132,7 @@ class Cluster:
         self.state: DataFrame | None = None  # the brokers' rows after the last round (lazy, Spark)
         self._saved_state: DataFrame | None = None  # the `state` in driver.state_folder (read or written)
         self._seen = self.run_dir.stamp()  # the last save this Cluster knows of (run_lock.writing)
+        self._recovered = True  # False: reopened, not yet recovered (_recover)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -164,6 +165,7 @@ class Cluster:
                         shutil.rmtree(path)
                     else:
                         os.unlink(path)
+            RunDir(out).clear_unfinished()  # what a creation killed before its run.json left
             c = cls(spark, out)
             T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
             c._start(sc)
@@ -226,13 +228,19 @@ class Cluster:
         process can continue the run or act on it. A save writes the brokers' rows into a new state
         folder, then drops the older ones (a reader of the old one is never overwritten underneath);
         rows already in the state folder (a second save in the same round, a reopened run) are not
-        written again."""
+        written again. The driver state is the run's commit point: written last, it records the
+        tables' versions it goes with."""
+        self._recover()
         self.flush()
         if self.state is not None and self.state is not self._saved_state:
             folder = self.run_dir.new_state_folder(self.round)
             self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(os.path.join(self.out, folder))
             self.driver.state_folder = folder
             self._saved_state = self.state
+        self._save_driver()
+
+    def _save_driver(self) -> None:
+        self.driver.table_versions = T.table_versions(self.tables_dir)
         self.run_dir.save_driver(self.driver)
 
     def _restore(self) -> None:
@@ -240,13 +248,26 @@ class Cluster:
             return  # its tables can be read; continuing it is refused (_require_resumable)
         self.driver = self.run_dir.load()
         self._transient()
+        self._recovered = False  # a reopened run is recovered when first continued or acted on (_recover)
         folder = self.run_dir.state_path(self.driver)
         if folder is not None:
             self.state = self._saved_state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
 
+    def _recover(self) -> None:
+        """Before a reopened run is continued or changed: undo what was written after its driver state
+        was saved (a run killed mid-round, RunDir.recover), so it goes on as an uninterrupted run does.
+        Not on open: a reader of a run that another process is running must not undo its commits."""
+        if self._recovered:
+            return
+        self._recovered = True
+        self.rolled_back = self.run_dir.recover(self.driver)
+        if self.rolled_back:
+            self.writer = self._table_writer()  # handles opened before the rollback
+
     def _require_resumable(self) -> None:
         if not self.resumable:
             self.run_dir.check_format()
+        self._recover()
 
     def _table_writer(self) -> TableWriter:
         """The run's committer, compacting mid-run as the scenario says (runs saved before the setting: default)."""
@@ -287,7 +308,9 @@ class Cluster:
                 self.tables_dir, self.brokers_dir, sc.topics, int(sc.emulator["initial.record.bytes"]),
                 sc.log_dirs, sc.brokers)
         self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
-        self._save_meta()
+        self.control.save(self.out)
+        self._save_driver()
+        self._save_meta()  # run.json last: from here on the directory is a run, continued whenever it stops
 
     def _save_meta(self) -> None:
         self.meta = self.driver.meta()
@@ -374,7 +397,7 @@ class Cluster:
         log = broker_disk.read_log(self.tables_dir, version, b,
                                    ["log_dir", "topic", "partition", "offset", "append_ms"]).to_pandas()
         flushed = {(d, t, p): o for d in self.scenario.log_dirs
-                   for (t, p), o in broker_disk.read_flushed(self.brokers_dir, b, d).items()}
+                   for (t, p), o in broker_disk.read_flushed(self.brokers_dir, b, d, self.round).items()}
         writeback = int(self.scenario.emulator["page.cache.writeback.ms"])
         cuts = power_loss_cuts(log, flushed, now, writeback)
         adds, removes = log_truncation.truncate(self.tables_dir, version, b, cuts,
@@ -668,6 +691,9 @@ class Cluster:
         every = int(self.scenario.emulator["history.commit.rounds"])
         if self.round // every > before // every:
             self.flush()
+        every = int(self.scenario.emulator.get("checkpoint.rounds", 0))
+        if every and self.round // every > before // every:
+            self.save()
         clock.lap("history")
         return ran + jumped
 
@@ -737,8 +763,8 @@ class Cluster:
 
         before = (self.round - 1) * self.round_ms
         p = self._params(before)
-        fn = IdleJump(rounds=d, last_ms=before, cfg=p.cfg, brokers_dir=self.brokers_dir, log_dirs=p.log_dirs,
-                      offline_dirs=p.offline_dirs, unreachable=self._cut)
+        fn = IdleJump(rounds=d, last_ms=before, round_no=self.round, cfg=p.cfg, brokers_dir=self.brokers_dir,
+                      log_dirs=p.log_dirs, offline_dirs=p.offline_dirs, unreachable=self._cut)
         self._before_jump = self.state
         self.state = self.state.mapInPandas(fn, W.SPARK_DDL)
         self.round += d
@@ -831,13 +857,13 @@ class Cluster:
                 bar.update(ran)
         if bar is not None:
             bar.close()
-        self.save()
+        self.flush()
         self.compact()
         summary, found = audit_run(self.out)  # the summary and the violations, from one read of the tables
-        with open(os.path.join(self.out, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, sort_keys=True)
         write_violations(self.tables_dir, found, summary["rounds"])
         self.writer.refresh("violations")
+        self.save()  # the commit point: after every commit of the run, before the summary it leads to
+        self.run_dir.write_summary(summary)
         self._summary = (self.round, summary)  # summary() needs no second read of the tables
         return self
 

@@ -77,6 +77,9 @@ TOPIC_DEFAULTS: dict[str, Any] = {
 EMULATOR_DEFAULTS: dict[str, Any] = {
     "round.ms": 100,  # emulated milliseconds per round; one network hop per round
     "history.commit.rounds": 25,  # history tables are committed every N rounds and at the end
+    # the driver saves its state (the run's commit point, docs/run-directory.md) every N rounds and when
+    # run()/step() return: a killed run continues from there
+    "checkpoint.rounds": 1000,
     # Delta upkeep (storage/compaction.py): a checkpoint every N commits of a table (delta.checkpointInterval),
     # and a table partition's N small files of one tier folded into one (Delta's autoCompact.minNumFiles)
     "delta.checkpoint.interval": 10,
