@@ -7,6 +7,10 @@ cluster and Kafka 2.8's flags (``--bootstrap-server`` is accepted and ignored); 
 Kafka's message alone on stderr (exit 2), and the tools' own failures (an invalid reassignment plan, a
 refused --execute, elections that failed) print what Kafka prints where it prints it, with Kafka's exit
 code 1. tools/operator.py does the work; acting verbs save the run directory.
+
+Verbs that change a run directory (run, reassign --execute / --cancel / --verify, leader-election) hold
+its lock (run_lock.py) from before they read it until they exit, and are refused (exit 2, naming the
+holder) while another process holds it; the read-only verbs take no lock.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from . import run_lock
 from .errors import ScenarioError
 from .protocol.config import ENGINES
 
@@ -89,11 +94,19 @@ def _parser() -> argparse.ArgumentParser:
                                                           "candidate leader and the acked records it would lose")
     w.add_argument("--balance-dirs", action="store_true", help="KIP-113 moves evening out each broker's dirs")
     w.add_argument("--plan", help="--balance-dirs: write the reassignment JSON here (default: print it)")
+    w.add_argument("--reassign", metavar="PLAN", help="a kafka-reassign-partitions --reassignment-json-file: its "
+                                                      "predicted ETA per partition and total, then the emulated move")
+    w.add_argument("--throttle", type=int, metavar="T", help="--reassign: the replication throttle in B/s "
+                                                               "(kafka-reassign-partitions --throttle)")
+    w.add_argument("--until-ms", type=int, help="--reassign: end of the emulated run (default: the plan's time "
+                                                "plus 1.5 x the predicted completion plus 2 s)")
     w.add_argument("--no-emulate", action="store_true", help="the prediction only, no emulated run")
     w.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="the table's format")
-    w.add_argument("--record-bytes", type=int, default=2**31 - 1,
-                   help="record size the logs are expanded to in the emulated run (default 2^31-1: few rows)")
-    w.add_argument("--at-ms", type=int, default=1000, help="when the loss happens in the emulated run")
+    w.add_argument("--record-bytes", type=int, default=None,
+                   help="record size the logs are expanded to in the emulated run (default 2^31-1: few rows; "
+                        "with --reassign, what the throttle moves in one fetch cycle, at least 1 MiB)")
+    w.add_argument("--at-ms", type=int, default=1000, help="when the loss (or the --reassign plan) happens in the "
+                                                           "emulated run")
     w.add_argument("--settle-ms", type=int, default=2000,
                    help="emulated time after zookeeper.session.timeout.ms before the state is read")
     w.add_argument("--recover-ms", type=int, default=60000,
@@ -287,18 +300,28 @@ def _reassign(args: argparse.Namespace) -> int:
         plan = op.read_text_file(args.reassignment_json_file, "--reassignment-json-file")
     if action == "generate":
         topics = op.read_text_file(args.topics_to_move_json_file, "--topics-to-move-json-file")
-    run = op.Run.open(args.run)  # the run directory's driver state: no Spark needed
-    if action == "generate":
-        out = op.reassign_generate(run, topics, args.broker_list, args.disable_rack_aware)
-    elif action == "execute":
-        out = op.reassign_execute(run, plan, args.additional, args.throttle, args.replica_alter_log_dirs_throttle)
-    elif action == "verify":
-        out = op.reassign_verify(run, plan, args.preserve_throttles)
-    elif action == "cancel":
-        out = op.reassign_cancel(run, plan, args.preserve_throttles)
-    else:
-        out = op.reassign_list(run)
+    writes = action in ("execute", "cancel") or (action == "verify" and not args.preserve_throttles)
+    with _writing(args.run, writes):
+        run = op.Run.open(args.run)  # the run directory's driver state: no Spark needed
+        if action == "generate":
+            out = op.reassign_generate(run, topics, args.broker_list, args.disable_rack_aware)
+        elif action == "execute":
+            out = op.reassign_execute(run, plan, args.additional, args.throttle,
+                                      args.replica_alter_log_dirs_throttle)
+        elif action == "verify":
+            out = op.reassign_verify(run, plan, args.preserve_throttles)
+        elif action == "cancel":
+            out = op.reassign_cancel(run, plan, args.preserve_throttles)
+        else:
+            out = op.reassign_list(run)
     return _emit(out)
+
+
+def _writing(run: str, writes: bool = True):
+    """The run directory's lock (run_lock.py) for a verb that changes it; nothing for one that only reads."""
+    import contextlib
+
+    return run_lock.writing(run, "sparkkafka " + " ".join(sys.argv[1:])) if writes else contextlib.nullcontext()
 
 
 def _leader_election(args: argparse.Namespace) -> int:
@@ -314,8 +337,9 @@ def _leader_election(args: argparse.Namespace) -> int:
         raise ScenarioError("--path-to-json-file", args.path_to_json_file, f"cannot read the file: {e}") from None
     except ScenarioError as e:
         raise _ToolUsage(e.field, e.value, e.message) from None
-    out = op.leader_election_tool(args.run, args.election_type, args.topic, args.partition,
-                                  args.all_topic_partitions, args.path_to_json_file)
+    with _writing(args.run):
+        out = op.leader_election_tool(args.run, args.election_type, args.topic, args.partition,
+                                      args.all_topic_partitions, args.path_to_json_file)
     return _emit(out)
 
 
@@ -344,31 +368,56 @@ def _state_change_log(args: argparse.Namespace) -> int:
     return _emit(out)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from pyspark.sql import SparkSession
+def _check_until(until_ms: int | None, run: str | None) -> None:
+    """--until-ms: an emulated time >= 0 and, continuing a run, not before the last round it has run."""
+    if until_ms is None:
+        return
+    if until_ms < 0:
+        raise ScenarioError("--until-ms", until_ms, "must be >= 0 (emulated milliseconds)")
+    if run is not None:
+        from .run_dir import RunDir
 
-    from .cluster import Cluster
+        meta = RunDir(run).meta()
+        reached = (int(meta.get("round", 0)) - 1) * int(meta.get("round_ms", 1))
+        if until_ms < reached:
+            raise ScenarioError("--until-ms", until_ms, f"is before the time run {run} has already reached "
+                                                        f"({reached} ms, run.json); a run does not go back")
+
+
+def _run(args: argparse.Namespace) -> int:
     from .scenario import load_scenario
 
+    _check_until(args.until_ms, None)
     if _is_run_dir(args.scenario):  # a run directory: continue it
         for flag in ("out", "overwrite"):
             if getattr(args, flag):
                 raise ScenarioError("--" + flag, getattr(args, flag), "not used when continuing a run directory")
-        sc = None
+        sc, out = None, args.scenario
     else:
         sc = load_scenario(args.scenario)  # validate before any Spark job starts
         if args.engine:
             sc = dataclasses.replace(sc, emulator={**sc.emulator, "engine": args.engine})
-    ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
-    if sc is None:
-        from .engine.session import get_spark
+        out = args.out or os.path.join("runs", sc.name)
+        if _is_run_dir(out) and not args.overwrite:
+            raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
+        os.makedirs(out, exist_ok=True)
+    with _writing(out):  # one writer per run directory, refused before Spark (or its imports) starts
+        from pyspark.sql import SparkSession
 
-        c = Cluster.for_path(get_spark(args.master), args.scenario)
-        if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
-            c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
-    else:
-        c = Cluster.from_scenario(sc, out=args.out, overwrite=args.overwrite, master=args.master)
-    c.run(until_ms=args.until_ms, progress=not args.no_progress and sys.stderr.isatty())
+        from .cluster import Cluster
+
+        ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
+        if sc is None:
+            from .engine.session import get_spark
+
+            _check_until(args.until_ms, out)
+            Cluster.require_complete(out)
+            c = Cluster.for_path(get_spark(args.master), out)
+            if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
+                c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
+        else:
+            c = Cluster.from_scenario(sc, out=out, overwrite=args.overwrite, master=args.master)
+        c.run(until_ms=args.until_ms, progress=not args.no_progress and sys.stderr.isatty())
     print("\n".join(c.describe()))
     print(json.dumps(c.summary(), indent=2, sort_keys=True), flush=True)
     if ours and not (args.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):
@@ -379,11 +428,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    from .run_dir import RUN_FORMAT_VERSION, RunDir
     from .run_views import describe_run
 
-    if not os.path.exists(os.path.join(args.run, "run.json")):
-        raise ScenarioError("run", args.run, "is not a sparkkafka run directory (no run.json)")
-    lines = describe_run(args.run, **{k.removesuffix("_partitions"): getattr(args, k) for k in FILTERS})
+    rd = RunDir(args.run).require_run("run")
+    # what the controller did since the last round (a reassign --execute) shows at once, as in Kafka
+    uncommitted = rd.load().uncommitted_partition_state() if rd.format_version() == RUN_FORMAT_VERSION else []
+    lines = describe_run(args.run, uncommitted, **{k.removesuffix("_partitions"): getattr(args, k) for k in FILTERS})
     if lines:
         print("\n".join(lines))
     return 0
@@ -449,7 +500,9 @@ def _whatif(args: argparse.Namespace) -> int:
     from .scenario.loader import parse_scenario
     from .tools import whatif as W
 
-    mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes)
+    if args.reassign is not None or args.throttle is not None:
+        return _whatif_reassign(args)
+    mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes or 2**31 - 1)
     sc = parse_scenario(mapping, name=mapping["name"])
     parts = W.partitions_frame(sc)
     if args.balance_dirs:
@@ -490,6 +543,52 @@ def _whatif(args: argparse.Namespace) -> int:
                                     f"{int(best['lost_if_elected'].iloc[0])} of {int(g['acked'].iloc[0])} acked"
                                     if len(best) else "no live replica to elect"))
         sys.stdout.write(W.table_text(cands, args.format))
+    return 0
+
+
+def _whatif_reassign(args: argparse.Namespace) -> int:
+    """whatif --reassign PLAN --throttle T: the predicted ETA per partition and total before the move, then the
+    emulated move and predicted vs emulated completion side by side."""
+    import time
+    from pathlib import Path
+
+    from .scenario.loader import parse_scenario
+    from .tools import whatif as W
+
+    if args.reassign is None:
+        raise ScenarioError("--throttle", args.throttle, "is asked with --reassign PLAN")
+    if args.lose_broker or args.lose_rack or args.lose_dir or args.unclean or args.balance_dirs:
+        raise ScenarioError("--reassign", args.reassign, "is asked alone (not with --lose-*, --unclean or "
+                                                         "--balance-dirs)")
+    if args.throttle is None or args.throttle <= 0:
+        raise ScenarioError("--throttle", args.throttle, "expected a rate in bytes/s above 0")
+    try:
+        text = Path(args.reassign).read_text()
+    except OSError as e:
+        raise ScenarioError("--reassign", args.reassign, f"cannot read the plan: {e.strerror}") from None
+    probe = parse_scenario(W.load_snapshot(args.snapshot, rates=False), name="snapshot")
+    record_bytes = args.record_bytes or W.reassign_record_bytes(W.partitions_frame(probe), args.throttle,
+                                                                probe.round_ms)
+    mapping = W.load_snapshot(args.snapshot, record_bytes=record_bytes)
+    sc = parse_scenario(mapping, name=mapping["name"])
+    entries = W.reassign_plan(sc, text)
+    moves = W.reassign_moves(W.partitions_frame(sc), entries, W.ingest_rates(sc))
+    predicted = W.predict_reassign(moves, args.throttle, sc.round_ms, record_bytes=record_bytes)
+    print(f"Predicted before the move (records of {record_bytes} bytes in the emulated logs):")
+    sys.stdout.write(W.reassign_text(predicted, args.throttle, None))
+    sys.stdout.write(W.table_text(W.reassign_table(predicted, None), args.format))
+    if args.no_emulate:
+        return 0
+    p_total = W.total_ms(predicted["eta_ms"])
+    until = args.until_ms or args.at_ms + (int(1.5 * p_total) + 2000 if p_total is not None else 60000)
+    out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}-reassign")
+    t0 = time.perf_counter()
+    with _Spark(args.master) as spark:
+        emulated = W.emulate_reassign(mapping, entries, args.throttle, spark=spark, out=out, at_ms=args.at_ms,
+                                      until_ms=until)
+    print("\nPredicted vs emulated:")
+    sys.stdout.write(W.reassign_text(predicted, args.throttle, emulated, time.perf_counter() - t0))
+    sys.stdout.write(W.table_text(W.reassign_table(predicted, emulated), args.format))
     return 0
 
 

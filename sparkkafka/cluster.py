@@ -10,6 +10,7 @@ lives only here: state travels in the DataFrame, logs in Delta, checkpoints on d
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import re
@@ -17,7 +18,9 @@ import shutil
 import time
 import uuid
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -25,7 +28,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as Fn
 
-from . import admin
+from . import admin, run_lock
 from .controller.control_plane import ControlPlane
 from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
@@ -66,6 +69,21 @@ class _Stopwatch:
         t = time.perf_counter()
         self.into[name] += t - self.t
         self.t = t
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _writer(fn: _F) -> _F:
+    """A Cluster method that changes the run directory: it holds the run's lock (run_lock.py) and is refused
+    when another process holds it, or has saved the run since this Cluster read it."""
+
+    @functools.wraps(fn)
+    def wrapped(self: Cluster, *args: Any, **kwargs: Any) -> Any:
+        with self._writing():
+            return fn(self, *args, **kwargs)
+
+    return wrapped  # type: ignore[return-value]
 
 
 class _Driven:
@@ -113,6 +131,9 @@ class Cluster:
         self.driver = driver
         # the brokers' rows after the last round: lazy Spark rows, or pandas with the in-process engine
         self.state: DataFrame | pd.DataFrame | None = None
+        self._saved_state: DataFrame | pd.DataFrame | None = None  # the `state` in driver.state_folder (read or written)
+        self._seen = self.run_dir.stamp()  # the last save this Cluster knows of (run_lock.writing)
+        self._recovered = True  # False: reopened, not yet recovered (_recover)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -131,16 +152,26 @@ class Cluster:
         out = out or os.path.join("runs", sc.name)
         if RunDir(out).is_run() and not overwrite:
             raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
-        if spark is None and sc.emulator.get("engine") != "local":
-            from .engine.session import get_spark
-
-            spark = get_spark(master)
-        if os.path.exists(out) and overwrite:
-            shutil.rmtree(out)
         os.makedirs(out, exist_ok=True)
-        c = cls(spark, out)
-        T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
-        c._start(sc)
+        with run_lock.writing(out):  # refused while another process writes there, before Spark starts
+            if RunDir(out).is_run() and not overwrite:
+                raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
+            if spark is None and sc.emulator.get("engine") != "local":  # the in-process engine needs no session
+                from .engine.session import get_spark
+
+                spark = get_spark(master)
+            for name in os.listdir(out) if overwrite else ():
+                if name != run_lock.LOCK:  # the lock this process holds stays
+                    path = os.path.join(out, name)
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path)
+                    else:
+                        os.unlink(path)
+            RunDir(out).clear_unfinished()  # what a creation killed before its run.json left
+            c = cls(spark, out)
+            T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
+            c._start(sc)
+            c._seen = c.run_dir.stamp()
         return c
 
     @classmethod
@@ -148,7 +179,7 @@ class Cluster:
         """Reopen a run directory: its tables can be read, and (runs saved in this run format) it can be
         continued with run(until_ms) / step() and acted on by apply() and the operator tools. With no
         `spark`, a session is started unless the run is on the in-process engine (engine/local.py)."""
-        rd = RunDir(path).require_run()
+        rd = cls.require_complete(path)
         c = cls(spark, path)
         c.meta = rd.meta()
         c._restore()
@@ -157,6 +188,17 @@ class Cluster:
 
             c.spark = get_spark()
         return c
+
+    @staticmethod
+    def require_complete(path: str) -> RunDir:
+        """The run directory at `path`, with its run.json and every Delta table (ScenarioError naming what is
+        missing, before anything reads it)."""
+        rd = RunDir(path).require_run()
+        missing = [n for n in T.SCHEMAS if not os.path.isdir(os.path.join(T.table_path(rd.tables_dir, n), "_delta_log"))]
+        if missing:
+            raise ScenarioError("path", rd.path, f"holds run.json but not the run's Delta tables ({', '.join(missing)} "
+                                                 "missing under tables/): not a complete run directory")
+        return rd
 
     # ------------------------------------------------------------------ the run directory is the cluster
     @property
@@ -172,22 +214,43 @@ class Cluster:
     def profile(self) -> str:
         return self.control.profile
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the run directory's lock (run_lock.py) while changing it; refused when another process has
+        saved the run since this Cluster read or saved it (its view would overwrite that change)."""
+        with run_lock.writing(self.out, seen=self._seen):
+            try:
+                yield
+            finally:
+                self._seen = self.run_dir.stamp()  # under the lock: this process's own saves
+
+    @_writer
     def save(self) -> None:
         """Write what the driver holds (controller, ZooKeeper, producers, timeline position) and the
         brokers' in-memory state (the last round's output rows) into the run directory, so another
-        process can continue the run or act on it. Each save writes a new state folder, then drops
-        the older ones (a reader of the old one is never overwritten underneath)."""
+        process can continue the run or act on it. A save writes the brokers' rows into a new state
+        folder, then drops the older ones (a reader of the old one is never overwritten underneath);
+        rows already in the state folder (a second save in the same round, a reopened run) are not
+        written again. The driver state is the run's commit point: written last, it records the
+        tables' versions it goes with."""
+        self._recover()
         self.flush()
-        if isinstance(self.state, pd.DataFrame):
+        if isinstance(self.state, pd.DataFrame) and self.state is not self._saved_state:
             from .engine import local
 
             folder = self.run_dir.new_state_folder(self.round)
             local.save_state(self.state, os.path.join(self.out, folder))
             self.driver.state_folder = folder
-        elif self.state is not None:
+            self._saved_state = self.state
+        elif self.state is not None and self.state is not self._saved_state:
             folder = self.run_dir.new_state_folder(self.round)
             self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(os.path.join(self.out, folder))
             self.driver.state_folder = folder
+            self._saved_state = self.state
+        self._save_driver()
+
+    def _save_driver(self) -> None:
+        self.driver.table_versions = T.table_versions(self.tables_dir)
         self.run_dir.save_driver(self.driver)
 
     def _restore(self) -> None:
@@ -195,21 +258,34 @@ class Cluster:
             return  # its tables can be read; continuing it is refused (_require_resumable)
         self.driver = self.run_dir.load()
         self._transient()
+        self._recovered = False  # a reopened run is recovered when first continued or acted on (_recover)
         folder = self.run_dir.state_path(self.driver)
         if folder is not None and self._local:
             from .engine import local
 
-            self.state = local.load_state(folder)
+            self.state = self._saved_state = local.load_state(folder)
         elif folder is not None:
             if self.spark is None:
                 from .engine.session import get_spark
 
                 self.spark = get_spark()
-            self.state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
+            self.state = self._saved_state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
+
+    def _recover(self) -> None:
+        """Before a reopened run is continued or changed: undo what was written after its driver state
+        was saved (a run killed mid-round, RunDir.recover), so it goes on as an uninterrupted run does.
+        Not on open: a reader of a run that another process is running must not undo its commits."""
+        if self._recovered:
+            return
+        self._recovered = True
+        self.rolled_back = self.run_dir.recover(self.driver)
+        if self.rolled_back:
+            self.writer = self._table_writer()  # handles opened before the rollback
 
     def _require_resumable(self) -> None:
         if not self.resumable:
             self.run_dir.check_format()
+        self._recover()
 
     def _table_writer(self) -> TableWriter:
         """The run's committer, compacting mid-run as the scenario says (runs saved before the setting: default)."""
@@ -250,7 +326,9 @@ class Cluster:
                 self.tables_dir, self.brokers_dir, sc.topics, int(sc.emulator["initial.record.bytes"]),
                 sc.log_dirs, sc.brokers)
         self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
-        self._save_meta()
+        self.control.save(self.out)
+        self._save_driver()
+        self._save_meta()  # run.json last: from here on the directory is a run, continued whenever it stops
 
     def _save_meta(self) -> None:
         self.meta = self.driver.meta()
@@ -337,7 +415,7 @@ class Cluster:
         log = broker_disk.read_log(self.tables_dir, version, b,
                                    ["log_dir", "topic", "partition", "offset", "append_ms"]).to_pandas()
         flushed = {(d, t, p): o for d in self.scenario.log_dirs
-                   for (t, p), o in broker_disk.read_flushed(self.brokers_dir, b, d).items()}
+                   for (t, p), o in broker_disk.read_flushed(self.brokers_dir, b, d, self.round).items()}
         writeback = int(self.scenario.emulator["page.cache.writeback.ms"])
         cuts = power_loss_cuts(log, flushed, now, writeback)
         adds, removes = log_truncation.truncate(self.tables_dir, version, b, cuts,
@@ -511,8 +589,11 @@ class Cluster:
     def _reachable(self, a: int, b: int) -> bool:
         return b not in self._cut.get(a, ()) and a not in self.crashed
 
+    @_writer
     def step(self, rounds: int = 1) -> Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
+        if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < 0:
+            raise ScenarioError("rounds", rounds, "must be an integer >= 0")
         self._require_resumable()
         while rounds > 0:
             rounds -= self._advance(min(rounds, self._window_limit()), rounds)
@@ -649,6 +730,9 @@ class Cluster:
         every = int(self.scenario.emulator["history.commit.rounds"])
         if self.round // every > before // every:
             self.flush()
+        every = int(self.scenario.emulator.get("checkpoint.rounds", 0))
+        if every and self.round // every > before // every:
+            self.save()
         clock.lap("history")
         return ran + jumped
 
@@ -718,8 +802,8 @@ class Cluster:
 
         before = (self.round - 1) * self.round_ms
         p = self._params(before)
-        fn = IdleJump(rounds=d, last_ms=before, cfg=p.cfg, brokers_dir=self.brokers_dir, log_dirs=p.log_dirs,
-                      offline_dirs=p.offline_dirs, unreachable=self._cut)
+        fn = IdleJump(rounds=d, last_ms=before, round_no=self.round, cfg=p.cfg, brokers_dir=self.brokers_dir,
+                      log_dirs=p.log_dirs, offline_dirs=p.offline_dirs, unreachable=self._cut)
         self._before_jump = self.state
         if self._local:
             from .engine import local
@@ -766,6 +850,7 @@ class Cluster:
                     slots = self.spark_partitions
         return max(1, min(self.spark_partitions, slots))
 
+    @_writer
     def flush(self) -> None:
         """Commit buffered history files and driver-side rows (one transaction per table). Rows an
         operator tool adds after the round's commit stay buffered (and saved) until the next round."""
@@ -795,8 +880,12 @@ class Cluster:
         self.control.save(self.out)
         self._save_meta()
 
+    @_writer
     def run(self, until_ms: int | None = None, progress: bool = False) -> Cluster:
         """Run until `until_ms` (default: the scenario's end), then write OUT/summary.json."""
+        if until_ms is not None and (isinstance(until_ms, bool) or not isinstance(until_ms, int | np.integer)
+                                     or until_ms < 0):
+            raise ScenarioError("until_ms", until_ms, "must be an integer >= 0 (emulated milliseconds)")
         self._require_resumable()
         end = self.scenario.end_ms if until_ms is None else until_ms
         total = max(0, end // self.round_ms + 1 - self.round)
@@ -812,16 +901,17 @@ class Cluster:
                 bar.update(ran)
         if bar is not None:
             bar.close()
-        self.save()
+        self.flush()
         self.compact()
         summary, found = audit_run(self.out)  # the summary and the violations, from one read of the tables
-        with open(os.path.join(self.out, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, sort_keys=True)
         write_violations(self.tables_dir, found, summary["rounds"])
         self.writer.refresh("violations")
+        self.save()  # the commit point: after every commit of the run, before the summary it leads to
+        self.run_dir.write_summary(summary)
         self._summary = (self.round, summary)  # summary() needs no second read of the tables
         return self
 
+    @_writer
     def compact(self) -> None:
         """Fold each table's small per-round files (reads over many small files are slow)."""
         for name in T.SCHEMAS:
@@ -882,7 +972,7 @@ class Cluster:
 
     def describe_topics(self) -> DataFrame:
         """The latest state of every partition: topic, partition, leader, replicas, isr, epochs."""
-        pdf = latest_partitions(self.tables_dir)
+        pdf = latest_partitions(self.tables_dir, self._uncommitted_partition_state())
         schema = "topic string, partition int, leader int, replicas array<int>, isr array<int>, " \
                  "leader_epoch int, controller_epoch int, version int"
         return self.spark.createDataFrame(pdf[["topic", "partition", "leader", "replicas", "isr", "leader_epoch",
@@ -890,7 +980,11 @@ class Cluster:
 
     def describe(self, **filters: bool) -> list[str]:
         """kafka-topics --describe lines for the run's current state."""
-        return describe_run(self.out, **filters)
+        return describe_run(self.out, self._uncommitted_partition_state(), **filters)
+
+    def _uncommitted_partition_state(self) -> list[dict]:
+        """The controller's writes since the last commit (an admin request's, applied between rounds)."""
+        return self.driver.uncommitted_partition_state() if self.driver is not None else []
 
     def summary(self) -> dict:
         """What happened to the records (OUT/summary.json); works on any run dir, stepped or run."""

@@ -1,19 +1,21 @@
 """The run directory: its layout, and the driver's state saved in it as typed, versioned data.
 
-A run directory is the cluster (README, "Operating on a run"):
+A run directory is the cluster (docs/cli.md, "Operating on a run"):
 
     OUT/run.json            what the run is now (RunDir.meta): scenario name, round, brokers, topics ...
     OUT/tables/             the Delta tables (storage/tables.py)
     OUT/brokers/            the brokers' own files (flush checkpoints, storage/broker_disk.py)
     OUT/zookeeper.json      ZooKeeper's znodes (controller/zookeeper.py)
-    OUT/driver-state.json   DriverState: controller, producers, timeline position, messages not yet sent
+    OUT/driver-state.json   DriverState: controller, producers, timeline position, messages not yet sent,
+                            the tables' versions it goes with (the run's commit point, docs/run-directory.md)
     OUT/driver.json         {"format_version", "round"}: the format of driver-state.json, read first
     OUT/state/round-N-*/    the brokers' in-memory rows after round N-1 (Parquet, written by Spark)
 
 The driver's state is plain data (plaindata.py), never a pickle of live objects, so a run can be read
 without running any of its code, and a run saved by another format is refused by number
 (`RUN_FORMAT_VERSION`), naming the version, while its tables stay readable. Every file is written
-to a temporary name and renamed into place. Nothing here needs Spark: the operator tools
+to a temporary name, fsynced and renamed into place. A run killed at any moment is continued from
+its last saved driver state: `recover` first undoes what was written after it. Nothing here needs Spark: the operator tools
 (tools/operator.py) load, act on and save a run with this module alone.
 """
 
@@ -34,6 +36,8 @@ from .errors import ScenarioError
 from .plaindata import from_plain, to_plain
 from .scenario.model import Event, Scenario
 from .scenario.workload import Workload
+from .storage import broker_disk
+from .storage import tables as T
 
 # The format of the driver's state: 1 was written before it had a number (driver.pkl, no driver.json);
 # 2 pickled the Cluster's attributes with typed controller events (driver.pkl); 3 is DriverState as
@@ -46,6 +50,8 @@ DRIVER_STATE = "driver-state.json"
 PICKLED = "driver.pkl"  # formats 1 and 2
 STATE_DIR = "state"
 CLIENT = -1  # the sender of driver-made messages that come from no broker (producers, admin requests)
+_RUN_FOLDERS = ("tables", "brokers", STATE_DIR)
+_RUN_FILES = ("zookeeper.json", DRIVER_STATE, MANIFEST, "summary.json")
 Isolation = tuple[frozenset, frozenset, int | None]  # (brokers, cut off from, until ms or None)
 
 
@@ -80,10 +86,19 @@ class DriverState:
     flushed_round: int | None = None
     idle_round: int | None = None  # the last round run, when every task reported it quiescent (the idle jump)
     state_folder: str | None = None  # the brokers' rows, relative to the run directory
+    # each table's Delta version when this state was saved: later commits are undone on recovery
+    # (None: a state saved before it was recorded, continued as it is)
+    table_versions: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.driver_rows, defaultdict):
             self.driver_rows = defaultdict(list, self.driver_rows)
+
+    def uncommitted_partition_state(self) -> list[dict]:
+        """partition_state rows not in the table yet: those made since the last commit, and the ZooKeeper
+        writes of admin requests the controller handled since the last round (an operator tool's: the
+        controller acts at once, as Kafka's does; the next round's commit writes them)."""
+        return [*self.driver_rows.get("partition_state", []), *self.control.writes]
 
     def outside_change(self) -> None:
         """An event or admin request applied between rounds: the last round's quiescence no longer says
@@ -137,6 +152,19 @@ class RunDir:
             raise ScenarioError(field_name, self.path, "is not a sparkkafka run directory (no run.json)")
         return self
 
+    def clear_unfinished(self) -> None:
+        """Remove what the creation of a run killed before it wrote run.json left (a directory is a run
+        from its run.json on, written last), so the scenario can be run into it again; other files in
+        the directory are not the run's and stay."""
+        if self.is_run() or not os.path.isdir(self.path):
+            return
+        for name in (*_RUN_FOLDERS, *_RUN_FILES):
+            path = self._file(name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.unlink(path)
+
     # ------------------------------------------------------------------ run.json
     def meta(self) -> dict[str, Any]:
         with open(self._file(RUN_JSON)) as f:
@@ -144,6 +172,10 @@ class RunDir:
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         self._write_json(RUN_JSON, meta, indent=2, sort_keys=True)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        """OUT/summary.json: what happened to the records (Cluster.run writes it at the end)."""
+        self._write_json("summary.json", summary, indent=2, sort_keys=True)
 
     # ------------------------------------------------------------------ the driver's state
     def format_version(self) -> int | None:
@@ -168,6 +200,15 @@ class RunDir:
                                 f"continues format {RUN_FORMAT_VERSION} only (its tables can still be read): run "
                                 "the scenario again to continue it")
 
+    def stamp(self) -> tuple[int, int, int] | None:
+        """The identity of the last save (driver.json, rewritten by each): a writer that loaded the run
+        compares it before saving, so a save by another process in between is not overwritten unseen."""
+        try:
+            st = os.stat(self._file(MANIFEST))
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
     def load(self) -> DriverState:
         """The driver's state (ScenarioError naming driver.json's format_version for another format)."""
         self.check_format()
@@ -175,22 +216,46 @@ class RunDir:
             return DriverState.from_dict(json.load(f))
 
     def save(self, d: DriverState) -> None:
-        """Write ZooKeeper, run.json and the driver's state (what a tool that changed the cluster saves)."""
-        d.control.save(self.path)
-        self.write_meta(d.meta())
+        """Write ZooKeeper, run.json and the driver's state (what a tool that changed the cluster saves),
+        after undoing what a killed run wrote after `d` was saved (`recover`: a tool is a writer too)."""
+        self.recover(d)  # it writes ZooKeeper and run.json from d
         self.save_driver(d)
 
     def save_driver(self, d: DriverState) -> None:
-        """Write the driver's state, then its manifest; drop the brokers' row folders other than
-        `d.state_folder` (a reader of an older one is never overwritten underneath)."""
-        self._write_json(DRIVER_STATE, d.to_dict())
+        """Write the driver's manifest, then its state (the run's commit point: the manifest's round is
+        informational); then tidy what the state no longer needs: the brokers' row folders other than
+        `d.state_folder` (a reader of an older one is never overwritten underneath), and the brokers'
+        file versions of the rounds it covers, folded into their files (broker_disk.settle)."""
         self._write_json(MANIFEST, {"format_version": RUN_FORMAT_VERSION, "round": d.round})
+        self._write_json(DRIVER_STATE, d.to_dict())
+        self._tidy(d)
+
+    def _tidy(self, d: DriverState) -> None:
         root = self._file(STATE_DIR)
         if os.path.isdir(root):
             keep = None if d.state_folder is None else os.path.normpath(self._file(d.state_folder))
             for old in os.listdir(root):
                 if os.path.join(root, old) != keep:
                     shutil.rmtree(os.path.join(root, old), ignore_errors=True)
+        broker_disk.settle(self.brokers_dir, d.round)
+
+    def recover(self, d: DriverState) -> list[str]:
+        """Undo what a run killed after saving `d` wrote since (docs/run-directory.md, "Crash safety"), so
+        continuing from `d` gives the tables an uninterrupted run gives: Delta commits after
+        `d.table_versions`, the brokers' file versions of rounds >= `d.round`, temporary files, row
+        folders other than d's; ZooKeeper's file and run.json rewritten from `d`. Only the run's one
+        writer may call it (a reader of a running run would see its commits undone). Returns what it
+        rolled back (table names, and "brokers" when broker files went)."""
+        rolled = [] if d.table_versions is None else T.rollback(self.tables_dir, d.table_versions)
+        if broker_disk.rollback(self.brokers_dir, d.round):
+            rolled.append("brokers")
+        for name in os.listdir(self.path):
+            if name.startswith(".") and name.endswith(".tmp"):
+                os.unlink(self._file(name))
+        d.control.save(self.path)
+        self.write_meta(d.meta())
+        self._tidy(d)
+        return rolled
 
     # ------------------------------------------------------------------ the brokers' rows
     def new_state_folder(self, round_no: int) -> str:
@@ -209,7 +274,7 @@ class RunDir:
         try:
             with open(tmp, "w") as f:
                 json.dump(data, f, **kw)
-            os.replace(tmp, self._file(name))
+            T.durable_replace(tmp, self._file(name))
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -1,10 +1,12 @@
 """Views of a run directory from its files alone (run.json and the Delta tables): what the Cluster's views,
-the CLI and the operator tools read, with no Cluster and no driver state. Only `read_table_df` needs Spark.
+the CLI and the operator tools read, with no Cluster and no driver state (the callers that hold it pass its
+uncommitted rows in). Only `read_table_df` needs Spark.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,18 +69,23 @@ def _has_delta_jvm(spark: SparkSession) -> bool:
         return False
 
 
-def latest_partitions(tables_dir: str) -> pd.DataFrame:
-    """The newest partition_state row of every partition."""
+def latest_partitions(tables_dir: str, uncommitted: Sequence[dict] = ()) -> pd.DataFrame:
+    """The newest partition_state row of every partition, counting `uncommitted` rows (the driver state's
+    DriverState.uncommitted_partition_state) not in the table yet."""
     from .scenario.checker import latest_of
 
-    return latest_of(T.read_table(tables_dir, "partition_state").to_pandas())
+    rows = T.read_table(tables_dir, "partition_state").to_pandas()
+    if uncommitted:
+        rows = pd.concat([rows, pd.DataFrame(list(uncommitted))], ignore_index=True)
+    return latest_of(rows)
 
 
-def describe_run(out: str, **filters: bool) -> list[str]:
+def describe_run(out: str, uncommitted: Sequence[dict] = (), **filters: bool) -> list[str]:
+    """kafka-topics --describe over a run directory; `uncommitted` as for latest_partitions."""
     from .tools.describe import describe_lines, topic_id
 
     meta = RunDir(out).meta()
-    parts = latest_partitions(os.path.join(out, "tables"))
+    parts = latest_partitions(os.path.join(out, "tables"), uncommitted)
     parts = parts[parts["topic"].isin(list(meta["topics"]))] if len(parts) else parts  # deleted ones go
     static = meta.get("broker_config", {})
     # Configs: every entry that is not Kafka's default, so static broker settings of topic configs

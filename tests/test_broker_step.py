@@ -10,6 +10,7 @@ from broker_net import Net, round_cfg
 from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol import leader_epoch as LE
+from sparkkafka.protocol.config import LONG_MAX
 
 CFG = round_cfg("2.8", **{"replica.high.watermark.checkpoint.interval.ms": 1000})
 
@@ -151,7 +152,8 @@ def test_reads_come_through_the_reader_and_a_missing_reader_is_an_error():
     assert len(net.state.tail) == 1
     req = F.conform(pd.DataFrame([{"broker": 1, "src": 2, "topic": "t", "partition": 0, "fetch_offset": 0,
                                    "current_leader_epoch": 0, "last_fetched_epoch": -1, "log_start_offset": 0,
-                                   "sent_ms": net.now, "deadline_ms": net.now + 500}]), F.FETCH)
+                                   "sent_ms": net.now, "deadline_ms": net.now + 500,
+                                   "quota_bytes": LONG_MAX}]), F.FETCH)
     asked = []
     current = net.log[~net.log["is_future"]]
     reader = B.read_from(current)

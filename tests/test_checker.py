@@ -93,16 +93,39 @@ def test_lost_is_an_acked_record_missing_below_the_final_leaders_hw(tmp_path):
                          res(5, 0, partition=1), res(6, 0, acks=0)],
     )
     lost = found(out, "lost")
-    assert lost["record_id"].tolist() == [6, 1, 4]  # 6 never arrived, 1 was overwritten, 4 is above the HW
-    assert lost["offset"].tolist() == [0, 1, 2]
-    assert [list(b) for b in lost["brokers"]] == [[0, 1]] * 3
+    assert lost["record_id"].tolist() == [6, 1]  # 6 never arrived, 1 was overwritten
+    assert lost["offset"].tolist() == [0, 1]
+    assert [list(b) for b in lost["brokers"]] == [[0, 1]] * 2
     assert (lost["round"] == -1).all() and (lost["time_ms"] == 1000).all()
-    assert [d.split(" at ")[0] for d in lost["detail"]] == ["acked with acks=0", "acked with acks=1",
-                                                            "acked with acks=all"]
+    assert [d.split(" at ")[0] for d in lost["detail"]] == ["acked with acks=0", "acked with acks=1"]
+    assert lost["detail"][1].endswith("absent from the committed log (leader 0 below HW 2)")
+    # 4 is on leader 0, which serves t-0, above its HW: not committed yet, not lost
+    pending = found(out, "pending")
+    assert pending["record_id"].tolist() == [4] and pending["offset"].tolist() == [2]
+    assert pending["detail"][0] == "acked with acks=all at offset 2, on leader 0 at or above its HW 2: not yet committed"
     s = check(os.path.join(out, "tables"), json.load(open(os.path.join(out, "run.json"))))
-    assert (s["lost_acked"], s["unavailable_acked"], s["violations"]["lost"]) == (3, 1, 3)
-    assert s["lost_acked_by_acks"] == {"all": 1, "1": 1, "0": 1}
+    assert (s["lost_acked"], s["pending_acked"], s["unavailable_acked"], s["violations"]["lost"]) == (2, 1, 1, 2)
+    assert s["lost_acked_by_acks"] == {"all": 0, "1": 1, "0": 1}
     assert s["acked"] == 6 and s["not_acked"] == 1 and s["offline_partitions"] == 1
+    assert "pending" not in s["violations"]  # pending rows are in the table, but they break no rule
+
+
+def test_acked_records_above_a_new_leaders_hw_are_pending_not_lost(tmp_path):
+    """The run stops mid-failover: leader 0 acked offsets 0-3 and crashed; broker 1, elected in epoch 1,
+    holds 0-3 but its HW is still the follower HW it last had (2): offsets 2 and 3 are pending. Offset 4,
+    acked with acks=1 by broker 0 alone, is on no replica that can lead: lost."""
+    out = make_run(
+        str(tmp_path),
+        log=[rec(0, o, o) for o in range(5)] + [rec(1, o, o) for o in range(4)],
+        replica_state=[rs(9, 1, 4, 2, leader=1, epoch=1)],  # broker 0 is down: no row
+        partition_state=[ps(-100, 0, [0, 1]), ps(800, 1, [1], epoch=1, version=1)],
+        produce_results=[res(0, 0), res(1, 1), res(2, 2), res(3, 3, acks=1), res(4, 4, acks=1)],
+        live_brokers=[1, 2])
+    assert found(out, "pending")["record_id"].tolist() == [2, 3]
+    assert found(out, "lost")["record_id"].tolist() == [4]
+    s = check(os.path.join(out, "tables"), json.load(open(os.path.join(out, "run.json"))))
+    assert (s["acked"], s["lost_acked"], s["pending_acked"], s["unavailable_acked"]) == (5, 1, 2, 0)
+    assert s["lost_acked_by_acks"] == {"all": 0, "1": 1, "0": 0} and s["violations"]["lost"] == 1
 
 
 def test_nothing_is_lost_when_the_committed_log_holds_every_acked_record(tmp_path):
@@ -222,7 +245,7 @@ def test_summary_keeps_its_keys_and_adds_the_violation_counts(tmp_path):
     out = make_run(str(tmp_path))
     s, v = audit(os.path.join(out, "tables"), json.load(open(os.path.join(out, "run.json"))))
     assert {"scenario", "seed", "rounds", "time_ms", "produced", "acked", "not_acked", "errors", "lost_acked",
-            "unavailable_acked", "divergent_replicas", "offline_partitions", "under_replicated_partitions",
+            "pending_acked", "unavailable_acked", "divergent_replicas", "offline_partitions", "under_replicated_partitions",
             "log_records"} <= set(s)
     assert s["violations"] == dict.fromkeys(KINDS, 0)
     assert s["lost_acked_by_acks"] == {"all": 0, "1": 0, "0": 0} and s["divergent_offsets"] == 0

@@ -5,6 +5,9 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -88,6 +91,35 @@ def test_fastdaemon_collect_freezes_after_first_call():
         assert shim.get_threshold() == gc.get_threshold()  # everything else is the real gc
     finally:
         gc.unfreeze()
+
+
+# A forked worker whose JVM end is already closed (the session stopped): pyspark's daemon.worker reads EOF,
+# reports it, and its final flush hits the closed socket. Run in a child so the worker's signal handlers
+# and the patched pyspark.daemon stay out of this process.
+_CLOSED_JVM = """
+import socket, sys
+from pyspark import daemon
+if sys.argv[1] == "fast":
+    from sparkkafka.engine import fastdaemon
+    fastdaemon.install()
+worker, jvm = socket.socketpair()
+jvm.close()
+code = daemon.worker(worker, True)
+live, peer = socket.socketpair()  # a JVM still listening gets every byte through the same fdopen
+out = daemon.os.fdopen(daemon.os.dup(live.fileno()), "wb", 65536)
+out.write(b"END"); out.flush()
+print(code, peer.recv(16).decode())
+"""
+
+
+@pytest.mark.parametrize(("daemon", "traceback"), [("stock", True), ("fast", False)])
+def test_worker_of_a_closed_jvm_ends_without_a_broken_pipe_traceback(daemon, traceback):
+    proc = subprocess.run([sys.executable, "-c", _CLOSED_JVM, daemon], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert proc.stdout.split() == ["-1", "END"], proc.stderr
+    assert ("BrokenPipeError" in proc.stderr) is traceback, proc.stderr
+    if not traceback:
+        assert proc.stderr == ""
 
 
 def test_repartition_by_id_places_broker_mod_2_and_workers_import_sparkkafka(spark):

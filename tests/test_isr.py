@@ -7,7 +7,7 @@ import pytest
 
 from sparkkafka.protocol import fetch, isr
 from sparkkafka.protocol import frames as F
-from sparkkafka.protocol.config import broker_config
+from sparkkafka.protocol.config import LONG_MAX, broker_config
 from sparkkafka.protocol.high_watermark import maybe_increment_leader_hw
 from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
 
@@ -52,7 +52,7 @@ class Part:
         req = F.conform(pd.DataFrame([{
             "broker": self.me, "src": replica, "topic": "t", "partition": 0, "fetch_offset": offset,
             "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": 0, "sent_ms": now,
-            "deadline_ms": -1,
+            "deadline_ms": -1, "quota_bytes": LONG_MAX,
         }]), F.FETCH)
         self.rep, self.rem, resp, _, _ = fetch.serve_fetch(
             self.rep, self.rem, F.empty(F.RECORD), req, F.empty(F.FETCH), now, self.cfg)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import runpy
+import shlex
+import tomllib
 from pathlib import Path
 
 from sparkkafka.reporting.plots import TITLES
@@ -23,3 +25,17 @@ def test_quickstart_notebook_runs_as_python(spark, tmp_out, monkeypatch):
     assert sorted(os.listdir(os.path.join(tmp_out, "notebook"))) == sorted(f"{n}.png" for n in TITLES)
     page = Path(ns["written"].html).read_text()
     assert page.count('<img src="data:image/png;base64,') == len(TITLES)
+
+
+def test_notebook_installs_what_sparkkafka_needs_but_pyspark():
+    """Its %pip cells (comments on plain Python) install every dependency pyproject declares except PySpark
+    (a Databricks cluster's own must stay), chispa for its checks, then sparkkafka itself, from the Git
+    folder's root (the notebook's directory is the working directory there), with --no-deps."""
+    nb = ROOT / "jobs" / "notebooks" / "quickstart.py"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    chispa = [d for d in project["optional-dependencies"]["test"] if d.startswith("chispa")]
+    cells = [c.strip() for c in nb.read_text().split("# COMMAND ----------")]
+    pips = [shlex.split(c.removeprefix("# MAGIC %pip install")) for c in cells if c.startswith("# MAGIC %pip")]
+    assert len(pips) == 2 and pips[1] == ["--no-deps", "../.."]
+    assert sorted(pips[0]) == sorted([d for d in project["dependencies"] if not d.startswith("pyspark")] + chispa)
+    assert (nb.parent / ".." / "..").resolve() == ROOT

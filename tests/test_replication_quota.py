@@ -39,12 +39,15 @@ def throttle(leader_rate=None, follower_rate=None, leader_list="", follower_list
 
 
 class Cluster:
-    """Leader 1 of t-<p> for each p in `isr` (p -> ISR), replicas 1, 2 and 3."""
+    """Leader 1 of t-<p> for each p in `isr` (p -> ISR), replicas 1, 2 and 3. With `sensors` the brokers
+    keep their KIP-73 sensors across calls (the BROKER frame, as protocol/broker.py does); without, every
+    call sees fresh ones (a fetch's allowance is then rate x round_ms)."""
 
-    def __init__(self, isr: dict[int, tuple], cfg: dict | None = None, replicas=(1, 2, 3)):
+    def __init__(self, isr: dict[int, tuple], cfg: dict | None = None, replicas=(1, 2, 3), sensors: bool = False):
         reqs = F.concat([lai(b, i, replicas, p) for p, i in isr.items() for b in replicas], F.LEADER_AND_ISR)
-        self.rep, self.rem, _, _ = become_leader_or_follower(
+        self.rep, self.rem, brokers, _ = become_leader_or_follower(
             F.empty(F.REPLICA), F.empty(F.REMOTE), new_broker_rows(list(replicas)), reqs, ["d0"], 0)
+        self.quota = brokers if sensors else None
         self.cfg = {**CFG, **(cfg or {})}
         self.tail = F.empty(F.RECORD)
         self.requests, self.parked = F.empty(F.FETCH), F.empty(F.FETCH)
@@ -66,27 +69,40 @@ class Cluster:
         self.tail = F.concat([self.tail, recs], F.RECORD)
 
     def send(self):
-        self.rep, reqs, _ = fetch.fetch_requests(self.rep, self.now, {}, self.cfg)
+        self.rep, reqs, _ = fetch.fetch_requests(self.rep, self.now, {}, self.cfg, self.quota)
+        if self.quota is not None:
+            self.quota = fetch.touch_quota(self.quota, "follower", reqs, self.now, self.cfg)
         self.requests = F.concat([self.requests, reqs], F.FETCH)
 
     def serve(self):
+        if self.quota is not None:
+            self.quota = fetch.touch_quota(self.quota, "leader", F.concat([self.requests, self.parked], F.FETCH),
+                                           self.now, self.cfg)
         self.rep, self.rem, resp, recs, self.parked = fetch.serve_fetch(
-            self.rep, self.rem, self.tail, self.requests, self.parked, self.now, self.cfg)
+            self.rep, self.rem, self.tail, self.requests, self.parked, self.now, self.cfg, self.quota)
+        if self.quota is not None:
+            self.quota = fetch.record_quota(self.quota, "leader", recs, "src", self.now, self.cfg)
         self.requests = F.empty(F.FETCH)
         self.responses = (resp, recs)
         return resp, recs
 
     def apply(self):
-        self.rep, appended, _, _ = fetch.apply_fetch_responses(self.rep, *self.responses, self.now, self.cfg)
+        self.rep, appended, _, _ = fetch.apply_fetch_responses(self.rep, *self.responses, self.now, self.cfg,
+                                                               self.quota)
+        if self.quota is not None:
+            self.quota = fetch.record_quota(self.quota, "follower", appended, "broker", self.now, self.cfg)
         self.responses = (F.empty(F.FETCH_RESPONSE), F.empty(F.RECORD))
         return appended
 
     def round(self):
         """One engine round: responses in, the leader serves, requests out. Returns (appended, served)."""
+        return self.round_of(ROUND_MS)
+
+    def round_of(self, round_ms: int):
         appended = self.apply()
         _, served = self.serve()
         self.send()
-        self.now += ROUND_MS
+        self.now += round_ms
         return appended, served
 
 
@@ -293,28 +309,76 @@ def test_follower_budget_holds_across_leaders_in_one_round():
 # Moves over many rounds
 # ---------------------------------------------------------------------------------------------------------
 
+SIDES = {"leader": dict(leader_list="0:1"), "follower": dict(follower_list="0:3"),
+         "both": dict(leader_list="0:1,0:2", follower_list="0:3")}
+
+
+def side_throttle(side: str, rate: int, round_ms: int = ROUND_MS) -> dict:
+    rates = {k: rate for k in ("leader_rate", "follower_rate") if side in ("both", k.split("_")[0])}
+    return throttle(**rates, **SIDES[side], round_ms=round_ms)
+
+
 @pytest.mark.parametrize("side", ["leader", "follower", "both"])
 def test_a_throttled_move_takes_at_least_n_over_t_and_finishes(side):
-    rate = 2000  # bytes/s: 200 bytes a round
-    lists = {"leader": dict(leader_rate=rate, leader_list="0:1"),
-             "follower": dict(follower_rate=rate, follower_list="0:3"),
-             "both": dict(leader_rate=rate, follower_rate=rate, leader_list="0:1,0:2", follower_list="0:3")}[side]
-    c = Cluster({0: (1,)}, throttle(**lists), replicas=(1, 3))  # broker 3 joins a partition led by 1
+    """The sensors carried from round to round (as the engine does): the bytes moved never run ahead of
+    the rate, and the move ends within a fetch cycle or two of N/T (a per-round budget gave about 2 N/T:
+    one fetch in flight costs every other round)."""
+    rate = 2000  # bytes/s
+    c = Cluster({0: (1,)}, side_throttle(side, rate), replicas=(1, 3), sensors=True)  # 3 joins a partition led by 1
     rng = np.random.default_rng(7)
     sizes = rng.integers(1, 150, 80).tolist()
     total = sum(sizes)
     c.produce(0, sizes)
-    budget = rate * ROUND_MS // 1000
     start = c.now
+    served_total = appended_total = 0
     for _ in range(1000):
         appended, served = c.round()
-        assert nbytes(served) <= budget and nbytes(appended) <= budget
+        served_total += nbytes(served)
+        appended_total += nbytes(appended)
+        # the window began at the first fetch: never more than rate x the time since, this round included
+        assert served_total <= rate * (c.now - start) / 1000 and appended_total <= served_total
         if c.leo(3) == c.leo(1):
             break
     assert c.leo(3) == len(sizes)  # finished
     elapsed_s = (c.now - start) / 1000
     assert elapsed_s >= total / rate
-    assert elapsed_s <= 3 * total / rate  # and not starved: one fetch in flight costs every other round
+    assert elapsed_s <= 1.1 * total / rate + 2 * ROUND_MS / 1000  # and at the rate: N/T, a fetch cycle to start
+
+
+@pytest.mark.parametrize("side,round_ms,seconds", [("both", 100, 5), ("leader", 200, 13), ("follower", 250, 10)])
+def test_a_throttled_fetch_stream_moves_the_rate(side, round_ms, seconds):
+    """A backlog far larger than the quota, fetched for N emulated seconds: throttle x N bytes within 10 %,
+    also past the 11 s window (samples purged) and with longer rounds."""
+    rate = 3000
+    c = Cluster({0: (1,)}, side_throttle(side, rate, round_ms), replicas=(1, 3), sensors=True)
+    c.produce(0, [100] * (rate * seconds // 50))  # twice what N seconds may move
+    moved = 0
+    while c.now < seconds * 1000:
+        appended, _ = c.round_of(round_ms)
+        moved += nbytes(appended)
+    assert abs(moved - rate * seconds) <= 0.1 * rate * seconds, moved
+    assert moved <= rate * seconds
+
+
+def test_sensor_samples_roll_and_purge():
+    """SampledStat: a sample lasts window.size, a new one starts at the next record, samples older than
+    window.num x size are purged; bytes_left is rate x (now + round - oldest start) - recorded."""
+    cfg = {"quota": {"leader": {1: 1000}}, "round_ms": 100, "replication.quota.window.num": 3,
+           "replication.quota.window.size.seconds": 1}
+    q = new_broker_rows([1, 2])
+    assert rq.allowances(cfg, "leader", [1, 2], 0, q).tolist() == [100, rq.UNLIMITED]  # a fresh sensor
+    q = rq.record(q, "leader", [1, 1, 2], [30, 20, 7], 500, cfg)
+    assert rq.decode(q.leader_quota.iloc[0]) == [(500, 50)] and rq.decode(q.leader_quota.iloc[1]) == [(500, 7)]
+    q = rq.record(q, "leader", [1], [10], 1499, cfg)  # still the first sample
+    q = rq.record(q, "leader", [1], [40], 1500, cfg)  # a new one
+    assert rq.decode(q.leader_quota.iloc[0]) == [(500, 60), (1500, 40)]
+    assert rq.allowances(cfg, "leader", [1], 2000, q).tolist() == [1000 * 1600 // 1000 - 100]
+    assert rq.allowances(cfg, "leader", [1], 3500, q).tolist() == [1000 * 2100 // 1000 - 40]  # first purged
+    assert rq.allowances(cfg, "leader", [1], 4500, q).tolist() == [100]  # all purged: fresh again
+    q = rq.record(q, "leader", [1], [5000], 4500, cfg)
+    assert rq.decode(q.leader_quota.iloc[0]) == [(4500, 5000)]
+    assert rq.allowances(cfg, "leader", [1], 4600, q).tolist() == [0]  # over the rate: nothing until it falls
+    assert rq.allowances(cfg, "follower", [1], 4600, q).tolist() == [rq.UNLIMITED]
 
 
 def test_a_producer_faster_than_the_throttle_is_never_caught():

@@ -130,6 +130,22 @@ def test_execute_verify_then_complete_after_run_clears_throttles(run_dir, tmp_pa
     assert sorted(r.record_id for r in log if r.broker == 2) == list(range(20))
 
 
+def test_describe_shows_a_started_reassignment_at_once(run_dir, tmp_path, capsys):
+    """The controller writes AR = target + originals when --execute returns (KIP-455 phase A), so
+    kafka-topics --describe (2.8's PartitionDescription) prints Adding/Removing Replicas before the run
+    moves on; the header's ReplicationFactor leaves the adding replica out. No Spark: the run directory."""
+    plan = plan_file(tmp_path, "plan.json", ("t", 0, [1, 2]))
+    assert cli(capsys, "reassign", run_dir, "--execute", "--reassignment-json-file", plan)[0] == 0
+    rc, out, _ = cli(capsys, "describe", run_dir)
+    lines = out.splitlines()
+    assert rc == 0 and "\tPartitionCount: 2\tReplicationFactor: 2\t" in lines[0]
+    assert lines[1:] == [
+        "\tTopic: t\tPartition: 0\tLeader: 0\tReplicas: 1,2,0\tIsr: 0,1\tAdding Replicas: 2\tRemoving Replicas: 0",
+        "\tTopic: t\tPartition: 1\tLeader: 1\tReplicas: 1,0\tIsr: 1,0"]
+    # under-replicated by TopicCommand's rule: RF (3 replicas - 1 adding = 2) - ISR 2 is 0, so not listed
+    assert cli(capsys, "describe", run_dir, "--under-replicated-partitions")[1] == ""
+
+
 def test_execute_is_refused_while_a_move_runs_unless_additional(run_dir, tmp_path, capsys):
     first = plan_file(tmp_path, "first.json", ("t", 0, [1, 2]))
     second = plan_file(tmp_path, "second.json", ("t", 1, [2, 1]))

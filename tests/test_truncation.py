@@ -18,7 +18,7 @@ import pytest
 from sparkkafka.protocol import errors, fetch, leader_epoch, produce
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol import offsets_for_leader_epoch as ofle
-from sparkkafka.protocol.config import broker_config
+from sparkkafka.protocol.config import LONG_MAX, broker_config
 from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
 from sparkkafka.protocol.truncation import on_leader_and_isr, truncate
 
@@ -60,7 +60,7 @@ def fetch_req(fetch_offset: int, current: int, last_fetched: int = -1, now: int 
     return F.conform(pd.DataFrame([{
         "broker": LEADER, "src": FOLLOWER, "topic": "t", "partition": 0, "fetch_offset": fetch_offset,
         "current_leader_epoch": current, "last_fetched_epoch": last_fetched, "log_start_offset": 0,
-        "sent_ms": now, "deadline_ms": -1,
+        "sent_ms": now, "deadline_ms": -1, "quota_bytes": LONG_MAX,
     }]), F.FETCH)
 
 

@@ -4,12 +4,36 @@
 # MAGIC Runs `conf/scenarios/quickstart.yaml` (three brokers, a topic at RF 3, a follower that crashes
 # MAGIC and comes back), checks with chispa what a Kafka operator would check afterwards and draws the
 # MAGIC operator's plots (`sparkkafka report`): partition health, ISR and HW lag, leadership, bytes moved, disk.
-# MAGIC Runs on Databricks (`spark` and `dbutils` given) and as a plain Python file (CI).
+# MAGIC
+# MAGIC **On Databricks**: open it from a Git folder holding this repository (the notebook's directory is the
+# MAGIC working directory, so `../..` is the repository). The next two cells install sparkkafka's dependencies
+# MAGIC and sparkkafka itself with `--no-deps`: the cluster's own PySpark must stay (installing PySpark from
+# MAGIC PyPI replaces the runtime's and breaks the session). `spark`, `dbutils` and `display` are Databricks'.
+# MAGIC On a multi-node cluster, set the `out` widget to a path every node shares (a Unity Catalog volume).
+# MAGIC
+# MAGIC **Locally / in CI**: `pip install -e '.[test]'`, then `python jobs/notebooks/quickstart.py` from the
+# MAGIC repository root; the `MAGIC` lines are comments there and a local SparkSession is built.
+
+# COMMAND ----------
+
+# MAGIC %pip install "pandas>=2.3,<3" "pyarrow>=18" "numpy>=2.0" "deltalake>=1.6,<2" "pyyaml>=6" "tqdm>=4.66" "matplotlib>=3.8,<4" "chispa>=0.12"
+
+# COMMAND ----------
+
+# MAGIC %pip install --no-deps ../..
+
+# COMMAND ----------
+
+try:
+    dbutils.library.restartPython()  # noqa: F821 - Databricks: load the packages just installed
+except NameError:  # a plain Python run: nothing was installed here
+    pass
 
 # COMMAND ----------
 
 # DBTITLE 1,Parameters
 import os
+from pathlib import Path
 
 try:
     dbutils.widgets.text("scenario", "conf/scenarios/quickstart.yaml")  # noqa: F821
@@ -28,6 +52,11 @@ from pyspark.sql import functions as F
 
 from sparkkafka import Cluster, get_spark
 from sparkkafka.reporting import figures, report
+
+# Relative paths are the repository's: the working directory is its root locally, this notebook's
+# directory (jobs/notebooks) in a Databricks Git folder.
+root = next((d for d in (Path.cwd(), *Path.cwd().parents) if (d / "conf" / "scenarios").is_dir()), Path.cwd())
+scenario, out = (p if os.path.isabs(p) else str(root / p) for p in (scenario, out))
 
 try:
     spark  # noqa: B018 - given by Databricks

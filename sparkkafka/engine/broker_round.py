@@ -53,9 +53,9 @@ def _recovered(p: RoundParams, starting: list[int]) -> dict[int, B.RecoveredLogs
     cols = ["broker", "log_dir", "topic", "partition", "offset", "leader_epoch"]
     for b in starting:
         live = B.live_dirs(config_of(p), b)
-        disk = broker_disk.read_disk(p.brokers_dir, b, live)
+        disk = broker_disk.read_disk(p.brokers_dir, b, live, before=p.round_no)
         log = broker_disk.read_log(p.tables_dir, p.log_version, b, cols, future=False).to_pandas()
-        fdisk = broker_disk.read_disk(p.brokers_dir, b, live, future=True)
+        fdisk = broker_disk.read_disk(p.brokers_dir, b, live, future=True, before=p.round_no)
         flog = (broker_disk.read_log(p.tables_dir, p.log_version, b, cols, future=True).to_pandas()
                 if len(fdisk) else log.iloc[:0])
         out[b] = B.RecoveredLogs(disk, log[log["log_dir"].isin(live)], fdisk, flog[flog["log_dir"].isin(live)])
@@ -151,20 +151,21 @@ def _truncate(p: RoundParams, cuts: pd.DataFrame, flips: pd.DataFrame | None = N
 
 def execute(p: RoundParams, effects: tuple, tag: str) -> list[dict]:
     """Carry out a round's effects in order (protocol/broker.py): the brokers' files under brokers_dir,
-    the log and history tables' new Parquet files. Returns the add (and remove) actions for the commit."""
+    the log and history tables' new Parquet files. Returns the add (and remove) actions for the commit.
+    The brokers' files are written as this round's versions (broker_disk: a re-run task rewrites them)."""
     adds: list[dict] = []
-    d = p.brokers_dir
+    d, r = p.brokers_dir, p.round_no
     for e in effects:
         if isinstance(e, B.WriteHwCheckpoint):
-            broker_disk.write_hw_checkpoint(d, e.broker, e.log_dir, e.entries)
+            broker_disk.write_hw_checkpoint(d, e.broker, e.log_dir, e.entries, r)
         elif isinstance(e, B.WriteFlushedOffsets):
-            broker_disk.write_flushed(d, e.broker, e.log_dir, e.entries)
+            broker_disk.write_flushed(d, e.broker, e.log_dir, e.entries, r)
         elif isinstance(e, B.WriteEpochCheckpoint):
-            broker_disk.write_epoch_checkpoint(d, e.broker, e.log_dir, e.topic, e.partition, e.entries, e.future)
+            broker_disk.write_epoch_checkpoint(d, e.broker, e.log_dir, e.topic, e.partition, e.entries, e.future, r)
         elif isinstance(e, B.RemoveLogFiles):
-            broker_disk.remove_log_files(d, e.broker, e.log_dir, e.topic, e.partition, future=e.future)
+            broker_disk.remove_log_files(d, e.broker, e.log_dir, e.topic, e.partition, e.future, r)
         elif isinstance(e, B.WritePartitionsListing):
-            broker_disk.write_partitions(d, e.broker, e.log_dir, e.partitions, e.future)
+            broker_disk.write_partitions(d, e.broker, e.log_dir, e.partitions, e.future, r)
         elif isinstance(e, B.AppendRecords):
             adds += _write_log(p, e.records)
         elif isinstance(e, B.TruncateLog):

@@ -22,7 +22,17 @@ worker:
   such a collection is slow anyway (a later task imported a large new library, say), it freezes
   again.
 
-Only the daemon's own ``gc.collect`` call is affected; the ``gc`` module that user code sees is
+A second stand-in, for the daemon's ``os``, quiets a worker whose JVM has already closed its socket
+(the session stopped, or the JVM stopped an idle reused worker): the worker reads EOF, reports that as an
+exception to the JVM (``pyspark.util.handle_worker_exception``, which means to ignore a closed socket:
+"JVM close the socket"), and the daemon's final ``outfile.flush()`` (``daemon.worker``, line 95) then
+printed ``PySpark daemon failed to flush the output to the worker process`` and a ``BrokenPipeError``
+traceback to stderr, at the end of ``sparkkafka run`` among other places. The daemon's socket files
+(``os.fdopen`` of a socket, write mode) now drop what they write once the peer is gone
+(EPIPE / ECONNRESET): those bytes have no reader either way. The worker still learns that the JVM left
+from its next read (EOF), so it ends as before; the exit code is unchanged.
+
+Only the daemon's own ``gc.collect`` call and socket files are affected; the ``gc`` module that user code sees is
 untouched, and automatic generational collection keeps running. Frozen objects are still freed by
 reference counting; only reference cycles among objects that were alive at a freeze are never
 collected, which for a worker's long-lived import-time state is the intended trade.
@@ -36,6 +46,9 @@ stderr if either is already imported when the daemon starts.
 from __future__ import annotations
 
 import gc
+import io
+import os
+import stat
 import sys
 import time
 from typing import Any
@@ -69,10 +82,37 @@ class _FreezeAfterFirstTask:
         return getattr(gc, name)
 
 
+class _JvmSocketOutput(io.FileIO):
+    """A worker's output socket to the JVM: once the JVM has closed the connection, writes are dropped."""
+
+    def write(self, b: Any) -> int:
+        try:
+            return super().write(b)
+        except (BrokenPipeError, ConnectionResetError):
+            return memoryview(b).nbytes  # no reader any more: nothing to deliver, nothing to report
+
+
+class _QuietClosedSockets:
+    """Stand-in for the ``os`` module inside ``pyspark.daemon`` only: ``fdopen`` of a socket for writing
+    gives a buffered `_JvmSocketOutput`; everything else (pipes included) is the real ``os``."""
+
+    def fdopen(self, fd: int, mode: str = "r", buffering: int = -1, *args: Any, **kwargs: Any) -> Any:
+        if "w" in mode and "b" in mode and not args and not kwargs and stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raw = _JvmSocketOutput(fd, "wb")
+            return raw if buffering == 0 else io.BufferedWriter(raw, buffering if buffering > 0 else
+                                                                io.DEFAULT_BUFFER_SIZE)
+        return os.fdopen(fd, mode, buffering, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+
 def install() -> None:
     """Patch ``pyspark.daemon`` in this process (idempotent)."""
     if not isinstance(getattr(_pyspark_daemon, "gc", None), _FreezeAfterFirstTask):
         _pyspark_daemon.gc = _FreezeAfterFirstTask()
+    if not isinstance(getattr(_pyspark_daemon, "os", None), _QuietClosedSockets):
+        _pyspark_daemon.os = _QuietClosedSockets()
 
 
 def main() -> None:

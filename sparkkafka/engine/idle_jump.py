@@ -26,6 +26,7 @@ class IdleJump:
 
     rounds: int
     last_ms: int
+    round_no: int  # the first round skipped: the files the jump writes are its versions (broker_disk)
     cfg: dict
     brokers_dir: str
     log_dirs: tuple[str, ...]
@@ -41,7 +42,7 @@ class IdleJump:
 def _checkpoint(j: IdleJump, brokers: list[int], replicas: pd.DataFrame, futures: pd.DataFrame) -> None:
     """replication-offset-checkpoint of every live dir of `brokers`, as their round writes it."""
     for e in B.hw_checkpoints(j, replicas, futures, brokers):
-        broker_disk.write_hw_checkpoint(j.brokers_dir, e.broker, e.log_dir, e.entries)
+        broker_disk.write_hw_checkpoint(j.brokers_dir, e.broker, e.log_dir, e.entries, j.round_no)
 
 
 def jump_wire(j: IdleJump, wire: pd.DataFrame) -> pd.DataFrame:

@@ -585,7 +585,8 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
         replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
     replicas, epoch_cuts = offsets_for_leader_epoch.apply_answers(replicas, k.epoch_responses, now, cfg)
     replicas, appended_f, fetch_cuts, halts = fetch.apply_fetch_responses(
-        replicas, k.fetch_responses, k.fetch_records, now, cfg)
+        replicas, k.fetch_responses, k.fetch_records, now, cfg, brokers)
+    brokers = fetch.record_quota(brokers, "follower", appended_f, "broker", now, cfg)
     cuts = _concat([cuts, epoch_cuts, fetch_cuts])
     min_isr = pd.Series(config.min_isr, dtype="int64")
     replicas, appended_l, results, pending_new = produce.append_to_leader(
@@ -601,8 +602,10 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     if len(misses):
         log = F.concat([tail, (yield ReadLog(misses))], F.RECORD)
     sw.lap("storage_reads")
+    brokers = fetch.touch_quota(brokers, "leader", F.concat([requests, parked], F.FETCH), now, cfg)
     replicas, remotes, responses, resp_records, parked = fetch.serve_fetch(
-        replicas, remotes, log, requests, parked, now, cfg)
+        replicas, remotes, log, requests, parked, now, cfg, brokers)
+    brokers = fetch.record_quota(brokers, "leader", resp_records, "src", now, cfg)
     epoch_answers = offsets_for_leader_epoch.answer(replicas, k.epoch_requests, rules)
     replicas, remotes, expand = isr.maybe_expand_isr(replicas, remotes, now, rules)
     replicas, shrink = isr.maybe_shrink_isr(replicas, remotes, now, cfg, rules)
@@ -610,7 +613,8 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     pending, done = produce.complete_delayed_produce(
         replicas, F.concat([state.pending, pending_new], F.PENDING), min_isr, now, offline=offline)
     results = F.concat([results, done], F.RESULT)
-    replicas, new_requests, epoch_requests = fetch.fetch_requests(replicas, now, config.unreachable, cfg)
+    replicas, new_requests, epoch_requests = fetch.fetch_requests(replicas, now, config.unreachable, cfg, brokers)
+    brokers = fetch.touch_quota(brokers, "follower", new_requests, now, cfg)
     sw.lap("serve_fetch")
     # the log-dir movers (ReplicaAlterLogDirsThread, 9.2) copy from the current logs as they now are
     replicas, futures, copied, swaps, future_cuts = yield from _movers(

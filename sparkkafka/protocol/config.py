@@ -77,6 +77,9 @@ TOPIC_DEFAULTS: dict[str, Any] = {
 EMULATOR_DEFAULTS: dict[str, Any] = {
     "round.ms": 100,  # emulated milliseconds per round; one network hop per round
     "history.commit.rounds": 25,  # history tables are committed every N rounds and at the end
+    # the driver saves its state (the run's commit point, docs/run-directory.md) every N rounds and when
+    # run()/step() return: a killed run continues from there
+    "checkpoint.rounds": 1000,
     # Delta upkeep (storage/compaction.py): a checkpoint every N commits of a table (delta.checkpointInterval),
     # and a table partition's N small files of one tier folded into one (Delta's autoCompact.minNumFiles)
     "delta.checkpoint.interval": 10,
@@ -181,6 +184,8 @@ ROUND_KAFKA_CONFIGS: dict[str, str] = {
     "unclean.leader.election.enable": "unclean_leader_election_enable",
     "num.replica.alter.log.dirs.threads": "num_replica_alter_log_dirs_threads",
     "replica.alter.log.dirs.io.max.bytes.per.second": "replica_alter_log_dirs_io_max_bytes_per_second",
+    "replication.quota.window.num": "replication_quota_window_num",
+    "replication.quota.window.size.seconds": "replication_quota_window_size_seconds",
 }
 # The emulator settings it reads ("emulator." + EMULATOR_DEFAULTS name) -> field.
 ROUND_EMULATOR_SETTINGS: dict[str, str] = {
@@ -215,6 +220,8 @@ class RoundConfig(Mapping):
     unclean_leader_election_enable: bool
     num_replica_alter_log_dirs_threads: int | None
     replica_alter_log_dirs_io_max_bytes_per_second: int
+    replication_quota_window_num: int
+    replication_quota_window_size_seconds: int
     read_max_records: int
     tail_records: int
     idle_jump: bool

@@ -9,7 +9,8 @@ purgatory until replica.fetch.wait.max.ms passes or data arrives; a parked reque
 completion, so it reports the HW of that moment.
 
 Replication throttles (KIP-73, protocol.md 8.4) act on the leader's reads (_throttle) and, as a
-safety net for the per-round bound, on the follower's appends (_cap_appends); see replication_quota.py.
+safety net for the follower's rate, on its appends (_cap_appends); the bytes are recorded in the brokers'
+sensors after the fetch (record_quota); see replication_quota.py.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def _cut_off(src: np.ndarray, dst: np.ndarray, unreachable: Mapping[int, frozens
 
 
 def fetch_requests(
-    replicas: pd.DataFrame, now: int, unreachable: Mapping[int, frozenset[int]], cfg: Mapping
+    replicas: pd.DataFrame, now: int, unreachable: Mapping[int, frozenset[int]], cfg: Mapping,
+    quota: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Each follower sends a request to each leader it has no request outstanding with: a Fetch for
     its partitions in the Fetching state, OffsetsForLeaderEpoch for those still Truncating.
@@ -65,6 +67,7 @@ def fetch_requests(
     A request to a leader the follower cannot reach fails at once (the connection is refused or
     reset) and the partitions back off replica.fetch.backoff.ms; a request that got no answer for
     replica.socket.timeout.ms past the leader's wait time is given up and sent again.
+    Each request carries the follower's quota left (`quota`: the brokers' sensors, replication_quota.py).
     Returns (replicas, fetch requests, OffsetsForLeaderEpoch requests).
     """
     r = replicas.copy()
@@ -89,6 +92,7 @@ def fetch_requests(
         "current_leader_epoch": s["leader_epoch"] if rules.current_leader_epoch else -1,  # KIP-320
         "last_fetched_epoch": s["last_fetched_epoch"] if rules.fetch_divergence else -1,  # KAFKA-10554, v12
         "log_start_offset": s["log_start_offset"], "sent_ms": now, "deadline_ms": -1,
+        "quota_bytes": replication_quota.allowances(cfg, "follower", s["broker"], now, quota),
     })
     r.loc[send, "fetch_in_flight"] = True
     r.loc[send, "fetch_sent_ms"] = now
@@ -185,19 +189,22 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     return lg.merge(per[part], on=part).drop(columns=["_size"])
 
 
-def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
-    """KIP-73 on the leader's reads (protocol.md 8.4, 3.2 step 5), keeping the records the round's
-    budgets allow (replication_quota.py), in (request, partition, offset) order:
+def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: int, cfg: Mapping,
+              quota: pd.DataFrame | None) -> pd.DataFrame:
+    """KIP-73 on the leader's reads (protocol.md 8.4, 3.2 step 5), keeping the records the quotas
+    allow (replication_quota.py), in (request, partition, offset) order:
 
     * follower throttle (ReplicaFetcherThread.shouldFollowerThrottle): a partition the fetching
       broker throttles whose lag (the HW this response reports - fetch offset) is above 0 gets at
-      most the follower's budget less the bytes of its in-sync throttled partitions in the same
-      response. Kafka's follower leaves such a partition out of its request; the lag it needs is
-      the leader's, so the leader applies the rule for it and the partition's records are empty.
+      most the follower's quota left (the request's quota_bytes, grown by the follower's rate while the
+      request waits in the purgatory) less the bytes of its in-sync
+      throttled partitions in the same response. Kafka's follower leaves such a partition out of its
+      request; the lag it needs is the leader's, so the leader applies the rule for it and the
+      partition's records are empty.
     * leader throttle (ReplicaManager.shouldLeaderThrottle): partitions this leader throttles,
-      fetched by a replica outside the (committed) ISR, share the leader's budget less the bytes of
-      its throttled partitions going to in-sync followers this round; in-sync followers are never
-      withheld.
+      fetched by a replica outside the (committed) ISR, share the leader's quota left (its sensor in
+      `quota`, now) less the bytes of its throttled partitions going to in-sync followers this round;
+      in-sync followers are never withheld.
 
     Withheld records do not count as data, so a request whose only data is withheld is parked or
     stays parked (DelayedFetch skips throttled partitions when summing bytes toward min_bytes).
@@ -211,6 +218,7 @@ def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, cfg: 
         "topic": m["topic"].to_numpy(), "partition": m["partition"].to_numpy(),
         "_lag": np.nan_to_num(hw, nan=-1).astype("int64") - m["fetch_offset"].to_numpy(),
         "_isr": replication_quota.in_csv(isr, m["src"].to_numpy()),
+        "_fq": m["quota_bytes"].to_numpy(),
     })
     cols = list(recs.columns)
     r = recs.merge(info, on=["_dst", "broker", "sent_ms", "topic", "partition"], how="left") \
@@ -218,7 +226,8 @@ def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, cfg: 
         .reset_index(drop=True)
     q = replication_quota
     size = record_bytes(r)
-    fb = q.budgets(cfg, "follower", r["_dst"])
+    # the quota the follower had left when it sent, grown by its rate for the time the request waited parked
+    fb = replication_quota.grown(r["_fq"].to_numpy(), cfg, r["_dst"], now - r["sent_ms"].to_numpy())
     f_thr = q.is_throttled(cfg, "follower", r["topic"], r["partition"], r["_dst"])
     lag = r["_lag"].to_numpy()
     f_hold = q.should_follower_throttle(f_thr, lag, fb < q.UNLIMITED)
@@ -227,7 +236,7 @@ def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, cfg: 
         in_sync = q.group_sum(np.where(f_thr & (lag <= 0), size, 0), req)
         keep = q.within_budget(size, req, f_hold, np.maximum(fb - in_sync, 0))
         r, size = r[keep].reset_index(drop=True), size[keep]
-    lb = q.budgets(cfg, "leader", r["broker"])
+    lb = q.allowances(cfg, "leader", r["broker"], now, quota)
     l_thr = q.is_throttled(cfg, "leader", r["topic"], r["partition"], r["broker"])
     in_isr = r["_isr"].to_numpy(dtype=bool)
     l_hold = q.should_leader_throttle(l_thr, in_isr, lb < q.UNLIMITED)
@@ -238,16 +247,16 @@ def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, cfg: 
     return r[cols]
 
 
-def _cap_appends(appended: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
-    """The follower's side of the per-round bound (ReplicaFetcherThread.shouldFollowerThrottle): per
-    follower broker, the bytes appended for throttled partitions that are not in sync (response HW -
-    fetch offset > 0) stay within its budget less its in-sync throttled bytes, whatever its leaders
-    sent. The leaders already keep each response within that (_throttle), so this only cuts when
+def _cap_appends(appended: pd.DataFrame, now: int, cfg: Mapping, quota: pd.DataFrame | None) -> pd.DataFrame:
+    """The follower's side of the rate (ReplicaFetcherThread.shouldFollowerThrottle): per follower
+    broker, the bytes appended for throttled partitions that are not in sync (response HW - fetch
+    offset > 0) stay within its quota left (its sensor in `quota`, now) less its in-sync throttled
+    bytes, whatever its leaders sent. The leaders already keep each response within that (_throttle), so this only cuts when
     responses from several leaders land in one round; cut records are fetched again.
     `appended` is in (broker, topic, partition, offset) order and carries the response's hw and
     fetch_offset."""
     q = replication_quota
-    fb = q.budgets(cfg, "follower", appended["broker"])
+    fb = q.allowances(cfg, "follower", appended["broker"], now, quota)
     thr = q.is_throttled(cfg, "follower", appended["topic"], appended["partition"], appended["broker"])
     lag = appended["hw"].to_numpy() - appended["fetch_offset"].to_numpy()
     hold = q.should_follower_throttle(thr, lag, fb < q.UNLIMITED)
@@ -261,9 +270,10 @@ def _cap_appends(appended: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
 
 def serve_fetch(
     replicas: pd.DataFrame, remotes: pd.DataFrame, log: pd.DataFrame, requests: pd.DataFrame,
-    parked: pd.DataFrame, now: int, cfg: Mapping,
+    parked: pd.DataFrame, now: int, cfg: Mapping, quota: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Serve new follower fetches and re-check parked ones on the leaders.
+    """Serve new follower fetches and re-check parked ones on the leaders (`quota`: the leaders'
+    KIP-73 sensors, a BROKER frame; None = fresh ones).
 
     `log` holds the records the leaders can read (their tail and whatever the engine read from
     storage for lagging followers). Returns (replicas with new HWs, remotes, responses,
@@ -290,7 +300,7 @@ def serve_fetch(
                                      on=["broker", "topic", "partition"])
     recs = _read(m, log, cfg)
     if replication_quota.active(cfg):
-        recs = _throttle(m, recs, replicas, cfg)
+        recs = _throttle(m, recs, replicas, now, cfg, quota)
     got = recs.groupby(RESPONSE).size().rename("_n").reset_index() \
         .rename(columns={"_dst": "src"})
     m = m.merge(got, on=REQUEST, how="left")
@@ -322,7 +332,8 @@ def serve_fetch(
 
 
 def apply_fetch_responses(
-    replicas: pd.DataFrame, responses: pd.DataFrame, records: pd.DataFrame, now: int, cfg: Mapping
+    replicas: pd.DataFrame, responses: pd.DataFrame, records: pd.DataFrame, now: int, cfg: Mapping,
+    quota: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The follower processes fetch responses (AbstractFetcherThread.processFetchRequest).
 
@@ -333,7 +344,8 @@ def apply_fetch_responses(
     logStart, LEO) and logStart := max(own, leader's). A DivergingEpoch truncates the log by the
     KIP-279 rule and touches nothing else (KAFKA-14704); OFFSET_OUT_OF_RANGE runs the out-of-range
     recovery (out_of_range). Other errors back the partition off replica.fetch.backoff.ms;
-    FENCED_LEADER_EPOCH stops fetching it until the next LeaderAndIsr.
+    FENCED_LEADER_EPOCH stops fetching it until the next LeaderAndIsr. `quota`: the followers' KIP-73
+    sensors (a BROKER frame; None = fresh ones).
     Returns (replicas, appended records, log cuts, halts: brokers that exit, as pre-2.1 ones did).
     """
     replicas = replicas.reset_index(drop=True)  # positions below index rows
@@ -370,7 +382,7 @@ def apply_fetch_responses(
         appended = appended[appended["offset"] >= appended["fetch_offset"]] \
             .sort_values(["broker", "topic", "partition", "offset"])
         if throttling:
-            appended = _cap_appends(appended, cfg)
+            appended = _cap_appends(appended, now, cfg, quota)
         appended = conform(appended, RECORD)
     if len(appended):
         last = appended.groupby(["broker", "topic", "partition"], as_index=False, sort=False).agg(
@@ -382,6 +394,34 @@ def apply_fetch_responses(
     r.loc[op, "log_start_offset"] = ls
     r.loc[op, "hw"] = follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls)
     return r, appended, cuts, halts
+
+
+def record_quota(quota: pd.DataFrame, side: str, records: pd.DataFrame, by: str, now: int, cfg: Mapping
+                 ) -> pd.DataFrame:
+    """Record a round's replication bytes in the brokers' sensors (ReplicationQuotaManager.record):
+    `records` are what the leaders sent (side "leader", charged to `by` = "src") or what the followers
+    appended (side "follower", `by` = "broker"); only partitions the charged broker throttles count,
+    in-sync ones included, as Kafka counts them."""
+    if records.empty or not replication_quota.active(cfg):
+        return quota
+    who = records[by].to_numpy()
+    thr = replication_quota.is_throttled(cfg, side, records["topic"], records["partition"], who)
+    if not thr.any():
+        return quota
+    return replication_quota.record(quota, side, who[thr], record_bytes(records[thr]), now, cfg)
+
+
+def touch_quota(quota: pd.DataFrame, side: str, requests: pd.DataFrame, now: int, cfg: Mapping) -> pd.DataFrame:
+    """Start the sensors the round's fetch requests reach (replication_quota.touch): the leader's (side
+    "leader", the requests it serves) and the follower's (side "follower", the requests it sent), for the
+    throttled partitions in them. Kafka records every follower fetch of a throttled partition, 0 bytes
+    too (KafkaApis on the leader, ReplicaFetcherThread.processPartitionData on the follower), which
+    creates the sensor's first sample: the window runs from the first fetch after the throttle is set."""
+    if requests.empty or not replication_quota.active(cfg):
+        return quota
+    who = requests["broker" if side == "leader" else "src"].to_numpy()
+    thr = replication_quota.is_throttled(cfg, side, requests["topic"], requests["partition"], who)
+    return replication_quota.touch(quota, side, who[thr], now, cfg) if thr.any() else quota
 
 
 def _truncate_diverging(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, rules: Rules

@@ -60,6 +60,9 @@ FETCH = {
     "broker": I32, "src": I32, "topic": STR, "partition": I32, "fetch_offset": I64,
     "current_leader_epoch": I32, "last_fetched_epoch": I32, "log_start_offset": I64,
     "sent_ms": I64, "deadline_ms": I64,
+    # the follower's replication quota (KIP-73) as it sends: bytes its throttled partitions that are not in
+    # sync may still take (replication_quota.bytes_left; Long.MaxValue when it has no rate)
+    "quota_bytes": I64,
 }
 # The per-partition header of a fetch response (its records travel as RECORD rows).
 FETCH_RESPONSE = {
@@ -136,7 +139,8 @@ FUTURE_IDLE = -1
 # the next log created for it (current or future) goes there.
 PREFERRED_DIR = {"broker": I32, "topic": STR, "partition": I32, "log_dir": STR}
 # Broker-wide state.
-BROKER = {"broker": I32, "controller_epoch": I32, "hw_checkpoint_ms": I64, "controller_id": I32}
+BROKER = {"broker": I32, "controller_epoch": I32, "hw_checkpoint_ms": I64, "controller_id": I32,
+          "leader_quota": STR, "follower_quota": STR}  # the KIP-73 sensors' samples (replication_quota.py)
 
 KEY = ["broker", "topic", "partition"]
 

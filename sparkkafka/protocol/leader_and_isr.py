@@ -166,5 +166,5 @@ def _lines(lines: list[tuple]) -> pd.DataFrame:
 def new_broker_rows(brokers: list[int]) -> pd.DataFrame:
     """Broker-wide state of freshly started brokers."""
     return conform(pd.DataFrame({"broker": brokers, "controller_epoch": -1, "hw_checkpoint_ms": -1,
-                                 "controller_id": -1}), BROKER)
+                                 "controller_id": -1, "leader_quota": "", "follower_quota": ""}), BROKER)
 

@@ -1,4 +1,4 @@
-"""Replication throttles (KIP-73, 0.10.1): which replicas are throttled and how many bytes a round may
+"""Replication throttles (KIP-73, 0.10.1): which replicas are throttled and how many bytes a fetch may
 move for them. protocol.md 8.4, tool-formats.md 1.7.
 
 Kafka's pieces: ConfigHandler.parseThrottledPartitions turns the topic configs
@@ -6,15 +6,31 @@ Kafka's pieces: ConfigHandler.parseThrottledPartitions turns the topic configs
 partitions a broker throttles; ReplicationQuotaManager (one for the leader side, one for the follower
 side) answers isThrottled(tp) and isQuotaExceeded from `leader.replication.throttled.rate` /
 `follower.replication.throttled.rate`; ReplicaManager.shouldLeaderThrottle and
-ReplicaFetcherThread.shouldFollowerThrottle combine them.
+ReplicaFetcherThread.shouldFollowerThrottle combine them, and the bytes of throttled partitions are
+recorded after the fetch (KafkaApis on the leader, ReplicaFetcherThread.processPartitionData on the
+follower, in-sync partitions included).
 
-The emulator's quota model: Kafka measures a rate over 11 one-second windows and stops serving once
-it is exceeded (so it may overshoot by a fetch). Here a quota is a budget per round and per broker of
-rate x round_ms / 1000 bytes that is never exceeded: records are indivisible and are served whole, in
-offset order, while they fit. fetch.py applies these functions; the configuration comes in the cfg
-mapping as `quota` = {"leader": {broker: rate}, "follower": {broker: rate}} (only brokers with a
-rate below Long.MaxValue), `throttled_replicas` = {topic: (leader_list, follower_list)} and
-`round_ms`; when `quota` or `throttled_replicas` is missing nothing is throttled.
+The rate, as Kafka measures it: a SimpleRate sensor of `replication.quota.window.num` samples of
+`replication.quota.window.size.seconds` each (11 x 1 s). A sample starts at the first record after
+the previous one ended, samples older than num x size are purged (SampledStat), and the rate is the
+bytes of the live samples over the time since the oldest began. The state is the broker's
+(`BROKER` frame, `leader_quota` / `follower_quota`: the samples "start_ms:bytes,..."; lost in a crash
+as the in-memory sensor is).
+
+Where the emulator departs: Kafka checks the rate before a fetch and serves the whole fetch when it is
+not exceeded (so it overshoots by a fetch and then pauses; its first second may even run far above
+the rate). Here the check gives the bytes left (`bytes_left`): rate x (now + round_ms - oldest
+sample's start) / 1000 - bytes recorded, the round being served counted as elapsed, so the measured
+rate is never exceeded, from the first byte on. Records are indivisible and are served whole, in
+offset order, while they fit. Because the left-over allowance carries to the next fetch, a move
+whose fetch cycle spans two rounds (request out, response back) still runs at the rate, where a
+per-round budget would give it half. Without a state (`quota=None`, a fresh sensor) a fetch may take
+rate x round_ms / 1000 (`budget`).
+
+fetch.py applies these functions; the configuration comes in the cfg mapping as `quota` =
+{"leader": {broker: rate}, "follower": {broker: rate}} (only brokers with a rate below
+Long.MaxValue), `throttled_replicas` = {topic: (leader_list, follower_list)} and `round_ms`; when
+`quota` or `throttled_replicas` is missing nothing is throttled.
 """
 
 from __future__ import annotations
@@ -91,21 +107,133 @@ def is_throttled(cfg: Mapping, side: str, topic, partition, broker) -> np.ndarra
 
 def budget(rate: int | None, round_ms: int) -> int:
     """Bytes one round may move at `rate` bytes/s: rate x round_ms / 1000, rounded down (UNLIMITED for
-    no rate or Long.MaxValue, the ReplicationQuotaManager default that never throttles)."""
+    no rate or Long.MaxValue, the ReplicationQuotaManager default that never throttles): what a fresh
+    sensor allows its first fetch."""
     if rate is None or rate >= UNLIMITED:
         return UNLIMITED
     return min(max(int(rate), 0) * int(round_ms) // 1000, UNLIMITED)
 
 
 def budgets(cfg: Mapping, side: str, brokers) -> np.ndarray:
-    """Per-round budget of each broker in `brokers` on `side` (UNLIMITED where it has no rate)."""
-    rates = {int(b): r for b, r in ((cfg.get("quota") or {}).get(side) or {}).items()}
-    round_ms = cfg.get("round_ms") or ROUND_MS
+    """Per-round budget of each broker in `brokers` on `side` (UNLIMITED where it has no rate): the
+    allowance of a fresh sensor."""
+    return allowances(cfg, side, brokers, 0, None)
+
+
+# ------------------------------------------------------------------------------ the rate (SimpleRate)
+
+COLUMNS = {"leader": "leader_quota", "follower": "follower_quota"}  # BROKER frame columns holding the samples
+
+
+def decode(text: str | None) -> list[tuple[int, int]]:
+    """A sensor's samples "start_ms:bytes,..." (oldest first) -> [(start_ms, bytes)]."""
+    return [(int(a), int(b)) for a, _, b in (x.partition(":") for x in (text or "").split(",") if x)]
+
+
+def encode(samples: list[tuple[int, int]]) -> str:
+    return ",".join(f"{a}:{b}" for a, b in samples)
+
+
+def window(cfg: Mapping) -> tuple[int, int]:
+    """(replication.quota.window.num, replication.quota.window.size.seconds in ms)."""
+    return (int(cfg.get("replication.quota.window.num") or 11),
+            int(cfg.get("replication.quota.window.size.seconds") or 1) * 1000)
+
+
+def purge(samples: list[tuple[int, int]], now: int, cfg: Mapping) -> list[tuple[int, int]]:
+    """SampledStat.purgeObsoleteSamples: samples that began num x size or longer ago are gone."""
+    num, size = window(cfg)
+    return [s for s in samples if now - s[0] < num * size]
+
+
+def bytes_left(samples: list[tuple[int, int]], rate: int, now: int, cfg: Mapping) -> int:
+    """isQuotaExceeded as an allowance: the bytes a fetch served at `now` may take so that the rate over
+    the sensor's window, this round included, stays within `rate` (UNLIMITED for Long.MaxValue)."""
+    if rate >= UNLIMITED:
+        return UNLIMITED
+    live = purge(samples, now, cfg)
+    start = live[0][0] if live else now
+    span = now + int(cfg.get("round_ms") or ROUND_MS) - start
+    return max(max(int(rate), 0) * span // 1000 - sum(b for _, b in live), 0)
+
+
+def _rate_of(cfg: Mapping, side: str) -> dict[int, int]:
+    return {int(b): int(r) for b, r in ((cfg.get("quota") or {}).get(side) or {}).items()}
+
+
+def _samples_of(quota: pd.DataFrame | None, side: str) -> dict[int, str]:
+    if quota is None or quota.empty:
+        return {}
+    return dict(zip(quota["broker"].astype("int64"), quota[COLUMNS[side]], strict=True))
+
+
+def allowances(cfg: Mapping, side: str, brokers, now: int, quota: pd.DataFrame | None) -> np.ndarray:
+    """bytes_left of each broker in `brokers` on `side`, from the brokers' sensors in `quota` (a BROKER
+    frame; None or a broker without samples: a fresh sensor); UNLIMITED where it has no rate."""
+    rates = _rate_of(cfg, side)
     b = np.asarray(brokers, dtype="int64")
     out = np.full(len(b), UNLIMITED, dtype="int64")
+    if not rates or len(b) == 0:
+        return out
+    have = _samples_of(quota, side)
     for broker, rate in rates.items():
-        out[b == broker] = budget(rate, round_ms)
+        out[b == broker] = bytes_left(decode(have.get(broker)), rate, now, cfg)
     return out
+
+
+def grown(left: np.ndarray, cfg: Mapping, brokers, waited_ms: np.ndarray) -> np.ndarray:
+    """A follower's quota left as its request carried it (`left`), plus what its rate adds over the
+    `waited_ms` the request has waited at the leader: a parked fetch is not held to the allowance of the
+    round it was sent in (UNLIMITED stays UNLIMITED)."""
+    rates = _rate_of(cfg, "follower")
+    b = np.asarray(brokers, dtype="int64")
+    rate = np.zeros(len(b), dtype="int64")
+    for broker, r in rates.items():
+        rate[b == broker] = min(r, UNLIMITED // (1 << 20))
+    add = rate * np.maximum(np.asarray(waited_ms, dtype="int64"), 0) // 1000
+    left = np.asarray(left, dtype="int64")
+    return np.where(left >= UNLIMITED, UNLIMITED, np.minimum(left, UNLIMITED - add) + add)
+
+
+def record(quota: pd.DataFrame, side: str, brokers, sizes, now: int, cfg: Mapping) -> pd.DataFrame:
+    """ReplicationQuotaManager.record: add each broker's bytes (`sizes` per row of `brokers`) to its
+    `side` sensor at `now`: into the current sample while it lasts (window size), else into a new one
+    starting now; obsolete samples are purged. A broker recording 0 bytes only gets a first sample when
+    it has none (SampledStat.current: a fetch that moved nothing starts the window; see `touch`). Brokers not in
+    `quota` are not recorded."""
+    b = np.asarray(brokers, dtype="int64")
+    if len(b) == 0 or quota.empty:
+        return quota
+    per = pd.Series(np.asarray(sizes, dtype="int64")).groupby(b).sum()
+    _, size = window(cfg)
+    col = COLUMNS[side]
+    out = quota.copy()
+    ids = out["broker"].astype("int64").to_numpy()
+    values = out[col].to_numpy(dtype=object).copy()
+    for broker, n in per.items():
+        at = np.flatnonzero(ids == broker)
+        if len(at) == 0:
+            continue
+        samples = purge(decode(values[at[0]]), now, cfg)
+        if n <= 0 and samples:
+            continue
+        if samples and now < samples[-1][0] + size:
+            samples[-1] = (samples[-1][0], samples[-1][1] + int(n))
+        else:
+            samples.append((now, int(n)))
+        values[at[0]] = encode(samples)
+    out[col] = values
+    return out
+
+
+def touch(quota: pd.DataFrame, side: str, brokers, now: int, cfg: Mapping) -> pd.DataFrame:
+    """A record of 0 bytes (a fetch of a throttled partition that moved nothing yet): a broker with a rate
+    on `side` whose sensor has no live sample gets an empty one starting `now` (SampledStat.current), so
+    its window runs from the first fetch, as the allowance it was given assumed, not from the first byte."""
+    rates = _rate_of(cfg, side)
+    b = np.asarray(brokers, dtype="int64")
+    b = b[np.isin(b, list(rates))] if rates else b[:0]
+    return record(quota, side, b, np.zeros(len(b), dtype="int64"), now, cfg)
 
 
 def active(cfg: Mapping) -> bool:
@@ -118,7 +246,7 @@ def active(cfg: Mapping) -> bool:
 def should_leader_throttle(throttled: np.ndarray, in_isr: np.ndarray, limited: np.ndarray) -> np.ndarray:
     """ReplicaManager.shouldLeaderThrottle without its quota test: a follower's fetch of a partition
     the leader throttles may be withheld only when the follower is not in the ISR (and the leader
-    has a rate). Whether it is withheld is then up to the budget (within_budget)."""
+    has a rate). Whether it is withheld is then up to the allowance (within_budget)."""
     return throttled & ~in_isr & limited
 
 

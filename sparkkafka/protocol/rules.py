@@ -16,7 +16,7 @@ the object as `cfg["rules"]` (config.RoundConfig, built by cluster._params); `ru
 `cfg["profile"]` for configs built by hand (unit tests).
 
 Each flag is declared once with the profile where its value changes and the KIP / Kafka version
-that changed it; `table()` / `format_table()` give every flag's value per profile (README's rules
+that changed it; `table()` / `format_table()` give every flag's value per profile (docs/versions.md's
 table is format_table()'s output).
 """
 

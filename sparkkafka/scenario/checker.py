@@ -5,11 +5,18 @@ Vocabulary from Jepsen and the TLA+ spec hachikuji/kafka-specification (KafkaRep
 protocol.md 14, golden.md areas F and L). One `violations` row per finding:
 
 * ``lost``: an acknowledged record (produce_results.acked) absent from its partition's committed
-  log, i.e. the final leader's log below its HW (protocol/consumer.visible_records). Partitions
+  log, i.e. the final leader's log below its HW (protocol/consumer.visible_records), and absent from
+  that leader's log above the HW too: truncated away, or never on the leader that now serves the
+  partition (a follower holding it will truncate to the leader's log, KIP-101/KIP-279). Partitions
   offline at the end are not judged: their acked records count as ``unavailable_acked``. So are
   partitions whose leader (by the controller) serves no log at the end: it crashed and its ZooKeeper
   session is still open (the controller has not seen it go), or it has not yet had its LeaderAndIsr;
   their records sit on the replicas, and which survive is decided by the election still to come.
+* ``pending`` (not a violation; not counted under ``violations``): an acknowledged record on the
+  serving leader's log at or above its HW when the run ends. It is not committed yet, and not lost:
+  an acks=1/0 record the followers have not fetched, or one acked by the previous leader whose
+  successor has not yet advanced its HW past it (Partition.maybeIncrementLeaderHW, a new leader's HW
+  starts at its follower HW). ``pending_acked`` counts them.
 * ``divergent``: two replicas holding different records at the same offset below both their HWs
   at the end; one row per partition and replica pair, at the first offset where they differ.
 * ``HwWithinLeo``: a replica_state row with hw > leo ("HW <= LEO on every replica").
@@ -38,6 +45,7 @@ from ..storage import tables as T
 
 KINDS: tuple[str, ...] = ("lost", "divergent", "HwWithinLeo", "UniqueLeaderPerEpoch", "LeaderHwMonotonic",
                           "StrongIsr")
+PENDING = "pending"  # the `violations` table's kind for acked records not yet committed (not a violation)
 COLUMNS: list[str] = T.SCHEMAS["violations"].names
 FINAL_ROUND = -1  # the `round` of rows about the run's final state
 ACKS_LABEL = {-1: "all", 1: "1", 0: "0"}
@@ -93,10 +101,10 @@ def audit_tables(t: RunTables, meta: dict) -> tuple[dict, pd.DataFrame]:
     now = int(meta.get("time_ms", 0))
     round_ms = int(meta.get("round_ms") or 100)
 
-    lost, unavailable = _lost(acked, log, reps, parts, _unjudged(parts, reps, offline), now)
+    lost, pending, unavailable = _lost(acked, log, reps, parts, _unjudged(parts, reps, offline), now)
     divergent, divergent_offsets = _divergent(log, reps, now)
     ps, rs = _incarnations(t.partition_state, t.replica_state)
-    found = pd.concat([f for f in (lost, divergent, _hw_within_leo(rs), _unique_leader(ps, rs, round_ms),
+    found = pd.concat([f for f in (lost, pending, divergent, _hw_within_leo(rs), _unique_leader(ps, rs, round_ms),
                                    *_history_rules(ps, rs)) if len(f)] or [_empty()], ignore_index=True)
     found = _conform(found)
     by_acks = lost["_acks"].value_counts() if len(lost) else pd.Series(dtype="int64")
@@ -105,7 +113,7 @@ def audit_tables(t: RunTables, meta: dict) -> tuple[dict, pd.DataFrame]:
         "rounds": int(meta.get("round", 0)), "time_ms": now,
         "produced": int(len(results)), "acked": int(len(acked)),
         "not_acked": int(len(results) - len(acked)), "errors": {k: int(v) for k, v in errors.items()},
-        "lost_acked": int(len(lost)), "unavailable_acked": int(unavailable),
+        "lost_acked": int(len(lost)), "pending_acked": int(len(pending)), "unavailable_acked": int(unavailable),
         "divergent_replicas": int(len(divergent)),
         "offline_partitions": int(len(offline)), "under_replicated_partitions": int(len(under)),
         "log_records": int(len(log)),
@@ -147,32 +155,42 @@ def _unjudged(parts: pd.DataFrame, reps: pd.DataFrame, offline: pd.DataFrame) ->
 
 
 def _lost(acked: pd.DataFrame, log: pd.DataFrame, reps: pd.DataFrame, parts: pd.DataFrame,
-          offline: pd.DataFrame, now: int) -> tuple[pd.DataFrame, int]:
+          offline: pd.DataFrame, now: int) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """Acked records missing from the committed log of the partitions judged (not in `offline`: those
-    unjudged at the end, see _unjudged); returns them and the count of acked records not judged."""
+    unjudged at the end, see _unjudged), split into the lost ones and the pending ones (still on the
+    serving leader, above its HW); returns both and the count of acked records not judged."""
     if not len(reps) or not len(acked):
-        return _empty(), 0
+        return _empty(), _empty(), 0
     committed = visible_records(log, reps)[[*TP, "record_id"]].drop_duplicates().assign(_in=True)
     a = acked[[*TP, "record_id", "acks", "offset"]].merge(committed, how="left", on=[*TP, "record_id"])
     off = (a.merge(offline[TP].assign(_off=True), how="left", on=TP)["_off"].notna().to_numpy()
            if len(offline) else np.zeros(len(a), bool))
-    lost = a[~off & a["_in"].isna().to_numpy()]
-    if not len(lost):
-        return _empty(), int(off.sum())
+    missing = a[~off & a["_in"].isna().to_numpy()]
+    if not len(missing):
+        return _empty(), _empty(), int(off.sum())
+    # the controller's leader of a judged partition holds a leader replica (_unjudged): its whole log
+    on_leader = (log.merge(parts[[*TP, "leader"]].rename(columns={"leader": "broker"}), on=[*TP, "broker"])
+                 [[*TP, "record_id"]].drop_duplicates().assign(_pending=True))
+    missing = missing.merge(on_leader, how="left", on=[*TP, "record_id"])
+    pending = missing["_pending"].notna().to_numpy()
     leaders = (reps[reps["role"] == "leader"].sort_values([*TP, "leader_epoch"], kind="stable")
                .drop_duplicates(TP, keep="last")[[*TP, "broker", "hw"]].rename(columns={"broker": "_leader"}))
-    lost = lost.merge(parts[[*TP, "replicas"]], how="left", on=TP).merge(leaders, how="left", on=TP)
-    label = lost["acks"].map(ACKS_LABEL).fillna(lost["acks"].astype(str))
-    detail = [f"acked with acks={k} at offset {_num(o)}, absent from the committed log"
-              + (f" (leader {int(b)} below HW {int(h)})" if pd.notna(b) else " (no leader)")
-              for k, o, b, h in zip(label, lost["offset"], lost["_leader"], lost["hw"], strict=True)]
+    missing = missing.merge(parts[[*TP, "replicas"]], how="left", on=TP).merge(leaders, how="left", on=TP)
+    label = missing["acks"].map(ACKS_LABEL).fillna(missing["acks"].astype(str))
+    where = [(f"on leader {int(b)} at or above its HW {int(h)}: not yet committed" if p else
+              f"absent from the committed log ({f'leader {int(b)} below HW {int(h)}' if pd.notna(b) else 'no leader'})")
+             for p, b, h in zip(pending, missing["_leader"], missing["hw"], strict=True)]
     out = pd.DataFrame({
-        "round": FINAL_ROUND, "time_ms": now, "kind": "lost", "topic": lost["topic"].to_numpy(),
-        "partition": lost["partition"].to_numpy(), "brokers": [_ids(r) for r in lost["replicas"]],
-        "offset": lost["offset"].to_numpy(), "record_id": lost["record_id"].to_numpy(), "detail": detail,
-        "_acks": lost["acks"].to_numpy(),
+        "round": FINAL_ROUND, "time_ms": now, "kind": np.where(pending, PENDING, "lost"),
+        "topic": missing["topic"].to_numpy(), "partition": missing["partition"].to_numpy(),
+        "brokers": [_ids(r) for r in missing["replicas"]], "offset": missing["offset"].to_numpy(),
+        "record_id": missing["record_id"].to_numpy(),
+        "detail": [f"acked with acks={k} at offset {_num(o)}, {w}"
+                   for k, o, w in zip(label, missing["offset"], where, strict=True)],
+        "_acks": missing["acks"].to_numpy(),
     })
-    return out, int(off.sum())
+    return (out[~pending].reset_index(drop=True) if (~pending).any() else _empty(),
+            out[pending].reset_index(drop=True) if pending.any() else _empty(), int(off.sum()))
 
 
 def _divergent(log: pd.DataFrame, reps: pd.DataFrame, now: int) -> tuple[pd.DataFrame, int]:

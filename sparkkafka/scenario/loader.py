@@ -56,6 +56,11 @@ _READ_ONLY = {IBP}  # static broker configs that set_config may not change
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _THROTTLED = re.compile(r"\*|\s*\d+\s*:\s*\d+\s*(,\s*\d+\s*:\s*\d+\s*)*|")
 _INT_STR = re.compile(r"-?\d+", re.ASCII)
+INT_MAX = 2**31 - 1  # Kafka's broker ids, partition ids and counts are Java ints
+# What one emulated cluster may hold (the emulator's limits, far above what a round can carry): a bare
+# `cluster.brokers: N` and a topic's partition count above these are refused, not expanded.
+MAX_BROKERS = 10_000
+MAX_PARTITIONS = 1_000_000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,7 +273,7 @@ def _assignment(v: Any, path: str, ctx: _Ctx, partitions: int | None,
         _err(path, v, "expected a non-empty mapping partition -> list of broker ids")
     out = {_id(p, _at(path, p)): _seq(r, _at(path, p), ctx.broker, what="broker") for p, r in v.items()}
     n = partitions or len(out)
-    if sorted(out) != list(range(n)):
+    if len(out) != n or sorted(out) != list(range(n)):
         _err(path, sorted(out), f"partition ids must be consecutive from 0 to {n - 1}"
                                 + (f" (partitions: {partitions})" if partitions else ""))
     want = rf or len(out[0])
@@ -286,7 +291,7 @@ def _topic_spec(v: Any, path: str, ctx: _Ctx) -> TopicSpec:
     if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
         _err(_at(path, "name"), name, "Topic name is illegal: at most 249 characters among ASCII "
                                       "alphanumerics, '.', '_' and '-', and not '.' or '..'")
-    parts = _get(m, "partitions", path, _int, lo=1)
+    parts = _get(m, "partitions", path, _int, lo=1, hi=MAX_PARTITIONS)
     rf = _get(m, "replication_factor", path, _int, lo=1)
     imported = m.get("state") is not None
     if imported and m.get("assignment") is None:
@@ -296,6 +301,8 @@ def _topic_spec(v: Any, path: str, ctx: _Ctx) -> TopicSpec:
         parts, rf = len(assignment), len(assignment[0])
     else:
         parts = parts or ctx.defaults["num.partitions"]
+        if parts > MAX_PARTITIONS:
+            _err(_at(path, "partitions"), parts, f"must be <= {MAX_PARTITIONS} (the emulator's limit per topic)")
         rf = rf or ctx.defaults["default.replication.factor"]
         if rf > len(ctx.brokers):
             _err(_at(path, "replication_factor"), rf,
@@ -581,8 +588,8 @@ def parse_scenario(data: Any, name: str = "scenario", base_dir: str | Path | Non
     name, seed = _get(m, "name", "", _str, name), _get(m, "seed", "", _int, 0)
     c = _keys(m["cluster"], "cluster", _CLUSTER_KEYS, ("brokers",))
     b = c["brokers"]
-    brokers = (_seq(b, "cluster.brokers", _int, what="broker id") if isinstance(b, list)
-               else tuple(range(_int(b, "cluster.brokers", lo=1))))
+    brokers = (_seq(b, "cluster.brokers", lambda x, p: _int(x, p, hi=INT_MAX), what="broker id")
+               if isinstance(b, list) else tuple(range(_int(b, "cluster.brokers", lo=1, hi=MAX_BROKERS))))
     log_dirs = _get(c, "log_dirs", "cluster", _seq, ("d0",), item=_str, what="log dir")
     config = _get(c, "config", "cluster", _config, {}, names=BROKER_DEFAULTS)
     emu = _keys(c.get("emulator"), "cluster.emulator", EMULATOR_DEFAULTS, what="emulator setting")

@@ -17,11 +17,20 @@ Under OUT/brokers/<id>/<log_dir>/ (the log dir's name escaped into one folder na
   the ones the operating system wrote back, and nothing else (protocol/flush.py).
 Also, executor-side reads of a broker's log from a pinned Delta snapshot (restart recovery and
 catch-up reads for lagging followers).
+
+Crash safety (docs/run-directory.md): a round's task writes each file as a version keyed by the round,
+`<file>.r<round>` (a removed log's folder as a tombstone version of its leader-epoch-checkpoint), and
+reads at round R the newest version before R, else the file itself. A task Spark re-runs (executor
+lost) so reads what the round read the first time and rewrites the same versions; a run continued
+from its last saved driver state (round S) drops the versions of rounds >= S (`rollback`). After the
+driver saved its state, `settle` folds the versions before S into the files under Kafka's names, so a
+run at rest holds Kafka's layout only. Every file is written to a temporary name, fsynced and renamed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterable
@@ -33,7 +42,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..protocol import leader_epoch
-from .tables import LogSnapshot, log_file_actions, path_component, table_path
+from .tables import LogSnapshot, durable_replace, log_file_actions, path_component, table_path
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 PARTITIONS = "partitions"
@@ -46,12 +55,111 @@ def dir_path(brokers_dir: str, broker: int, log_dir: str) -> str:
     return os.path.join(brokers_dir, str(int(broker)), path_component(log_dir))
 
 
+_VERSION = re.compile(r"^(?P<base>.+)\.r(?P<round>\d{10})$")
+_DATA, _GONE = "+\n", "-\n"  # a version's first line: the file's text follows / the log was removed
+
+
 def _write_atomic(path: str, text: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        durable_replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _write(path: str, text: str | None, round_no: int | None) -> None:
+    """Write `path`'s text (None: the log is removed) as round `round_no`'s version of it; with no round
+    (a cluster imported before its first round) the file itself."""
+    if round_no is None:
+        if text is None:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        else:
+            _write_atomic(path, text)
+        return
+    _write_atomic(f"{path}.r{int(round_no):010d}", _GONE if text is None else _DATA + text)
+
+
+def _versions(path: str) -> list[tuple[int, str]]:
+    """The round versions of `path`, as (round, file), oldest first."""
+    folder, name = os.path.split(path)
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    out = []
+    for n in names:
+        m = _VERSION.match(n)
+        if m and m.group("base") == name:
+            out.append((int(m.group("round")), os.path.join(folder, n)))
+    return sorted(out)
+
+
+def _read(path: str, before: int | None = None) -> str | None:
+    """`path`'s text as a task of round `before` sees it (None: all versions): the newest version of an
+    earlier round, else the file itself; None when there is none or the log was removed."""
+    found = [f for r, f in _versions(path) if before is None or r < before]
+    if found:
+        with open(found[-1]) as f:
+            text = f.read()
+        return text[len(_DATA):] if text.startswith(_DATA) else None
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return f.read()
+
+
+def _versioned(brokers_dir: str) -> dict[str, list[tuple[int, str]]]:
+    """Every file with round versions under brokers_dir: its path -> its versions, oldest first."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for folder, _, names in os.walk(brokers_dir):
+        for n in names:
+            m = _VERSION.match(n)
+            if m:
+                out.setdefault(os.path.join(folder, m.group("base")), []).append(
+                    (int(m.group("round")), os.path.join(folder, n)))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def rollback(brokers_dir: str, round_no: int) -> int:
+    """Drop what rounds >= `round_no` wrote (a run continued from its driver state saved before that round:
+    those rounds run again) and any temporary file a killed writer left; returns the files removed."""
+    n = 0
+    for folder, _, names in os.walk(brokers_dir):
+        for name in names:
+            m = _VERSION.match(name)
+            if name.endswith(".tmp") or (m and int(m.group("round")) >= round_no):
+                os.unlink(os.path.join(folder, name))
+                n += 1
+    return n
+
+
+def settle(brokers_dir: str, round_no: int) -> None:
+    """Fold each file's versions of rounds before `round_no` into the file under its Kafka name (a
+    tombstone removes the log's folder). Every step leaves what `_read` returns unchanged, so a kill
+    anywhere in it is harmless, and running it again finishes the job."""
+    for path, versions in sorted(_versioned(brokers_dir).items()):
+        done = [(r, f) for r, f in versions if r < round_no]
+        if not done:
+            continue
+        for _, f in done[:-1]:
+            os.unlink(f)
+        newest = done[-1][1]
+        with open(newest) as f:
+            text = f.read()
+        if text.startswith(_DATA):
+            _write_atomic(path, text[len(_DATA):])
+            os.unlink(newest)
+        else:
+            if os.path.exists(path):
+                os.unlink(path)
+            os.unlink(newest)
+            folder = os.path.dirname(path)
+            if not os.listdir(folder):
+                os.rmdir(folder)
 
 
 def format_checkpoint(entries: Iterable[tuple[str, int, int]]) -> str:
@@ -72,15 +180,16 @@ def parse_checkpoint(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-def write_hw_checkpoint(brokers_dir: str, broker: int, log_dir: str, entries: Iterable[tuple[str, int, int]]) -> None:
-    _write_atomic(os.path.join(dir_path(brokers_dir, broker, log_dir), HW_CHECKPOINT), format_checkpoint(entries))
+def write_hw_checkpoint(brokers_dir: str, broker: int, log_dir: str, entries: Iterable[tuple[str, int, int]],
+                        round_no: int | None = None) -> None:
+    _write(os.path.join(dir_path(brokers_dir, broker, log_dir), HW_CHECKPOINT), format_checkpoint(entries), round_no)
 
 
 def write_partitions(brokers_dir: str, broker: int, log_dir: str, parts: Iterable[tuple[str, int]],
-                     future: bool = False) -> None:
+                     future: bool = False, round_no: int | None = None) -> None:
     """The dir's listing of its logs (`future`: of its future logs)."""
-    _write_atomic(os.path.join(dir_path(brokers_dir, broker, log_dir), FUTURE_PARTITIONS if future else PARTITIONS),
-                  "".join(f"{t} {p}\n" for t, p in sorted(parts)))
+    _write(os.path.join(dir_path(brokers_dir, broker, log_dir), FUTURE_PARTITIONS if future else PARTITIONS),
+           "".join(f"{t} {p}\n" for t, p in sorted(parts)), round_no)
 
 
 def log_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int, future: bool = False) -> str:
@@ -93,60 +202,56 @@ def _epoch_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partiti
 
 
 def write_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
-                           entries: Iterable[tuple[int, int]], future: bool = False) -> None:
-    _write_atomic(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future),
-                  leader_epoch.format_checkpoint(entries))
+                           entries: Iterable[tuple[int, int]], future: bool = False, round_no: int | None = None) -> None:
+    _write(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future), leader_epoch.format_checkpoint(entries),
+           round_no)
 
 
 def remove_log_files(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
-                     future: bool = False) -> None:
+                     future: bool = False, round_no: int | None = None) -> None:
     """Delete one log's folder (its leader-epoch-checkpoint): the old log after a move's swap, a dropped
-    or swapped-in future log."""
-    shutil.rmtree(log_path(brokers_dir, broker, log_dir, topic, partition, future), ignore_errors=True)
+    or swapped-in future log (in a round: a tombstone version, the folder goes when `settle` folds it)."""
+    _write(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future), None, round_no)
 
 
 def read_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
-                          future: bool = False) -> list[tuple[int, int]]:
-    path = _epoch_path(brokers_dir, broker, log_dir, topic, partition, future)
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return leader_epoch.parse_checkpoint(f.read())
+                          future: bool = False, before: int | None = None) -> list[tuple[int, int]]:
+    text = _read(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future), before)
+    return [] if text is None else leader_epoch.parse_checkpoint(text)
 
 
-def write_flushed(brokers_dir: str, broker: int, log_dir: str, entries: Iterable[tuple[str, int, int]]) -> None:
-    _write_atomic(os.path.join(dir_path(brokers_dir, broker, log_dir), FLUSHED), format_checkpoint(entries))
+def write_flushed(brokers_dir: str, broker: int, log_dir: str, entries: Iterable[tuple[str, int, int]],
+                  round_no: int | None = None) -> None:
+    _write(os.path.join(dir_path(brokers_dir, broker, log_dir), FLUSHED), format_checkpoint(entries), round_no)
 
 
-def _read_offsets(path: str) -> dict[tuple[str, int], int]:
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        return {(t, p): o for t, p, o in parse_checkpoint(f.read())}
+def _read_offsets(path: str, before: int | None = None) -> dict[tuple[str, int], int]:
+    text = _read(path, before)
+    return {} if text is None else {(t, p): o for t, p, o in parse_checkpoint(text)}
 
 
-def read_flushed(brokers_dir: str, broker: int, log_dir: str) -> dict[tuple[str, int], int]:
-    return _read_offsets(os.path.join(dir_path(brokers_dir, broker, log_dir), FLUSHED))
+def read_flushed(brokers_dir: str, broker: int, log_dir: str, before: int | None = None) -> dict[tuple[str, int], int]:
+    return _read_offsets(os.path.join(dir_path(brokers_dir, broker, log_dir), FLUSHED), before)
 
 
-def read_disk(brokers_dir: str, broker: int, log_dirs: list[str], future: bool = False) -> pd.DataFrame:
+def read_disk(brokers_dir: str, broker: int, log_dirs: list[str], future: bool = False,
+              before: int | None = None) -> pd.DataFrame:
     """Logs a starting broker finds in its dirs (`future`: its future logs), with their checkpointed HW
     (0 when missing), their flushed offset (0 when missing) and their leader-epoch checkpoint (as
-    leader_epoch.encode text)."""
+    leader_epoch.encode text); as a task of round `before` sees them (None: the newest versions)."""
     rows = []
     for d in log_dirs:
         base = dir_path(brokers_dir, broker, d)
-        hw = _read_offsets(os.path.join(base, HW_CHECKPOINT))
-        flushed = _read_offsets(os.path.join(base, FLUSHED))
-        pf = os.path.join(base, FUTURE_PARTITIONS if future else PARTITIONS)
-        if os.path.exists(pf):
-            with open(pf) as f:
-                for line in f:
-                    if line.strip():
-                        t, p = line.rsplit(" ", 1)
-                        cache = read_epoch_checkpoint(brokers_dir, broker, d, t, int(p), future)
-                        rows.append((int(broker), t, int(p), d, hw.get((t, int(p)), 0),
-                                     flushed.get((t, int(p)), 0), leader_epoch.encode(cache)))
+        hw = _read_offsets(os.path.join(base, HW_CHECKPOINT), before)
+        flushed = _read_offsets(os.path.join(base, FLUSHED), before)
+        listing = _read(os.path.join(base, FUTURE_PARTITIONS if future else PARTITIONS), before)
+        if listing is not None:
+            for line in listing.splitlines():
+                if line.strip():
+                    t, p = line.rsplit(" ", 1)
+                    cache = read_epoch_checkpoint(brokers_dir, broker, d, t, int(p), future, before)
+                    rows.append((int(broker), t, int(p), d, hw.get((t, int(p)), 0),
+                                 flushed.get((t, int(p)), 0), leader_epoch.encode(cache)))
     return pd.DataFrame(rows, columns=["broker", "topic", "partition", "log_dir", "hw", "recovery_point",
                                        "epoch_cache"])
 

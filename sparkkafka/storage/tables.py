@@ -3,7 +3,8 @@
 Executors write Parquet files straight into a table's folder (`write_file`) and hand back the
 Delta add action; the driver commits a round's actions in one transaction per table
 (`TableWriter.commit`) tagged with the run's app id and the round, so a re-run round is refused
-rather than duplicated and files of a failed attempt never become live.
+rather than duplicated and files of a failed attempt never become live. A run continued after a
+kill drops the commits its saved driver state does not know of (`rollback`, docs/run-directory.md).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -100,6 +102,17 @@ def _stats(table: pa.Table) -> str:
     return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
+def durable_replace(tmp: str, path: str) -> None:
+    """fsync `tmp` (written and closed), then rename it over `path` (atomic on POSIX), as Kafka's
+    CheckpointFile does: a reader sees the old file or the new one, never a torn one."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
                partition_values: Mapping[str, object] | None = None) -> dict:
     """Write one Parquet data file of table `name` and return its add action as a plain dict.
@@ -117,7 +130,7 @@ def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
     data = table.drop_columns([c for c in part if c in table.column_names])
     tmp = f"{full}.{uuid.uuid4().hex}.tmp"
     pq.write_table(data, tmp, compression="snappy")
-    os.replace(tmp, full)
+    os.replace(tmp, full)  # not fsynced: neither is the Delta commit that makes it live (docs/run-directory.md)
     return {"table": name, "path": rel, "size": os.path.getsize(full),
             "partition_values": {k: str(v) for k, v in part.items()},
             "modification_time": int(time.time() * 1000), "stats": _stats(data)}
@@ -133,6 +146,46 @@ def create_tables(tables_dir: str, checkpoint_interval: int | None = None) -> No
     for name, schema in SCHEMAS.items():
         DeltaTable.create(table_path(tables_dir, name), schema, mode="error",
                           partition_by=PARTITION_BY.get(name), configuration=config)
+
+
+_LOG_ENTRY = re.compile(r"^(\d{20})\.")
+
+
+def table_versions(tables_dir: str) -> dict[str, int]:
+    """Every table's current version (what a run's saved driver state records: its commit point)."""
+    return {name: DeltaTable(table_path(tables_dir, name)).version() for name in SCHEMAS}
+
+
+def rollback(tables_dir: str, versions: Mapping[str, int]) -> list[str]:
+    """Make each table what it was at `versions` (the driver state's record): drop the commits after it,
+    their checkpoints, and the temporary files a killed writer left (Delta's `_delta_log` and the data
+    folders). Commits go newest first, a version's checkpoint before its commit file, and
+    `_last_checkpoint` before any, so a kill inside leaves a table at some version between. The data
+    files those commits added stay, unreferenced: a re-run round writes them again under the same
+    names. Returns the tables rolled back."""
+    rolled = []
+    for name, keep in sorted(versions.items()):
+        root = table_path(tables_dir, name)
+        log = os.path.join(root, "_delta_log")
+        late = []
+        for entry in os.listdir(log):
+            m = _LOG_ENTRY.match(entry)
+            if m and int(m.group(1)) > keep:
+                late.append((-int(m.group(1)), entry.endswith(".json"), entry))
+        if late:
+            rolled.append(name)
+            last = os.path.join(log, "_last_checkpoint")
+            if os.path.exists(last):
+                with open(last) as f:
+                    if int(json.load(f)["version"]) > keep:
+                        os.unlink(last)  # readers list the log for the newest checkpoint instead
+            for _, _, entry in sorted(late):
+                os.unlink(os.path.join(log, entry))
+        for folder, _, names in os.walk(root):
+            for n in names:
+                if n.endswith(".tmp"):
+                    os.unlink(os.path.join(folder, n))
+    return rolled
 
 
 @dataclass

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import admin
+from .. import admin, run_lock
 from ..errors import ScenarioError
 from ..run_dir import DriverState, RunDir
 from . import reassign_partitions as R
@@ -90,18 +90,23 @@ class Run:
     dir: RunDir
     state: DriverState
     saver: Callable[[], None] | None = None
+    seen: tuple[int, int, int] | None = None  # the run's save stamp when it was loaded (RunDir.stamp)
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> Run:
         """Load a run directory's driver state (ScenarioError for no run, or a run of another format)."""
         rd = RunDir(path).require_run("run")
-        return cls(rd, rd.load())
+        seen = rd.stamp()
+        return cls(rd, rd.load(), seen=seen)
 
     def save(self) -> None:
+        """Save under the run's lock (run_lock.py): refused when another process holds it or saved since."""
         if self.saver is not None:
             self.saver()
-        else:
+            return
+        with run_lock.writing(self.dir.path, seen=self.seen):
             self.dir.save(self.state)
+            self.seen = self.dir.stamp()
 
 
 RunLike = Any  # a run directory's path, a Run, or an open Cluster (anything with run_dir, driver and save())
@@ -457,7 +462,9 @@ def log_dirs_tool(run: RunLike, topic_list: str | None = None, broker_list: str 
 def leader_election_tool(run: RunLike, election_type: str | None, topic: str | None = None,
                          partition: int | None = None, all_topic_partitions: bool = False,
                          path_to_json_file: str | None = None) -> ToolOutput:
-    """``kafka-leader-election.sh``: ElectLeaders through the controller; exit 1 when some failed."""
+    """``kafka-leader-election.sh``: ElectLeaders through the controller; exit 1 when some failed. The run is
+    saved only when the controller elected or tried to: a request whose partitions all do not exist (Kafka's
+    ``UNKNOWN_TOPIC_OR_PARTITION``, "The partition does not exist.") or need no election changes nothing."""
     c = _run(run)
     from .leader_election import election_stderr, election_text, validate_election_args
 
@@ -465,11 +472,16 @@ def leader_election_tool(run: RunLike, election_type: str | None, topic: str | N
                                  all_topic_partitions=all_topic_partitions, path_to_json_file=path_to_json_file)
     parts = None if req.partitions is None else [(t, int(p)) for t, p in req.partitions]
     results = admin.elect_leaders(c.state, req.election_type.lower(), parts)
-    c.save()
+    changed = any(r is None or r[0] not in _NO_ELECTION for r in results.values())
+    if changed:
+        c.save()
     done = [tp for tp, r in results.items() if r is None]
     failed = {tp: (r[0], r[1]) for tp, r in results.items() if r is not None}
     text, code = election_text(req.election_type, done, [], failed)
-    return ToolOutput(stdout=text, stderr=election_stderr(failed), code=code, changed=True)
+    return ToolOutput(stdout=text, stderr=election_stderr(failed), code=code, changed=changed)
+
+
+_NO_ELECTION = frozenset({"UNKNOWN_TOPIC_OR_PARTITION", "ELECTION_NOT_NEEDED"})  # the controller did nothing
 
 
 # ---------------------------------------------------------------------------------------- state-change log

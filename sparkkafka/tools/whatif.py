@@ -449,3 +449,283 @@ def loss_text(loss: Loss, predicted: pd.DataFrame, emulated: Emulated | None, at
                          if emulated.recovery_ms is not None else
                          f"  time to recover: not reached within {emulated.recovery_bound_ms} ms")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- reassign
+FETCH_CYCLE_ROUNDS = 2  # a follower's fetch: request out one round, response back the next
+# Rounds a move spends outside the copy: the controller's LeaderAndIsr reaches the new replica, its first
+# fetch reaches the leader; at the end the leader's ISR expansion reaches the controller, which completes
+# the reassignment (KIP-455: the target replicas, nothing adding or removing).
+MOVE_OVERHEAD_ROUNDS = 4
+
+
+def reassign_record_bytes(parts: pd.DataFrame, throttle: int, round_ms: int, max_rows: int = 200_000) -> int:
+    """The record size the logs are expanded to for an emulated move: what the throttle moves in one fetch
+    cycle (so a move advances every cycle, not in lumps of records the quota must save up for), unless the
+    cluster's bytes would then take more than ``max_rows`` log rows (then bytes / max_rows)."""
+    total = sum(sum(b.values()) for b in parts["bytes"])
+    cycle = throttle * FETCH_CYCLE_ROUNDS * round_ms // 1000
+    return int(min(max(cycle, -(-total // max_rows), 1), 2**31 - 1))
+
+
+def ingest_rates(sc: Scenario) -> dict[tuple[str, int], float]:
+    """Bytes/s the scenario's produce events write into each partition (``partition: all`` spread evenly)."""
+    pc = {t.name: t.partitions for t in sc.topics}
+    out: dict[tuple[str, int], float] = {}
+    for ev in sc.timeline:
+        if ev.type != "produce":
+            continue
+        a = ev.args
+        n = max(pc.get(a["topic"], 1), 1)
+        per_record = float(a.get("value_bytes", 0)) + len(str(a.get("key") or ""))
+        rate = float(a.get("rate_per_sec", 0)) * per_record
+        targets = range(n) if a.get("partition", "all") == "all" else [int(a["partition"])]
+        for p in targets:
+            out[(a["topic"], p)] = out.get((a["topic"], p), 0.0) + (rate / n if a.get("partition", "all") == "all"
+                                                                    else rate)
+    return out
+
+
+def reassign_plan(sc: Scenario, text: str, field: str = "--reassign") -> list[dict]:
+    """The entries of a kafka-reassign-partitions plan (JSON text) against the snapshot, validated as the tool
+    validates them (reassign_partitions.parse_reassignment_json: version, fields, duplicates, unknown brokers
+    and topics, log dirs); a ReassignError (a ScenarioError naming the field and value) otherwise."""
+    from .reassign_partitions import parse_reassignment_json
+
+    dirs = {b: list(sc.log_dirs) for b in sc.brokers}
+    return parse_reassignment_json(text, sc.brokers, dirs, topics=[t.name for t in sc.topics])
+
+
+def reassign_moves(parts: pd.DataFrame, entries: Iterable[Mapping], ingest: Mapping[tuple[str, int], float]
+                   ) -> pd.DataFrame:
+    """Per planned partition: current replicas, target, the adding replicas (target less current), the leader
+    they copy from, the bytes to copy (the leader's log in the snapshot), the ingest (bytes/s) and how many
+    in-sync followers fetch it from the leader meanwhile."""
+    by_tp = {(r["topic"], int(r["partition"])): r for _, r in parts.iterrows()}
+    rows = []
+    for e in entries:
+        tp = (e["topic"], int(e["partition"]))
+        p = by_tp[tp]
+        target = [int(b) for b in e["replicas"]]
+        adding = [b for b in target if b not in p["replicas"]]
+        sizes = p["bytes"] or {}
+        n = int(sizes.get(p["leader"], max(sizes.values(), default=0)))
+        rows.append({"topic": tp[0], "partition": tp[1], "replicas": list(p["replicas"]), "target": target,
+                     "adding": adding, "leader": int(p["leader"]), "bytes": n, "ingest_bps": float(ingest.get(tp, 0.0)),
+                     "isr_followers": len([b for b in p["isr"] if b != p["leader"]])})
+    return pd.DataFrame(rows, columns=["topic", "partition", "replicas", "target", "adding", "leader", "bytes",
+                                       "ingest_bps", "isr_followers"])
+
+
+def _fair_rates(streams: list[dict], capacity: dict) -> dict[int, float]:
+    """Max-min fair rates (progressive filling) of the streams over the resources they use (capacity:
+    resource -> bytes/s); streams is a list of {"id", "uses": [resources]}."""
+    rate = {s["id"]: 0.0 for s in streams}
+    left = dict(capacity)
+    active = {s["id"]: s for s in streams}
+    while active:
+        users = {r: [i for i, s in active.items() if r in s["uses"]] for r in left}
+        share = {r: left[r] / len(u) for r, u in users.items() if u}
+        if not share:
+            break
+        r_min = min(share, key=lambda r: (share[r], str(r)))
+        inc = max(share[r_min], 0.0)
+        for i in users[r_min]:
+            rate[i] += inc
+            for r in active[i]["uses"]:
+                left[r] -= inc
+            del active[i]
+        left.pop(r_min)
+    return rate
+
+
+def predict_reassign(moves: pd.DataFrame, throttle: int, round_ms: int, *,
+                     fetch_max_bytes: int = BROKER_DEFAULTS["replica.fetch.max.bytes"],
+                     response_max_bytes: int = BROKER_DEFAULTS["replica.fetch.response.max.bytes"],
+                     record_bytes: int = 1) -> pd.DataFrame:
+    """The predicted time (ms after the plan is submitted) each planned partition completes, before any run.
+
+    Each adding replica copies the leader's log and then keeps up with the ingest until it joins the ISR.
+    The copies share, max-min fairly, what `kafka-reassign-partitions --throttle T` allows: each leader's
+    quota (T, less what the in-sync followers of its throttled partitions fetch: that traffic counts against
+    it and is never held back) and each new replica's broker's follower quota (T); and what one fetch can
+    carry per fetch cycle (two rounds): replica.fetch.max.bytes per partition and
+    replica.fetch.response.max.bytes per leader and follower, at least one record. The time is rounded up to
+    the fetch cycle, plus MOVE_OVERHEAD_ROUNDS rounds of requests (LeaderAndIsr, ISR change, completion).
+    A copy whose share does not exceed its ingest never completes (eta_ms None).
+    Returns the moves with bytes_to_move, rate_bps (its share at the start) and eta_ms."""
+    cycle_s = FETCH_CYCLE_ROUNDS * round_ms / 1000
+    per_part = max(fetch_max_bytes, record_bytes) / cycle_s
+    per_pair = max(response_max_bytes, record_bytes) / cycle_s
+    streams, remaining, ingest = [], {}, {}
+    capacity: dict = {}
+    for i, m in moves.reset_index(drop=True).iterrows():
+        for f in m["adding"]:
+            sid = len(streams)
+            uses = [("leader", m["leader"]), ("follower", f), ("partition", i, f), ("pair", m["leader"], f)]
+            streams.append({"id": sid, "row": i, "uses": uses})
+            remaining[sid] = float(m["bytes"])
+            ingest[sid] = float(m["ingest_bps"])
+            capacity[("leader", m["leader"])] = float(throttle)
+            capacity[("follower", f)] = float(throttle)
+            capacity[("partition", i, f)] = per_part
+            capacity[("pair", m["leader"], f)] = per_pair
+    for _, m in moves.iterrows():
+        if m["adding"] and ("leader", m["leader"]) in capacity:
+            capacity[("leader", m["leader"])] -= m["ingest_bps"] * m["isr_followers"]
+    t, done, first_rate = 0.0, {}, {}
+    live = list(streams)
+    while live:
+        rates = _fair_rates(live, capacity)
+        for s in live:
+            first_rate.setdefault(s["id"], rates[s["id"]])
+        net = {s["id"]: rates[s["id"]] - ingest[s["id"]] for s in live}
+        ends = {i: remaining[i] / v for i, v in net.items() if v > 0}
+        if not ends:
+            break
+        step = min(ends.values())
+        t += step
+        for s in list(live):
+            i = s["id"]
+            remaining[i] -= net[i] * step
+            if i in ends and ends[i] <= step * (1 + 1e-12):
+                done[i] = t
+                live.remove(s)
+                # it joins the ISR: its fetches of the (still throttled) partition now count against the leader
+                capacity[s["uses"][0]] -= ingest[i]
+    cycle_ms = FETCH_CYCLE_ROUNDS * round_ms
+    out = moves.reset_index(drop=True).copy()
+    etas, rates = [], []
+    for i in range(len(out)):
+        mine = [s["id"] for s in streams if s["row"] == i]
+        rates.append(round(min((first_rate.get(j, 0.0) for j in mine), default=0.0)))
+        if any(j not in done for j in mine):
+            etas.append(None)
+            continue
+        copy_ms = max((done[j] for j in mine), default=0.0) * 1000
+        etas.append(int(-(-copy_ms // cycle_ms) * cycle_ms) + MOVE_OVERHEAD_ROUNDS * round_ms)
+    out["bytes_to_move"] = [int(b) * len(a) for b, a in zip(out["bytes"], out["adding"], strict=True)]
+    out["rate_bps"] = rates
+    out["eta_ms"] = etas
+    return out
+
+
+def reassign_times(partition_state: pd.DataFrame, targets: Mapping[tuple[str, int], list[int]], at_ms: int
+                   ) -> dict[tuple[str, int], int | None]:
+    """Per planned partition, when its reassignment completed in a run (ms after `at_ms`): the first
+    partition_state row from `at_ms` on with the target replicas and nothing adding or removing; None if
+    it had not."""
+    ps = partition_state[partition_state["time_ms"] >= at_ms].sort_values(["time_ms", "version"], kind="stable")
+    out: dict[tuple[str, int], int | None] = {}
+    for tp, target in targets.items():
+        h = ps[(ps["topic"] == tp[0]) & (ps["partition"] == tp[1])]
+        ok = h[h["replicas"].map(lambda r, t=target: list(map(int, r)) == t) & (h["adding"].map(len) == 0)
+               & (h["removing"].map(len) == 0)]
+        out[tp] = int(ok["time_ms"].iloc[0]) - at_ms if len(ok) else None
+    return out
+
+
+@dataclass
+class EmulatedMove:
+    """An emulated reassignment: per planned partition its completion (ms after the plan, None: not within
+    the run), the bytes each new replica's broker appended for the planned partitions, and the run."""
+
+    done_ms: dict
+    moved: dict  # broker -> bytes its new replicas appended
+    until_ms: int
+    run_dir: str
+
+    @property
+    def moved_bytes(self) -> int:
+        return int(sum(self.moved.values()))
+
+
+def emulate_reassign(mapping: dict, entries: list[dict], throttle: int, *, spark: Any = None, out: str,
+                     at_ms: int = 1000, until_ms: int) -> EmulatedMove:
+    """Run the snapshot and submit the plan at ``at_ms`` with ``--throttle`` (the scenario's reassign event:
+    the throttles kafka-reassign-partitions sets, then AlterPartitionReassignments), until the controller has
+    completed every planned move (checked every 2 s of emulated time) or ``until_ms``."""
+    from ..cluster import Cluster
+
+    mapping = json.loads(json.dumps(mapping))
+    plan = {"version": 1, "partitions": [{k: e[k] for k in ("topic", "partition", "replicas")} for e in entries]}
+    mapping["timeline"] = mapping.get("timeline", []) + [{"at": at_ms, "reassign": {"plan": plan,
+                                                                                     "throttle": int(throttle)}}]
+    mapping["run"] = {"until_ms": until_ms}
+    for e in mapping["timeline"]:
+        if "produce" in e:
+            e["produce"]["duration_ms"] = until_ms
+    c = Cluster.from_scenario(mapping, spark=spark, out=out, overwrite=True)
+    parts = partitions_frame(c.scenario)
+    targets = {(e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]] for e in entries}
+    chunk = max(1, 2000 // c.round_ms)  # each step commits the tables: look every 2 s of emulated time
+    while c.round * c.round_ms <= until_ms:
+        c.step(min(chunk, until_ms // c.round_ms + 1 - c.round))
+        if c.round * c.round_ms > at_ms and not set(targets) & set(c.control.reassignments()):
+            break
+    c.run(until_ms=c.round * c.round_ms - 1)  # the summary of the rounds run
+    return reassign_of_run(c.out, parts, entries, at_ms, until_ms)
+
+
+def reassign_of_run(run_dir: str, parts: pd.DataFrame, entries: list[dict], at_ms: int, until_ms: int
+                    ) -> EmulatedMove:
+    """What a run shows of a plan submitted at ``at_ms`` (``parts``: the partitions before it)."""
+    from ..protocol.fetch import record_bytes
+    from ..storage import tables as T
+
+    tables = str(Path(run_dir) / "tables")
+    targets = {(e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]] for e in entries}
+    done = reassign_times(T.read_table(tables, "partition_state").to_pandas(), targets, at_ms)
+    current = {(r["topic"], int(r["partition"])): set(r["replicas"]) for _, r in parts.iterrows()}
+    new = pd.DataFrame([(t, p, b) for (t, p), tgt in targets.items() for b in tgt if b not in current[(t, p)]],
+                       columns=["topic", "partition", "broker"])
+    log = T.read_table(tables, "log").to_pandas()
+    moved = log[~log["is_future"]].merge(new, on=["topic", "partition", "broker"])
+    per = moved.assign(_n=record_bytes(moved)).groupby("broker")["_n"].sum() if len(moved) else pd.Series(dtype=int)
+    return EmulatedMove(done, {int(b): int(n) for b, n in per.items()}, until_ms, run_dir)
+
+
+def reassign_table(predicted: pd.DataFrame, emulated: EmulatedMove | None) -> pd.DataFrame:
+    """Predicted vs emulated completion per planned partition, side by side (ms after the plan)."""
+    cols = [*TP, "replicas", "target", "leader", "bytes_to_move", "rate_bps", "eta_ms"]
+    out = predicted[cols].rename(columns={"eta_ms": "predicted_ms"})
+    if emulated is not None:
+        out["emulated_ms"] = [emulated.done_ms.get((t, int(p))) for t, p in zip(out["topic"], out["partition"],
+                                                                                strict=True)]
+        out["error_pct"] = [None if e in (None, 0) or pr is None else round(100.0 * (pr - e) / e, 1)
+                            for pr, e in zip(out["predicted_ms"], out["emulated_ms"], strict=True)]
+    return out.astype(object).where(out.notna(), None)
+
+
+def total_ms(values: Iterable) -> int | None:
+    """The move's completion: the last partition's (None if any never completes)."""
+    v = list(values)
+    return None if any(x is None for x in v) else max((int(x) for x in v), default=0)
+
+
+def reassign_text(predicted: pd.DataFrame, throttle: int, emulated: EmulatedMove | None, wall_s: float | None = None
+                  ) -> str:
+    """The text answer: bytes to move, the predicted total (and emulated, with the measured rate)."""
+    moving = predicted[predicted["adding"].map(len) > 0]
+    n = int(predicted["bytes_to_move"].sum())
+    p_total = total_ms(predicted["eta_ms"])
+    lines = [f"Reassigning {len(predicted)} partition(s) ({len(moving)} moving, {n} bytes to copy) "
+             f"under --throttle {throttle} B/s:",
+             "  predicted completion: " + (f"{p_total} ms" if p_total is not None else
+                                           "never (a partition's ingest is at least its share of the throttle)")]
+    if emulated is not None:
+        e_total = total_ms(emulated.done_ms.values())
+        lines.append("  emulated completion:  " + (f"{e_total} ms" if e_total is not None else
+                                                    f"not within the run ({emulated.until_ms} ms)"))
+        if p_total and e_total:
+            lines.append(f"  prediction error: {100.0 * (p_total - e_total) / e_total:+.1f} %")
+        for b, n in sorted(emulated.moved.items()):
+            ends = [emulated.done_ms.get((t, int(p))) for t, p, add in
+                    predicted[["topic", "partition", "adding"]].itertuples(index=False) if b in add]
+            if ends and None not in ends:
+                rate = n * 1000 / max(ends)
+                lines.append(f"  into broker {b}: {n} bytes by {max(ends)} ms, {rate:.0f} B/s ({100 * rate / throttle:.0f} "
+                             f"% of the throttle, the requests around the copy included)")
+        if wall_s is not None:
+            lines.append(f"  emulated run: {emulated.run_dir} ({wall_s:.0f} s wall)")
+    return "\n".join(lines) + "\n"

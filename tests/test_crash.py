@@ -1,0 +1,210 @@
+"""Crash safety (issue 13 item 1, docs/run-directory.md "Crash safety"): a run killed at any moment and
+continued from its run directory ends with the tables and summary of an uninterrupted run.
+
+The kill is simulated in-process: every write of the run's files and every Delta commit the driver
+makes is counted, and the Nth (seeded) raises `Crash`, a BaseException nothing catches, leaving the
+directory as a kill at that point would. The run is then reopened with Cluster.for_path and run to
+its end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+
+import pandas as pd
+import pytest
+from crash_util import killed_and_continued, outcome, scenario, uninterrupted
+from test_determinism import assert_same
+
+from sparkkafka import Cluster
+from sparkkafka.scenario import parse_scenario
+from sparkkafka.storage import broker_disk
+
+SEED = 1301
+
+
+@pytest.fixture(scope="module")
+def reference(spark, tmp_path_factory):
+    """The uninterrupted run's (tables, summary, I/O points), on the round engine (the resident engine
+    gives the same tables: test_resident), run once per module."""
+    out = str(tmp_path_factory.mktemp("reference") / "run")
+    return uninterrupted(spark, scenario("rounds"), out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["rounds", "resident"])
+def test_a_run_killed_at_seeded_io_points_continues_to_the_uninterrupted_tables(spark, tmp_path, reference, engine):
+    """10 kills per engine, one after another in one run: each continuation is killed again at the next
+    seeded point (its recovery included), the last one runs to the end."""
+    want_tables, want_summary, points = reference
+    assert points > 50  # every round commits: the kills spread over every kind of write
+    out = str(tmp_path / "run")
+    c, kills = killed_and_continued(spark, scenario(engine), out, random.Random(f"{SEED}-{engine}"), points, 10)
+    assert kills == [k for k in kills if k <= points // 6] and len(kills) == 10
+    got_tables, got_summary = outcome(out)
+    try:
+        assert_same(got_tables, want_tables)
+        assert got_summary == want_summary
+    except AssertionError as e:
+        raise AssertionError(f"{engine}: killed at I/O points {kills} (of {points}): {e}") from None
+    assert c.round == c.scenario.end_ms // c.round_ms + 1
+    assert not [f for _, _, fs in os.walk(out) for f in fs if f.endswith(".tmp")]
+
+
+# ------------------------------------------------------------------------------------------------
+# the brokers' files: versions by round (storage/broker_disk.py)
+# ------------------------------------------------------------------------------------------------
+def test_broker_files_are_read_as_of_a_round_and_rolled_back_and_settled(tmp_path):
+    d = str(tmp_path)
+    broker_disk.write_partitions(d, 1, "d0", [("t", 0)])  # an imported cluster's file, before round 0
+    broker_disk.write_hw_checkpoint(d, 1, "d0", [("t", 0, 3)], round_no=4)
+    broker_disk.write_epoch_checkpoint(d, 1, "d0", "t", 0, [(0, 0)], round_no=4)
+    broker_disk.write_hw_checkpoint(d, 1, "d0", [("t", 0, 7)], round_no=6)
+    broker_disk.write_epoch_checkpoint(d, 1, "d0", "t", 0, [(0, 0), (1, 5)], round_no=6)
+    broker_disk.remove_log_files(d, 1, "d0", "t", 0, round_no=8)
+
+    def seen(before):
+        return broker_disk.read_disk(d, 1, ["d0"], before=before)[["hw", "epoch_cache"]].to_dict("records")
+
+    assert seen(4) == [{"hw": 0, "epoch_cache": seen(0)[0]["epoch_cache"]}]  # a task of round 4: nothing yet
+    assert seen(6)[0]["hw"] == 3 and seen(7)[0]["hw"] == 7
+    assert broker_disk.read_epoch_checkpoint(d, 1, "d0", "t", 0, before=7) == [(0, 0), (1, 5)]
+    assert broker_disk.read_epoch_checkpoint(d, 1, "d0", "t", 0, before=9) == []  # removed in round 8
+    assert broker_disk.read_epoch_checkpoint(d, 1, "d0", "t", 0) == []  # the newest version
+
+    # a run continued from its state saved before round 7: rounds 7 on run again
+    assert broker_disk.rollback(d, 7) == 1
+    assert broker_disk.read_epoch_checkpoint(d, 1, "d0", "t", 0) == [(0, 0), (1, 5)]
+    before = seen(None)
+    broker_disk.settle(d, 7)  # Kafka's files only, the same content
+    base = broker_disk.dir_path(d, 1, "d0")
+    assert sorted(os.listdir(base)) == ["partitions", "replication-offset-checkpoint", "t-0"]
+    assert os.listdir(os.path.join(base, "t-0")) == ["leader-epoch-checkpoint"]
+    assert seen(None) == before and seen(3) == before
+
+    # a tombstone settles into no folder at all
+    broker_disk.remove_log_files(d, 1, "d0", "t", 0, round_no=9)
+    broker_disk.settle(d, 10)
+    assert sorted(os.listdir(base)) == ["partitions", "replication-offset-checkpoint"]
+
+
+def test_a_retried_round_task_writes_the_same_files_and_rows(spark, tmp_path):
+    """Executor lost mid-job: Spark runs the task again on the same input. Round 5 restarts broker 0
+    (it reads its files back); the round's function, run twice as a retry would, returns the same rows
+    and leaves the same files, whatever the first attempt wrote."""
+    from sparkkafka.engine import rows as W
+    from sparkkafka.engine.broker_round import BrokerRound
+
+    out = str(tmp_path / "run")
+    c = Cluster.from_scenario(parse_scenario(scenario("rounds")), spark=spark, out=out).step(5)
+    now = c.round * c.round_ms
+    c._apply_due(now)
+    c._cut = c._unreachable()
+    c.control.tick(now, frozenset(c.paused_until))
+    c._control_messages()
+    c._produce_batches(now)
+    wire = c._input().toPandas()
+    assert set(wire.loc[wire["kind"] == W.START, "broker"]) == {0}
+
+    def attempt():
+        fn = BrokerRound(c._params(now))
+        res = pd.concat(list(fn(iter([wire]))), ignore_index=True)
+        files = {}
+        for folder, _, names in os.walk(out):
+            if "_delta_log" in folder or os.sep + "state" in folder:
+                continue
+            for n in names:
+                with open(os.path.join(folder, n), "rb") as f:
+                    files[os.path.relpath(os.path.join(folder, n), out)] = f.read()
+        payload = res["payload"].map(lambda p: None if p is None else json.dumps(
+            {k: v for k, v in json.loads(p).items() if k not in ("modification_time", "timings")}, sort_keys=True)
+            if isinstance(p, str) and p.startswith("{") else p)
+        return res.assign(payload=payload), files
+
+    first_rows, first_files = attempt()
+    again_rows, again_files = attempt()
+    pd.testing.assert_frame_equal(first_rows, again_rows)
+    assert first_files == again_files
+    assert any(".r0000000005" in f for f in first_files)  # round 5's versions of the brokers' files
+
+
+@pytest.mark.slow
+def test_a_sparkkafka_run_killed_with_sigkill_is_continued_by_sparkkafka_run(spark, tmp_path, reference, capsys):
+    """A real kill -9 of a `sparkkafka run` process at a seeded moment (after a seeded number of the log
+    table's commits), then `sparkkafka run RUN --until-ms T`: the uninterrupted run's tables."""
+    import signal
+    import subprocess
+
+    import yaml
+    from sparkutil import PYTHON, _stop_group, spark_env
+
+    from sparkkafka.cli import main
+
+    sc = scenario("rounds")
+    path = tmp_path / "crash.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    out = tmp_path / "run"
+    rng = random.Random(SEED)
+    commits, pause = rng.randint(2, 9), rng.uniform(0, 0.3)
+    log = out / "tables" / "log" / "_delta_log"
+    proc = subprocess.Popen([PYTHON, "-m", "sparkkafka.cli", "run", str(path), "--out", str(out), "--no-progress",
+                             "--master", "local[2]"], env=spark_env({"PYTHONPATH": os.getcwd()}),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:
+            if log.is_dir() and sum(n.endswith(".json") for n in os.listdir(log)) > commits:
+                break
+            time.sleep(0.05)
+        time.sleep(pause)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL  # killed, not finished
+    finally:
+        _stop_group(proc.pid, grace=5.0)  # the JVM and Python workers it started
+    assert not (out / "summary.json").exists()
+    assert main(["run", str(out), "--until-ms", str(sc["run"]["until_ms"]), "--no-progress"]) == 0
+    capsys.readouterr()
+    want_tables, want_summary, _ = reference
+    got_tables, got_summary = outcome(str(out))
+    assert_same(got_tables, want_tables)
+    assert got_summary == want_summary
+
+
+def test_table_rollback_drops_later_commits_and_their_checkpoints(tmp_path):
+    """A table rolled back to a version reads as it did then, its app transaction included (the round
+    committed again is accepted), whatever checkpoints were written after it."""
+    import pyarrow as pa
+
+    from sparkkafka.storage import tables as T
+
+    d = str(tmp_path)
+    T.create_tables(d, checkpoint_interval=2)
+    w = T.TableWriter(d, "r1")
+
+    def commit(r):
+        rows = pa.Table.from_pylist([{"round": r, "time_ms": r * 100}], schema=T.SCHEMAS["metrics"])
+        assert w.commit("metrics", [T.write_file(d, "metrics", rows, f"{r:08d}-driver")], r)
+
+    for r in range(3):
+        commit(r)
+    keep = T.table_versions(d)
+    before = T.read_table(d, "metrics").sort_by("round")
+    for r in range(3, 7):
+        commit(r)
+    log = os.path.join(d, "metrics", "_delta_log")
+    assert any(n.endswith(".checkpoint.parquet") and int(n[:20]) > keep["metrics"] for n in os.listdir(log))
+    open(os.path.join(d, "metrics", "part-x.parquet.0.tmp"), "w").close()  # a write a kill cut short
+
+    assert T.rollback(d, keep) == ["metrics"]
+    assert T.table_versions(d) == keep
+    assert T.read_table(d, "metrics").sort_by("round").equals(before)
+    assert not any(int(n[:20]) > keep["metrics"] for n in os.listdir(log) if n[:20].isdigit())
+    assert not any(n.endswith(".tmp") for n in os.listdir(os.path.join(d, "metrics")))
+    w = T.TableWriter(d, "r1")
+    commit(3)  # round 3 is not committed any more: accepted again
+    assert T.read_table(d, "metrics").num_rows == 4
+    assert T.rollback(d, T.table_versions(d)) == []
