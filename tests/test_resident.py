@@ -39,12 +39,11 @@ def round_engine(spark, tmp_path_factory):
 
 
 @pytest.mark.parametrize(("name", "emulator", "reopen_ms"), [
-    ("failures", {}, None),
-    # stopped at 7.05 s (in the middle of a window, while broker 3 is down) and reopened from its run
+    # stopped at 0.65 s (in the middle of a window, while broker 2 is down) and reopened from its run
     # directory: the state is read back from disk and shuffled into place again
-    ("quickstart", {}, 7050),
+    ("failures", {}, 650),
     # one task hosting every broker, and windows cut short by resident.rounds as well as by the controller
-    pytest.param("quickstart", {"spark.partitions": 1, "resident.rounds": 7}, None, marks=pytest.mark.slow),
+    pytest.param("failures", {"spark.partitions": 1, "resident.rounds": 7}, None, marks=pytest.mark.slow),
 ])
 def test_resident_engine_gives_the_round_engines_tables(spark, tmp_path, round_engine, name, emulator,
                                                        reopen_ms):
