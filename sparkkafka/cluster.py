@@ -74,6 +74,12 @@ class _Stopwatch:
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+def _require_count(field: str, value: Any, message: str) -> None:
+    """ScenarioError naming `field` unless `value` is an integer >= 0 (bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ScenarioError(field, value, message)
+
+
 def _writer(fn: _F) -> _F:
     """A Cluster method that changes the run directory: it holds the run's lock (run_lock.py) and is refused
     when another process holds it, or has saved the run since this Cluster read it."""
@@ -235,16 +241,15 @@ class Cluster:
         tables' versions it goes with."""
         self._recover()
         self.flush()
-        if isinstance(self.state, pd.DataFrame) and self.state is not self._saved_state:
-            from .engine import local
+        if self.state is not None and self.state is not self._saved_state:
+            folder = self.run_dir.new_state_folder(self.round)
+            path = os.path.join(self.out, folder)
+            if isinstance(self.state, pd.DataFrame):  # the in-process engine's rows
+                from .engine import local
 
-            folder = self.run_dir.new_state_folder(self.round)
-            local.save_state(self.state, os.path.join(self.out, folder))
-            self.driver.state_folder = folder
-            self._saved_state = self.state
-        elif self.state is not None and self.state is not self._saved_state:
-            folder = self.run_dir.new_state_folder(self.round)
-            self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(os.path.join(self.out, folder))
+                local.save_state(self.state, path)
+            else:
+                self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(path)
             self.driver.state_folder = folder
             self._saved_state = self.state
         self._save_driver()
@@ -592,8 +597,7 @@ class Cluster:
     @_writer
     def step(self, rounds: int = 1) -> Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
-        if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < 0:
-            raise ScenarioError("rounds", rounds, "must be an integer >= 0")
+        _require_count("rounds", rounds, "must be an integer >= 0")
         self._require_resumable()
         while rounds > 0:
             rounds -= self._advance(min(rounds, self._window_limit()), rounds)
@@ -883,9 +887,8 @@ class Cluster:
     @_writer
     def run(self, until_ms: int | None = None, progress: bool = False) -> Cluster:
         """Run until `until_ms` (default: the scenario's end), then write OUT/summary.json."""
-        if until_ms is not None and (isinstance(until_ms, bool) or not isinstance(until_ms, int | np.integer)
-                                     or until_ms < 0):
-            raise ScenarioError("until_ms", until_ms, "must be an integer >= 0 (emulated milliseconds)")
+        if until_ms is not None:
+            _require_count("until_ms", until_ms, "must be an integer >= 0 (emulated milliseconds)")
         self._require_resumable()
         end = self.scenario.end_ms if until_ms is None else until_ms
         total = max(0, end // self.round_ms + 1 - self.round)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from . import rows as W
 from .broker_round import RoundParams, process
 from .idle_jump import IdleJump, jump_wire
+from .resident import partitioned
 
 STATE_FILE = "part-00000.parquet"
 
@@ -31,10 +32,7 @@ def route(wire: pd.DataFrame, crashed: set[int], isolations: list) -> pd.DataFra
     everything sent to them, and the messages a network partition (brokers, cut off from, until) cuts."""
     kind, dst = wire["kind"].to_numpy(), wire["broker"].to_numpy()
     keep = np.isin(kind, W.CARRY_KINDS) & ~np.isin(dst, sorted(crashed))
-    msg, src = np.isin(kind, W.MESSAGE_KINDS), wire["src"].to_numpy()
-    for a, o, _ in isolations:
-        a, o = sorted(a), sorted(o)
-        keep &= ~(msg & ((np.isin(src, a) & np.isin(dst, o)) | (np.isin(src, o) & np.isin(dst, a))))
+    keep &= ~(np.isin(kind, W.MESSAGE_KINDS) & partitioned(wire["src"].to_numpy(), dst, isolations))
     return wire[keep]
 
 

@@ -75,16 +75,22 @@ def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:
     return idle.cluster_idle(totals) and idle.jump_rounds(w.jump_last - next_round, w.cycle) > 0
 
 
+def partitioned(src: np.ndarray, dst: np.ndarray, isolations) -> np.ndarray:
+    """Which (src, dst) pairs a network partition cuts: `isolations` holds (side a, side b) pairs, cut
+    from each other both ways (further items of a pair, such as its end time, are ignored)."""
+    cut = np.zeros(len(src), dtype=bool)
+    for a, o, *_ in isolations:
+        a, o = sorted(a), sorted(o)
+        cut |= (np.isin(src, a) & np.isin(dst, o)) | (np.isin(src, o) & np.isin(dst, a))
+    return cut
+
+
 def route(msgs: pd.DataFrame, crashed: frozenset, isolations: tuple) -> pd.DataFrame:
     """Messages less those a crash or a network partition loses (as Cluster._route does between jobs)."""
     if not crashed and not isolations:
         return msgs
     keep = ~msgs["broker"].isin(list(crashed)).to_numpy()
-    src, dst = msgs["src"].to_numpy(), msgs["broker"].to_numpy()
-    for a, o in isolations:
-        a, o = list(a), list(o)
-        cut = (np.isin(src, a) & np.isin(dst, o)) | (np.isin(src, o) & np.isin(dst, a))
-        keep &= ~cut
+    keep &= ~partitioned(msgs["src"].to_numpy(), msgs["broker"].to_numpy(), isolations)
     return msgs[keep]
 
 
