@@ -40,7 +40,7 @@ def _restarted_after_crash(sc: dict) -> bool:
 # ------------------------------------------------------------------------------------------------ drawing
 def test_schedules_are_seeded_valid_and_recover():
     b = base("safe")
-    b["cluster"]["log_dirs"] = ["d0", "d1"]  # fail_log_dir is drawn only with a dir to spare
+    assert b["cluster"]["log_dirs"] == ["d0", "d1"]  # fail_log_dir is drawn only with a dir to spare
     plan = faults.default_plan(b, max_down_ms=1500, settle_ms=3000)
     assert plan.window_ms == (0, 1500)  # while the workload produces
     drawn = faults.draw_schedules(b, plan, seed=7, n=60)
@@ -89,6 +89,7 @@ def test_max_crashed_leaves_out_crashes_beyond_the_tolerance():
 
 def test_one_log_dir_draws_no_log_dir_failure_and_kinds_can_be_chosen():
     b = base("safe")
+    b["cluster"]["log_dirs"] = ["d0"]
     only = faults.default_plan(b, kinds=("fail_log_dir", "pause"))
     for sc in faults.draw_schedules(b, only, seed=1, n=20):
         assert not any("fail_log_dir" in e for e in sc["timeline"])
