@@ -34,7 +34,7 @@ from .engine import rows as W
 from .engine.broker_round import BrokerRound, RoundParams, expand_results
 from .errors import ScenarioError
 from .protocol import errors as kerr
-from .protocol import idle
+from .protocol import idle, replication_quota
 from .protocol.config import LONG_MAX, RoundConfig, broker_config, profile_of
 from .protocol.frames import PRODUCE, RESULT, concat, conform
 from .protocol.rules import rules_for
@@ -496,10 +496,9 @@ class Cluster:
         if send:
             self._send(W.PRODUCE, conform(b[~down], PRODUCE))
 
-    def _params(self, now: int) -> RoundParams:
-        tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
-        min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
-        # KIP-73 / KIP-113 quotas per broker (only brokers with a finite rate) and throttled replica lists
+    def _throttles(self, tcfg: dict[str, dict]) -> dict:
+        """KIP-73 / KIP-113 quotas per broker (only brokers with a finite rate) and the topics' throttled
+        replica lists, as the round configuration's `quota` and `throttled_replicas`."""
         quota: dict[str, dict[int, int]] = {}
         for key, name in (("leader", "leader.replication.throttled.rate"),
                           ("follower", "follower.replication.throttled.rate"),
@@ -508,17 +507,21 @@ class Cluster:
             rates = {b: r for b, r in rates.items() if r < LONG_MAX}
             if rates:
                 quota[key] = rates
+        return {"quota": quota, "throttled_replicas": {
+            t: (c["leader.replication.throttled.replicas"], c["follower.replication.throttled.replicas"])
+            for t, c in tcfg.items()
+            if c["leader.replication.throttled.replicas"] or c["follower.replication.throttled.replicas"]}}
+
+    def _params(self, now: int) -> RoundParams:
+        tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
+        min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
         cfg = RoundConfig.of(
             self.broker_cfg, self.scenario.emulator, profile=self.profile,
             rules=rules_for(self.profile),  # the version flags the executors read (protocol/rules.py)
             round_ms=self.round_ms,
             topic_unclean={t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()},
             topic_flush={t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()},
-            quota=quota,
-            throttled_replicas={
-                t: (c["leader.replication.throttled.replicas"], c["follower.replication.throttled.replicas"])
-                for t, c in tcfg.items()
-                if c["leader.replication.throttled.replicas"] or c["follower.replication.throttled.replicas"]})
+            **self._throttles(tcfg))
         log_version = self.writer.table("log").version()
         return RoundParams(
             run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
@@ -758,11 +761,20 @@ class Cluster:
         """The round an idle span from round `first` on may skip to, at most: the first round that needs
         the driver, or the last of the `horizon` rounds to run (None: jumping is off). The resident
         tasks get it too, to end a window where the driver would jump."""
-        if not self.scenario.emulator.get("idle.jump"):
+        if not self.scenario.emulator.get("idle.jump") or self._throttling():
             return None
         last = first + horizon - 1
         due = self._due_ms(first * self.round_ms - 1)
         return last if due is None else min(last, -(-due // self.round_ms))
+
+    def _throttling(self) -> bool:
+        """Whether a KIP-73 throttle is set (a rate and a throttled replica list): then no round is
+        skipped. An idle broker's quota sensors still change as time passes (every throttled fetch,
+        even an empty one, keeps a sample alive, and the allowance a request carries grows with the
+        window), so the state after skipped rounds is not the idle state moved along. Kafka's
+        `kafka-reassign-partitions --verify` removes the throttles once a move is done."""
+        tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
+        return replication_quota.active(self._throttles(tcfg))
 
     def _pass_controller_timers(self, last: int, end: int) -> int:
         """Extend an idle span over controller timers that find nothing to do (an auto leader-rebalance
