@@ -224,3 +224,16 @@ def test_a_broker_crashed_at_time_0_does_not_start_with_the_others():
              {"at": 1500, "heal": {}}]
     row = C.run_schedule("s1-00144", faults.with_faults(base("safe"), found, 1000, "s1-00144"))
     assert row["error"] is None and row["lost"] == row["divergent"] == 0 and row["acked"] > 0
+
+
+def test_a_broker_paused_while_waiting_to_register_registers_once():
+    """Found by the 1,000-schedule campaign (safe-s1-00688, its faults below): broker 3 lost power at 0.1 s
+    and restarted at 1.0 s inside its old ZooKeeper session (expiring at 1.1 s), so it waited to register;
+    a 100 ms pause at 1.1 s ended at 1.2 s, and both the resumed broker and the waiting registration
+    created /brokers/ids/3 (NodeExistsError). The broker registers once; the schedule runs to its end."""
+    found = [{"at": 100, "crash": {"broker": 3, "power_loss": True}}, {"at": 1000, "restart": 3},
+             {"at": 1100, "pause": {"broker": 3, "duration_ms": 100}},
+             {"at": 1200, "isolate": {"brokers": [1], "from": "controller"}}, {"at": 1600, "heal": {}}]
+    sc = faults.with_faults(base("safe", **{"log.flush.interval.messages": 1}), found, 3000, "s1-00688")
+    row = C.run_schedule("s1-00688", sc)
+    assert row["error"] is None and row["lost"] == row["divergent"] == 0 and row["acked"] > 0

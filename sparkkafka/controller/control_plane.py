@@ -155,6 +155,8 @@ class ControlPlane:
             if self.zk.controller() != b:
                 c.resigned = True
         self.controllers = [c for c in self.controllers if not c.resigned]
+        if b in self.waiting:  # restarted, waiting for its old session to end: tick registers it then
+            return
         if b not in self.zk.live_brokers() and b not in self.session_expiry:
             self._register(b)
 
@@ -217,7 +219,8 @@ class ControlPlane:
         """Expire sessions that are due, elect a controller if there is none, let every
         controller whose broker runs handle its events."""
         for b, t in sorted(self.waiting.items()):
-            if t < now:  # its old session ended in an earlier round
+            if t < now and b not in paused:  # its old session ended in an earlier round; a stalled
+                # process registers when it runs again
                 del self.waiting[b]
                 self._register(b)
         for b, t in sorted(self.session_expiry.items()):
