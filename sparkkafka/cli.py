@@ -618,7 +618,8 @@ def _campaign_base(args: argparse.Namespace) -> dict:
         key, eq, value = kv.partition("=")
         if not eq or not key:
             raise ScenarioError("--set", kv, "expected CONFIG=VALUE")
-        base["cluster"].setdefault("config", {})[key] = yaml.safe_load(value)
+        # a version stays as typed: YAML would read 0.10 as the number 0.1
+        base["cluster"].setdefault("config", {})[key] = value if key.endswith(".version") else yaml.safe_load(value)
     parse_scenario(dict(base), name=base["name"], base_dir=os.path.dirname(os.path.abspath(args.scenario)))
     return base
 

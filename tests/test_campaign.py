@@ -237,3 +237,17 @@ def test_a_broker_paused_while_waiting_to_register_registers_once():
     sc = faults.with_faults(base("safe", **{"log.flush.interval.messages": 1}), found, 3000, "s1-00688")
     row = C.run_schedule("s1-00688", sc)
     assert row["error"] is None and row["lost"] == row["divergent"] == 0 and row["acked"] > 0
+
+
+def test_cli_set_keeps_a_version_as_typed(monkeypatch):
+    """`--set inter.broker.protocol.version=0.10` (docs/campaigns.md) is the version 0.10, not the number 0.1
+    YAML makes of it; other values are YAML (numbers, booleans)."""
+    import argparse
+
+    from sparkkafka.cli import _campaign_base
+
+    args = argparse.Namespace(scenario=str(ROOT / "conf" / "campaigns" / "safe.yaml"), set=[
+        "inter.broker.protocol.version=0.10", "unclean.leader.election.enable=true", "log.flush.interval.messages=1"])
+    cfg = _campaign_base(args)["cluster"]["config"]
+    assert (cfg["inter.broker.protocol.version"], cfg["unclean.leader.election.enable"],
+            cfg["log.flush.interval.messages"]) == ("0.10", True, 1)
