@@ -161,6 +161,10 @@ def test_emulated_rack_loss_matches_prediction_and_metrics(spark, tmp_path):
     assert {k: W.counts(p)[k] for k in e.metrics} == e.metrics == {k: W.counts(e.state)[k] for k in e.metrics}
     assert e.summary["offline_partitions"] == 1
     assert e.recovery_ms is not None and 0 < e.recovery_ms <= 3000  # restarted, caught up, back in the ISRs
+    text = W.loss_text(loss, p, e, p.iloc[:0])
+    s = e.summary
+    assert (f"emulated run: {s['acked']} acked, lost by acks {s['lost_acked_by_acks']}, {s['unavailable_acked']} "
+            f"acked records unavailable (offline partitions), {s['pending_acked']} pending") in text
 
 
 @pytest.mark.slow

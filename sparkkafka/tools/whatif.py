@@ -440,7 +440,8 @@ def loss_text(loss: Loss, predicted: pd.DataFrame, emulated: Emulated | None, at
     if emulated is not None:
         s = emulated.summary
         lines.append(f"  emulated run: {s['acked']} acked, lost by acks {s['lost_acked_by_acks']}, "
-                     f"{s['unavailable_acked']} acked records unavailable (offline partitions)")
+                     f"{s['unavailable_acked']} acked records unavailable (offline partitions), "
+                     f"{s['pending_acked']} pending (on the leader above its HW, not yet committed)")
         if loss.log_dir:
             lines.append("  time to recover: none measured (a failed log dir stays offline until its disk is "
                          "replaced, which the emulator does not model)")
