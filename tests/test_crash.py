@@ -174,6 +174,66 @@ def test_a_sparkkafka_run_killed_with_sigkill_is_continued_by_sparkkafka_run(spa
     assert got_summary == want_summary
 
 
+def _python_workers(session: int) -> list[int]:
+    """The Python worker processes of the Spark driver leading `session`: forked by the worker daemon, so
+    each one's parent runs the same command line."""
+    procs = {}
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if int(fields[3]) == session:  # the session id (0-based from the state field)
+            procs[pid] = (int(fields[1]), cmd)
+    return sorted(pid for pid, (ppid, cmd) in procs.items()
+                  if b"fastdaemon" in cmd and ppid in procs and procs[ppid][1] == cmd)
+
+
+@pytest.mark.slow
+def test_a_python_worker_killed_mid_run_is_retried_to_the_uninterrupted_tables(tmp_path, reference):
+    """An executor's Python worker killed with SIGKILL mid-run (`local[2,4]`: a task may be tried 4 times):
+    Spark runs the lost task again on the same input, and the run ends with the uninterrupted run's tables."""
+    import signal
+    import subprocess
+
+    import yaml
+    from sparkutil import PYTHON, _stop_group, spark_env
+
+    sc = scenario("rounds")
+    path = tmp_path / "crash.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    out, err = tmp_path / "run", tmp_path / "stderr.txt"
+    commits = random.Random(SEED + 1).randint(2, 6)
+    log = out / "tables" / "log" / "_delta_log"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen([PYTHON, "-m", "sparkkafka.cli", "run", str(path), "--out", str(out), "--no-progress",
+                                 "--master", "local[2,4]"], env=spark_env({"PYTHONPATH": os.getcwd()}),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                start_new_session=True)
+    killed = []
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline and "Lost task" not in err.read_text():
+            done = log.is_dir() and sum(n.endswith(".json") for n in os.listdir(log)) > commits
+            workers = _python_workers(proc.pid) if done and len(killed) < 3 else []
+            if workers:
+                os.kill(workers[-1], signal.SIGKILL)
+                killed.append(workers[-1])
+                time.sleep(1.0)
+            time.sleep(0.02)
+        assert proc.wait(timeout=300) == 0, err.read_text()[-3000:]
+    finally:
+        _stop_group(proc.pid, grace=5.0)
+    assert killed and "Lost task" in err.read_text()  # a task died with its worker and was run again
+    want_tables, want_summary, _ = reference
+    got_tables, got_summary = outcome(str(out))
+    assert_same(got_tables, want_tables)
+    assert got_summary == want_summary
+
+
 def test_table_rollback_drops_later_commits_and_their_checkpoints(tmp_path):
     """A table rolled back to a version reads as it did then, its app transaction included (the round
     committed again is accepted), whatever checkpoints were written after it."""
