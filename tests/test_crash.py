@@ -175,9 +175,10 @@ def test_a_sparkkafka_run_killed_with_sigkill_is_continued_by_sparkkafka_run(spa
 
 
 def _python_workers(session: int) -> list[int]:
-    """The Python worker processes of the Spark driver leading `session`: forked by the worker daemon, so
-    each one's parent runs the same command line."""
-    procs = {}
+    """The Python worker processes of the Spark driver leading `session` that are running a task now
+    (state R): forked by the worker daemon, so each one's parent runs the same command line. An idle
+    worker killed is only replaced when next needed, which fails no task."""
+    procs, running = {}, set()
     for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -188,8 +189,10 @@ def _python_workers(session: int) -> list[int]:
             continue
         if int(fields[3]) == session:  # the session id (0-based from the state field)
             procs[pid] = (int(fields[1]), cmd)
+            if fields[0] == "R":
+                running.add(pid)
     return sorted(pid for pid, (ppid, cmd) in procs.items()
-                  if b"fastdaemon" in cmd and ppid in procs and procs[ppid][1] == cmd)
+                  if b"fastdaemon" in cmd and ppid in procs and procs[ppid][1] == cmd and pid in running)
 
 
 @pytest.mark.slow
@@ -223,7 +226,7 @@ def test_a_python_worker_killed_mid_run_is_retried_to_the_uninterrupted_tables(t
                 os.kill(workers[-1], signal.SIGKILL)
                 killed.append(workers[-1])
                 time.sleep(1.0)
-            time.sleep(0.02)
+            time.sleep(0.005)
         assert proc.wait(timeout=300) == 0, err.read_text()[-3000:]
     finally:
         _stop_group(proc.pid, grace=5.0)
