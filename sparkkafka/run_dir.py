@@ -34,6 +34,7 @@ import pandas as pd
 from .controller.control_plane import ControlPlane
 from .errors import ScenarioError
 from .plaindata import from_plain, to_plain
+from .protocol.config import EMULATOR_DEFAULTS
 from .scenario.model import Event, Scenario
 from .scenario.workload import Workload
 from .storage import broker_disk
@@ -225,7 +226,9 @@ class RunDir:
         """Write the driver's manifest, then its state (the run's commit point: the manifest's round is
         informational); then tidy what the state no longer needs: the brokers' row folders other than
         `d.state_folder` (a reader of an older one is never overwritten underneath), and the brokers'
-        file versions of the rounds it covers, folded into their files (broker_disk.settle)."""
+        file versions of the rounds it covers, folded into their files (broker_disk.settle), and the
+        tables' Delta log history older than emulator delta.log.retention.commits before the versions
+        it records, thinned (tables.trim_logs)."""
         self._write_json(MANIFEST, {"format_version": RUN_FORMAT_VERSION, "round": d.round})
         self._write_json(DRIVER_STATE, d.to_dict())
         self._tidy(d)
@@ -238,6 +241,9 @@ class RunDir:
                 if os.path.join(root, old) != keep:
                     shutil.rmtree(os.path.join(root, old), ignore_errors=True)
         broker_disk.settle(self.brokers_dir, d.round)
+        if d.table_versions is not None:
+            name = "delta.log.retention.commits"
+            T.trim_logs(self.tables_dir, d.table_versions, int(d.scenario.emulator.get(name, EMULATOR_DEFAULTS[name])))
 
     def recover(self, d: DriverState) -> list[str]:
         """Undo what a run killed after saving `d` wrote since (docs/run-directory.md, "Crash safety"), so

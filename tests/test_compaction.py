@@ -93,7 +93,7 @@ def test_compaction_skips_partitions_it_is_told_to(tmp_path):
     assert per == {(1, "d0"): 4, (1, "d1"): 1, (2, "d0"): 1, (2, "d1"): 4}
 
 
-@pytest.mark.parametrize("field", ["delta.checkpoint.interval", "delta.compact.min.files"])
+@pytest.mark.parametrize("field", ["delta.checkpoint.interval", "delta.compact.min.files", "delta.log.retention.commits"])
 @pytest.mark.parametrize("value", [0, -3, "often"])
 def test_bad_upkeep_settings_are_refused_by_name(field, value):
     raw = {"cluster": {"brokers": 1, "emulator": {field: value}}, "topics": [{"name": "t"}]}

@@ -84,6 +84,9 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     # and a table partition's N small files of one tier folded into one (Delta's autoCompact.minNumFiles)
     "delta.checkpoint.interval": 10,
     "delta.compact.min.files": 50,
+    # each table's Delta log keeps the last N commits before the saved state whole and one checkpoint per
+    # N versions of the older history (storage/tables.trim_logs): delta-rs lists the whole log each commit
+    "delta.log.retention.commits": 100,
     "spark.partitions": 0,  # Spark partitions the brokers are grouped into (0: spark.sql.shuffle.partitions)
     "tail.records": 1000,  # records per led partition kept in memory for followers' fetches
     "read.max.records": 10000,  # records one catch-up read takes from storage per partition

@@ -28,7 +28,7 @@ from deltalake import DeltaTable
 
 from ..errors import ScenarioError
 from ..protocol.fetch import record_bytes
-from ..storage.tables import read_table, table_path
+from ..storage.tables import checkpoint_round, checkpoint_versions, loadable_versions, read_table, table_path
 
 OVERRIDE_PREFIX = "Processing override for entityPath: "
 SIZE_COLUMNS = ["broker", "log_dir", "key", "value_bytes"]
@@ -111,19 +111,32 @@ def disk_usage(log: pd.DataFrame, brokers: list[int], log_dirs: list[str]) -> pd
     return sizes.reindex(grid, fill_value=0).astype("int64").rename("bytes").reset_index()
 
 
-def log_version_before(log_path: str, before_round: int) -> int:
-    """The newest version of the log table committed before round `before_round` started: commits carry
-    the round they end (``sparkkafka.round``); a commit without one (create, compaction) changes no
-    content and counts as the round of the commit before it."""
+def log_version_before(tables_dir: str, before_round: int) -> tuple[int, int | None]:
+    """The newest version of the log table committed before round `before_round` started, among the
+    versions that still load (storage/tables.loadable_versions: a long run's older history keeps one
+    checkpoint per emulator delta.log.retention.commits versions). Commits carry the round they end
+    (``sparkkafka.round``); a commit without one (create, compaction) changes no content and counts as
+    the round of the commit before it; a checkpoint's round is its app transaction's. Returns the
+    version and, when the thinned history moved the picture off `before_round`, the round it ends
+    (None otherwise)."""
+    path = table_path(tables_dir, "log")
+    loadable = loadable_versions(tables_dir, "log")
+    points = sorted(set(loadable) & set(checkpoint_versions(tables_dir, "log")))
+    rounds: dict[int, int | None] = {v: checkpoint_round(tables_dir, "log", v) for v in points}
     current = None
-    best = 0
-    for h in sorted(DeltaTable(log_path).history(), key=lambda h: h["version"]):
+    for h in sorted(DeltaTable(path).history(), key=lambda h: h["version"]):
+        v = int(h["version"])
+        if v not in rounds and v not in loadable:
+            continue
         tag = h.get("sparkkafka.round")
-        if tag is not None:
-            current = int(tag)
-        if current is None or current < before_round:
-            best = int(h["version"])
-    return best
+        current = int(tag) if tag is not None else rounds.get(v, current)
+        rounds[v] = current
+    before = [v for v in loadable if rounds.get(v) is None or rounds[v] < before_round]
+    best = before[-1] if before else loadable[0]
+    # versions after `best` are gone up to the next that loads: one of them may have ended before before_round
+    gap = best + 1 not in loadable and best < loadable[-1]
+    moved = not before or (gap and rounds.get(best) is not None and rounds[best] < before_round - 1)
+    return best, (rounds.get(best) if moved else None)
 
 
 def _log_at(tables_dir: str, columns: list[str], version: int | None = None) -> pd.DataFrame:
@@ -163,7 +176,9 @@ def load_run(run_dir: str, before_ms: int | None = None) -> RunData:
     brokers = [int(b) for b in meta.get("brokers", [])]
     dirs = [str(d) for d in meta.get("log_dirs", [])]
     before = default_before_ms(ps) if before_ms is None else int(before_ms)
-    version = log_version_before(table_path(tables, "log"), before // round_ms)
+    version, ended = log_version_before(tables, before // round_ms)
+    if ended is not None:  # the thinned history's nearest checkpoint: label the picture with its time
+        before = (ended + 1) * round_ms
     disk_before = disk_usage(_log_at(tables, SIZE_COLUMNS, version), brokers, dirs)
     disk_after = disk_usage(log[SIZE_COLUMNS], brokers, dirs)
     return RunData(run_dir=run_dir, meta=meta, summary=summary, metrics=metrics, partition_state=ps,

@@ -188,6 +188,80 @@ def rollback(tables_dir: str, versions: Mapping[str, int]) -> list[str]:
     return rolled
 
 
+def _log_entries(log: str) -> list[tuple[int, bool, str]]:
+    """(version, is a checkpoint, file name) of each commit and checkpoint file in a `_delta_log`."""
+    out = []
+    for entry in os.listdir(log):
+        m = _LOG_ENTRY.match(entry)
+        if m:
+            out.append((int(m.group(1)), ".checkpoint." in entry, entry))
+    return out
+
+
+def trim_logs(tables_dir: str, versions: Mapping[str, int], keep: int) -> int:
+    """Thin each table's `_delta_log` once the driver state recording `versions` is saved: delta-rs lists
+    the whole folder on every commit and load, so a log of 10,000 commits costs ~180 ms a commit
+    (docs/benchmarks.md, "issue 11: long runs"). Kept: every entry from the newest checkpoint at or before
+    `versions[name] - keep` on (so the saved version and the `keep` commits before it load, and a
+    rollback to the saved version finds its checkpoint), and of the older history the first checkpoint
+    of each `keep` versions, which time travel still loads (the report's "before" picture, thinned).
+    This is what Delta's log cleanup does at a checkpoint (delta.logRetentionDuration), bounded by the
+    commit point instead of a wall-clock age. Entries go oldest first, so a kill inside leaves a log
+    whose remaining versions all load. Returns the entries deleted."""
+    gone = 0
+    for name, saved in sorted(versions.items()):
+        log = os.path.join(table_path(tables_dir, name), "_delta_log")
+        entries = _log_entries(log)
+        base = max((v for v, cp, _ in entries if cp and v <= saved - keep), default=None)
+        if base is None:
+            continue
+        sparse: dict[int, int] = {}
+        for v, cp, _ in entries:
+            if cp and v < base:
+                sparse[v // keep] = min(v, sparse.get(v // keep, v))
+        kept = set(sparse.values())
+        for v, cp, entry in sorted(entries):
+            if v < base and not (cp and v in kept):
+                os.unlink(os.path.join(log, entry))
+                gone += 1
+    return gone
+
+
+def loadable_versions(tables_dir: str, name: str) -> list[int]:
+    """The versions of a table that still load after `trim_logs`: each one from the oldest commit of
+    the unbroken run of commits ending at the current version (from its checkpoint on, when a commit
+    before it is gone), and the older checkpoints kept. Ascending."""
+    entries = _log_entries(os.path.join(table_path(tables_dir, name), "_delta_log"))
+    commits = {v for v, cp, _ in entries if not cp}
+    points = {v for v, cp, _ in entries if cp}
+    if not commits:
+        return sorted(points)
+    first = max(commits)
+    while first - 1 in commits:
+        first -= 1
+    if first > 0 and first not in points:  # the run of commits starts after a gap: loads from a checkpoint
+        first = min((p for p in points if p >= first), default=max(commits) + 1)
+    return sorted({p for p in points if p < first} | set(range(first, max(commits) + 1)))
+
+
+def checkpoint_versions(tables_dir: str, name: str) -> list[int]:
+    """The versions with a checkpoint in a table's `_delta_log`, ascending."""
+    return sorted({v for v, cp, _ in _log_entries(os.path.join(table_path(tables_dir, name), "_delta_log")) if cp})
+
+
+def checkpoint_round(tables_dir: str, name: str, version: int) -> int | None:
+    """The round the run had committed to a table by `version`, read from its checkpoint's app transaction
+    (None: no round yet). A checkpoint keeps no commitInfo, so this is the round of a thinned history's
+    checkpoint."""
+    import pyarrow.parquet as pq
+
+    log = os.path.join(table_path(tables_dir, name), "_delta_log")
+    files = sorted(e for v, cp, e in _log_entries(log) if cp and v == version)
+    rounds = [t["version"] for f in files for t in pq.read_table(os.path.join(log, f), columns=["txn"])["txn"].to_pylist()
+              if t is not None and str(t.get("appId", "")).startswith(APP_ID)]
+    return max(rounds, default=None)
+
+
 @dataclass
 class TableWriter:
     """Driver-side committer for one run: one DeltaTable handle per table, reused across rounds."""
