@@ -288,8 +288,8 @@ def long_run_table(r: dict) -> str:
     for name in sorted(r["files"][max(r["files"])]):
         files.append(f"| {name} | " + " | ".join(
             "{} / {}".format(*r["files"][n].get(name, (0, 0))) for n in sorted(r["files"])) + " |")
-    head = (f"{r['brokers']} brokers x 2 dirs, {r['partitions']} partitions RF 3, {r['rounds']} rounds, "
-            f"{r['jobs']} Spark jobs, run loop {r['loop_s']:.0f} s; last rounds / round 100: wall **{r['ratio']:.2f}x**, "
+    head = (f"{r['brokers']} brokers x 2 dirs, engine {r['emulator'].get('engine', 'resident')}, {r['partitions']} partitions RF 3, {r['rounds']} rounds, "
+            f"{r['jobs']} {'windows (no Spark job)' if r['emulator'].get('engine') == 'local' else 'Spark jobs'}, run loop {r['loop_s']:.0f} s; last rounds / round 100: wall **{r['ratio']:.2f}x**, "
             f"CPU **{r['cpu_ratio']:.2f}x**; "
             f"acked {r['acked']}, lost {r['lost_acked']}\n\n")
     return head + "\n".join(rows) + "\n\n" + "\n".join(files) + "\n"
@@ -372,8 +372,9 @@ def main(args: argparse.Namespace) -> int:
         b, p = (int(x) for x in (args.scale or "3,6").split(","))
         with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
             n = args.rounds if args.rounds != 10 else 10_000
+            engine = args.engine if "," not in args.engine else "resident"  # the side-by-side default: resident
             md = long_run_table(measure_long_run(spark, b, p, n, work, progress=not args.no_progress,
-                                                 span=min(500, max(1, n // 5))))
+                                                 span=min(500, max(1, n // 5)), engine=engine))
         return _emit(md, args.markdown)
     if args.idle_hour:
         b, p = (int(x) for x in (args.scale or "3,30").split(","))

@@ -127,7 +127,8 @@ def _parser() -> argparse.ArgumentParser:
                                    "(default 3,6); with --idle-hour: (default 3,30)")
     b.add_argument("--seconds", type=float, default=60.0, help="with --reference: emulated seconds (default 60)")
     b.add_argument("--engine", default="rounds,resident",
-                   help="with --reference: the engines to run side by side, comma-separated (default rounds,resident)")
+                   help="with --reference and --idle-hour: the engines to run side by side, comma-separated (default "
+                        "rounds,resident); with --long-run: the one engine (default resident)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--long-run", action="store_true",
                    help="issue 11's long run on the resident engine (--rounds, default 10000; --scale): per-round wall "
