@@ -288,8 +288,10 @@ def long_run_table(r: dict) -> str:
     for name in sorted(r["files"][max(r["files"])]):
         files.append(f"| {name} | " + " | ".join(
             "{} / {}".format(*r["files"][n].get(name, (0, 0))) for n in sorted(r["files"])) + " |")
-    head = (f"{r['brokers']} brokers x 2 dirs, engine {r['emulator'].get('engine', 'resident')}, {r['partitions']} partitions RF 3, {r['rounds']} rounds, "
-            f"{r['jobs']} {'windows (no Spark job)' if r['emulator'].get('engine') == 'local' else 'Spark jobs'}, run loop {r['loop_s']:.0f} s; last rounds / round 100: wall **{r['ratio']:.2f}x**, "
+    engine = r["emulator"].get("engine", "resident")
+    jobs = "windows (no Spark job)" if engine == "local" else "Spark jobs"
+    head = (f"{r['brokers']} brokers x 2 dirs, engine {engine}, {r['partitions']} partitions RF 3, {r['rounds']} rounds, "
+            f"{r['jobs']} {jobs}, run loop {r['loop_s']:.0f} s; last rounds / round 100: wall **{r['ratio']:.2f}x**, "
             f"CPU **{r['cpu_ratio']:.2f}x**; "
             f"acked {r['acked']}, lost {r['lost_acked']}\n\n")
     return head + "\n".join(rows) + "\n\n" + "\n".join(files) + "\n"

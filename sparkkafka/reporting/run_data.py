@@ -120,21 +120,21 @@ def log_version_before(tables_dir: str, before_round: int) -> tuple[int, int | N
     version and, when the thinned history moved the picture off `before_round`, the round it ends
     (None otherwise)."""
     path = table_path(tables_dir, "log")
-    loadable = loadable_versions(tables_dir, "log")
-    points = sorted(set(loadable) & set(checkpoint_versions(tables_dir, "log")))
+    loadable = set(loadable_versions(tables_dir, "log"))
+    points = loadable & set(checkpoint_versions(tables_dir, "log"))
     rounds: dict[int, int | None] = {v: checkpoint_round(tables_dir, "log", v) for v in points}
     current = None
     for h in sorted(DeltaTable(path).history(), key=lambda h: h["version"]):
         v = int(h["version"])
-        if v not in rounds and v not in loadable:
+        if v not in loadable:
             continue
         tag = h.get("sparkkafka.round")
         current = int(tag) if tag is not None else rounds.get(v, current)
         rounds[v] = current
-    before = [v for v in loadable if rounds.get(v) is None or rounds[v] < before_round]
-    best = before[-1] if before else loadable[0]
+    before = [v for v in sorted(loadable) if rounds.get(v) is None or rounds[v] < before_round]
+    best = before[-1] if before else min(loadable)
     # versions after `best` are gone up to the next that loads: one of them may have ended before before_round
-    gap = best + 1 not in loadable and best < loadable[-1]
+    gap = best + 1 not in loadable and best < max(loadable)
     moved = not before or (gap and rounds.get(best) is not None and rounds[best] < before_round - 1)
     return best, (rounds.get(best) if moved else None)
 

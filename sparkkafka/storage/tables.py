@@ -151,6 +151,16 @@ def create_tables(tables_dir: str, checkpoint_interval: int | None = None) -> No
 _LOG_ENTRY = re.compile(r"^(\d{20})\.")
 
 
+def _log_entries(log: str) -> list[tuple[int, bool, str]]:
+    """(version, is a checkpoint, file name) of each commit and checkpoint file in a `_delta_log`."""
+    out = []
+    for entry in os.listdir(log):
+        m = _LOG_ENTRY.match(entry)
+        if m:
+            out.append((int(m.group(1)), ".checkpoint." in entry, entry))
+    return out
+
+
 def table_versions(tables_dir: str) -> dict[str, int]:
     """Every table's current version (what a run's saved driver state records: its commit point)."""
     return {name: DeltaTable(table_path(tables_dir, name)).version() for name in SCHEMAS}
@@ -167,11 +177,7 @@ def rollback(tables_dir: str, versions: Mapping[str, int]) -> list[str]:
     for name, keep in sorted(versions.items()):
         root = table_path(tables_dir, name)
         log = os.path.join(root, "_delta_log")
-        late = []
-        for entry in os.listdir(log):
-            m = _LOG_ENTRY.match(entry)
-            if m and int(m.group(1)) > keep:
-                late.append((-int(m.group(1)), entry.endswith(".json"), entry))
+        late = [(-v, entry.endswith(".json"), entry) for v, _, entry in _log_entries(log) if v > keep]
         if late:
             rolled.append(name)
             last = os.path.join(log, "_last_checkpoint")
@@ -186,16 +192,6 @@ def rollback(tables_dir: str, versions: Mapping[str, int]) -> list[str]:
                 if n.endswith(".tmp"):
                     os.unlink(os.path.join(folder, n))
     return rolled
-
-
-def _log_entries(log: str) -> list[tuple[int, bool, str]]:
-    """(version, is a checkpoint, file name) of each commit and checkpoint file in a `_delta_log`."""
-    out = []
-    for entry in os.listdir(log):
-        m = _LOG_ENTRY.match(entry)
-        if m:
-            out.append((int(m.group(1)), ".checkpoint." in entry, entry))
-    return out
 
 
 def trim_logs(tables_dir: str, versions: Mapping[str, int], keep: int) -> int:
