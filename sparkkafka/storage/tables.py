@@ -202,8 +202,9 @@ def trim_logs(tables_dir: str, versions: Mapping[str, int], keep: int) -> int:
     rollback to the saved version finds its checkpoint), and of the older history the first checkpoint
     of each `keep` versions, which time travel still loads (the report's "before" picture, thinned).
     This is what Delta's log cleanup does at a checkpoint (delta.logRetentionDuration), bounded by the
-    commit point instead of a wall-clock age. Entries go oldest first, so a kill inside leaves a log
-    whose remaining versions all load. Returns the entries deleted."""
+    commit point instead of a wall-clock age. Entries go oldest first, so a kill inside leaves a log that
+    loads as before (its newest checkpoint and the commits after it stay) and that the next save trims
+    again. Returns the entries deleted."""
     gone = 0
     for name, saved in sorted(versions.items()):
         log = os.path.join(table_path(tables_dir, name), "_delta_log")
@@ -248,14 +249,13 @@ def checkpoint_versions(tables_dir: str, name: str) -> list[int]:
 def checkpoint_round(tables_dir: str, name: str, version: int) -> int | None:
     """The round the run had committed to a table by `version`, read from its checkpoint's app transaction
     (None: no round yet). A checkpoint keeps no commitInfo, so this is the round of a thinned history's
-    checkpoint."""
+    checkpoint. delta-rs writes single-file checkpoints."""
     import pyarrow.parquet as pq
 
-    log = os.path.join(table_path(tables_dir, name), "_delta_log")
-    files = sorted(e for v, cp, e in _log_entries(log) if cp and v == version)
-    rounds = [t["version"] for f in files for t in pq.read_table(os.path.join(log, f), columns=["txn"])["txn"].to_pylist()
-              if t is not None and str(t.get("appId", "")).startswith(APP_ID)]
-    return max(rounds, default=None)
+    path = os.path.join(table_path(tables_dir, name), "_delta_log", f"{version:020d}.checkpoint.parquet")
+    txns = pq.read_table(path, columns=["txn"])["txn"].to_pylist()
+    return max((t["version"] for t in txns if t is not None and str(t.get("appId", "")).startswith(APP_ID)),
+               default=None)
 
 
 @dataclass
