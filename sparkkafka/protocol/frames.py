@@ -172,7 +172,10 @@ def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame
     parts = [f for f in frames if len(f)]
     if not parts:
         return empty(spec)
-    return conform(pd.concat(parts, ignore_index=True), spec)
+    if len(parts) == 1:
+        return conform(parts[0], spec)
+    # column by column: pd.concat checks every value of an object column for a null (~1 us each)
+    return pd.DataFrame({c: np.concatenate([_column(f, c, t) for f in parts]) for c, t in spec.items()})
 
 
 def new_replicas(df: pd.DataFrame) -> pd.DataFrame:
@@ -203,8 +206,30 @@ def locate(table: pd.DataFrame, probe: pd.DataFrame, on: list[str] = KEY,
     are unique. A hash lookup, much cheaper than merging or MultiIndex .loc on every step."""
     if table.empty or probe.empty:
         return np.full(len(probe), -1, dtype="int64")
-    idx = pd.MultiIndex.from_arrays([table[c].to_numpy() for c in on])
-    return idx.get_indexer(pd.MultiIndex.from_arrays([probe[c].to_numpy() for c in (probe_on or on)]))
+    return _positions([table[c].to_numpy() for c in on], [probe[c].to_numpy() for c in (probe_on or on)])
+
+
+def _positions(table: list[np.ndarray], probe: list[np.ndarray]) -> np.ndarray:
+    """`locate` on key columns: each column becomes dense codes over table and probe together (an
+    integer column by its offset from the minimum, others by one factorize, nulls a code of their own),
+    the codes are folded into one int64 per row, and one integer hash lookup finds them: ~4x cheaper
+    than a MultiIndex, which builds a Categorical per level."""
+    n, key, size = len(table[0]), None, 1
+    for x, y in zip(table, probe, strict=True):
+        v = np.concatenate([x, y])
+        if v.dtype.kind in "iub":
+            v = v.astype("int64")
+            lo = int(v.min())
+            codes, k = v - lo, int(v.max()) - lo + 1
+        else:
+            codes, uniques = pd.factorize(v, use_na_sentinel=False)
+            k = len(uniques)
+        size *= k
+        if size >= 2**62:  # folded codes would overflow: the MultiIndex handles any width
+            idx = pd.MultiIndex.from_arrays(table)
+            return idx.get_indexer(pd.MultiIndex.from_arrays(probe))
+        key = codes.astype("int64") if key is None else key * k + codes
+    return pd.Index(key[:n]).get_indexer(key[n:])
 
 
 def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarray:
@@ -218,7 +243,10 @@ def leaders_by_key(known: pd.DataFrame, topics: pd.Series, partitions: pd.Series
     """The `leader` of each (topic, partition) in `known` (topic, partition, leader rows), -1 where the
     partition is not there: the controller's ZooKeeper view on the driver, and the resident engine's
     tasks routing the produce batches they make."""
-    idx = pd.MultiIndex.from_arrays([known["topic"].to_numpy(), known["partition"].to_numpy()])
-    pos = idx.get_indexer(pd.MultiIndex.from_arrays([topics.to_numpy(), partitions.to_numpy()]))
+    if known.empty or len(topics) == 0:
+        pos = np.full(len(topics), -1, dtype="int64")
+    else:
+        pos = _positions([known["topic"].to_numpy(), known["partition"].to_numpy()],
+                         [topics.to_numpy(), partitions.to_numpy()])
     leaders = np.append(known["leader"].to_numpy(dtype="int32"), np.int32(-1))
     return leaders[np.where(pos >= 0, pos, -1)]

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .config import LONG_MAX
-from .frames import FETCHING, REMOTE, REPLICA, conform, ids
+from .frames import FETCHING, REMOTE, REPLICA, conform, ids, locate
 from .rules import rules_of
 
 MASK = (1 << 64) - 1  # signatures are sums of 64-bit hashes, mod 2**64
@@ -132,9 +132,7 @@ def quiescence(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFra
         return {"idle_checked": 1, "idle_blockers": int(sum(blockers))}
     # the leader's view of each follower: a live one is in the ISR and caught up, any other is out of it
     live = live_remotes(remotes, now, cycle_ms, unreachable)
-    pos = pd.MultiIndex.from_arrays([r["broker"].to_numpy(), r["topic"].to_numpy(), r["partition"].to_numpy()]) \
-        .get_indexer(pd.MultiIndex.from_arrays([remotes[c].to_numpy() for c in ("broker", "topic", "partition")])) \
-        if len(remotes) and len(r) else np.full(len(remotes), -1)
+    pos = locate(r, remotes)
     ok = pos >= 0
     leo = np.where(ok, r["leo"].to_numpy()[np.maximum(pos, 0)] if len(r) else -1, -1)
     isr = np.where(ok, r["isr"].to_numpy()[np.maximum(pos, 0)] if len(r) else "", "")
