@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 I32, I64, STR, BOOL = "int32", "int64", "object", "bool"
 
@@ -196,8 +198,15 @@ def csv(ids_: Iterable[int]) -> str:
 
 def isr_size(isr: pd.Series) -> np.ndarray:
     """Number of ids in each comma-joined list (0 for empty)."""
-    s = isr.fillna("").astype(str)
-    return np.where(s.str.len() > 0, s.str.count(",") + 1, 0)
+    v = isr.to_numpy() if isinstance(isr, pd.Series) else np.asarray(isr)
+    try:  # Arrow's string kernels: ~10x cheaper than pandas' .str, which calls Python per value
+        a = pa.array(v, type=pa.string(), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        s = pd.Series(v).fillna("").astype(str)
+        return np.where(s.str.len() > 0, s.str.count(",") + 1, 0)
+    commas = pc.count_substring(a, ",").fill_null(0).to_numpy(zero_copy_only=False)
+    chars = pc.utf8_length(a).fill_null(0).to_numpy(zero_copy_only=False)
+    return np.where(chars > 0, commas + 1, 0)
 
 
 def locate(table: pd.DataFrame, probe: pd.DataFrame, on: list[str] = KEY,

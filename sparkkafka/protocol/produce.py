@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
-from .frames import PENDING, RECORD, REPLICA, RESULT, concat, conform, empty, isr_size, locate
+from .frames import PENDING, RECORD, REPLICA, RESULT, concat, conform, empty, isr_size, locate, take
 from .high_watermark import maybe_increment_leader_hw
 from .rules import rules_of
 
@@ -49,10 +49,11 @@ def append_to_leader(
     """
     if batches.empty:
         return replicas, empty(RECORD), empty(RESULT), empty(PENDING)
-    b = batches.sort_values(["broker", "topic", "partition", "record_id"], kind="stable")
-    rep = replicas[["broker", "topic", "partition", "leader", "isr", "leader_epoch", "leo"]]
-    m = b.merge(rep, on=["broker", "topic", "partition"], how="left", indicator=True)
-    hosted = (m["_merge"] == "both").to_numpy()
+    b = batches.sort_values(["broker", "topic", "partition", "record_id"], kind="stable").reset_index(drop=True)
+    pos = locate(replicas, b)
+    m = b.assign(**{c: take(replicas, c, pos, d) for c, d in (("leader", -1), ("isr", ""), ("leader_epoch", -1),
+                                                                  ("leo", 0))})
+    hosted = pos >= 0
     is_leader = hosted & (m["leader"].to_numpy() == m["broker"].to_numpy())
     need = m["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
     bad_acks = ~m["acks"].isin(VALID_ACKS).to_numpy()
@@ -69,19 +70,21 @@ def append_to_leader(
     # acks=0: the producer hears nothing, success or error; the row records that it was sent.
     unanswered = _results(m.loc[acks0], now, None, -1, False)
 
-    a = m.loc[ok].copy()
+    a = m.loc[ok].reset_index(drop=True)
     if a.empty:
         return replicas, empty(RECORD), concat([failed, unanswered], RESULT), empty(PENDING)
-    # Offsets: batches of one partition are appended one after another from the current LEO.
-    cum = a.groupby(["broker", "topic", "partition"], sort=False)["count"].cumsum()
-    a["base_offset"] = a["leo"] + cum - a["count"]
-    new_leo = (
-        (a["base_offset"] + a["count"]).groupby([a["broker"], a["topic"], a["partition"]]).max()
-        .rename("new_leo").reset_index()
-    )
-    replicas = replicas.merge(new_leo, on=["broker", "topic", "partition"], how="left")
-    has = replicas["new_leo"].notna()
-    replicas.loc[has, "leo"] = replicas.loc[has, "new_leo"].astype("int64")
+    # Offsets: batches of one partition are appended one after another from the current LEO (rows are
+    # sorted by partition, so each partition's batches are one run of rows).
+    at = pos[ok]
+    count = a["count"].to_numpy().astype("int64")
+    cum = np.cumsum(count)
+    first = np.r_[True, at[1:] != at[:-1]]
+    before = (cum - count)[first]  # records of earlier partitions
+    within = cum - np.repeat(before, np.diff(np.r_[np.flatnonzero(first), len(a)]))
+    a["base_offset"] = a["leo"].to_numpy().astype("int64") + within - count
+    leo = replicas["leo"].to_numpy().astype("int64")  # a copy: replicas is not changed
+    np.maximum.at(leo, at, a["base_offset"].to_numpy() + count)
+    replicas = replicas.assign(leo=leo)
     # Message format v2 (0.11+) stamps each batch with the leader's epoch; older formats carry none (-1).
     rules = rules_of(cfg)
     epoch = a["leader_epoch"] if rules.leader_epoch_cache else -1
@@ -129,11 +132,12 @@ def complete_delayed_produce(
     """
     if pending.empty:
         return pending, empty(RESULT)
-    rep = replicas[["broker", "topic", "partition", "leader", "hw", "isr"]]
-    m = pending.merge(rep, on=["broker", "topic", "partition"], how="left")
+    pos = locate(replicas, pending)
+    m = pending.reset_index(drop=True).assign(**{c: take(replicas, c, pos, d) for c, d in (("leader", -1), ("hw", -1),
+                                                                                          ("isr", ""))})
     gone = _offline(m, offline)
-    lost = ~(m["leader"].fillna(-1).to_numpy() == m["broker"].to_numpy())
-    reached = ~lost & (m["hw"].fillna(-1).to_numpy() >= m["required_offset"].to_numpy())
+    lost = ~(m["leader"].to_numpy() == m["broker"].to_numpy())
+    reached = ~lost & (m["hw"].to_numpy() >= m["required_offset"].to_numpy())
     need = m["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
     small = isr_size(m["isr"]) < need
     expired = ~lost & ~reached & (m["deadline_ms"].to_numpy() <= now)
