@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .frames import locate
 from .rules import Rules, rules_for
 
 
@@ -41,11 +42,9 @@ def maybe_increment_leader_hw(
     if len(remotes):
         r = remotes[counts_for_hw(remotes, rules, lag_ms, now)]
         if len(r):
-            low = r.groupby(["broker", "topic", "partition"])["leo"].min().rename("_low").reset_index()
-            m = replicas[["broker", "topic", "partition"]].merge(low, how="left", on=["broker", "topic", "partition"])
-            lowv = m["_low"].to_numpy()
-            has = ~np.isnan(lowv)
-            cand = np.where(has, np.minimum(cand, np.nan_to_num(lowv, nan=0).astype("int64")), cand)
+            pos = locate(replicas, r)
+            hit = pos >= 0
+            np.minimum.at(cand, pos[hit], r["leo"].to_numpy().astype("int64")[hit])
     hw = replicas["hw"].to_numpy()
     new = np.where(leaders & (cand > hw), cand, hw)
     out = replicas.copy()
