@@ -234,5 +234,5 @@ class BrokerRound:
         frames = [b for b in batches if len(b)]
         if not frames:
             return
-        wire = pd.concat(frames, ignore_index=True)
+        wire = W.concat(frames)
         yield process(self.params, wire)

@@ -28,6 +28,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from ..protocol import frames as F
+
 _LEN = struct.Struct("!Q")
 
 
@@ -171,5 +173,6 @@ def exchange_frames(mesh: Mesh, frame: pd.DataFrame, dest: str, header: dict | N
         part = frame[owner == j] if j == mesh.rank else from_ipc(got.get(j, b""))
         if part is not None and len(part):
             parts.append(part)
-    mine = pd.concat(parts, ignore_index=True) if parts else frame.iloc[0:0].reset_index(drop=True)
+    # column by column (F.concat): pd.concat checks each value of an all-null string column for a null
+    mine = F.concat(parts, {c: str(t) for c, t in frame.dtypes.items()}) if parts else frame.iloc[0:0].reset_index(drop=True)
     return headers, mine

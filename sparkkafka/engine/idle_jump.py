@@ -36,7 +36,7 @@ class IdleJump:
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         frames = [b for b in batches if len(b)]
         if frames:
-            yield jump_wire(self, pd.concat(frames, ignore_index=True))
+            yield jump_wire(self, W.concat(frames))
 
 
 def _checkpoint(j: IdleJump, brokers: list[int], replicas: pd.DataFrame, futures: pd.DataFrame) -> None:

@@ -145,7 +145,7 @@ class ResidentRounds:
         if w.inbox is not None:
             frames.append(w.inbox[w.inbox["broker"].to_numpy() % mesh.size == mesh.rank])
         frames = [f for f in frames if len(f)]
-        wire = pd.concat(frames, ignore_index=True) if frames else W.pack_all([])
+        wire = W.concat(frames)
         driver: list[pd.DataFrame] = []
         snap = LogSnapshot(int(w.first.log_version))
         try:
@@ -159,7 +159,7 @@ class ResidentRounds:
                     if len(b):
                         packed = W.pack(W.PRODUCE, conform(b, PRODUCE))
                         packed["src"] = np.int32(CLIENT)
-                        wire = pd.concat([wire, packed], ignore_index=True)
+                        wire = W.concat([wire, packed])
                 out = process(p, wire) if len(wire) else W.pack_all([(W.RESULT_SUMMARY, pd.DataFrame(
                     [{"broker": -1, "payload": json.dumps({"timings": {}, "halted": []})}]))])
                 kinds = out["kind"].to_numpy()
@@ -178,7 +178,7 @@ class ResidentRounds:
                 state = out[np.isin(kinds, W.STATE_KINDS)]
                 msgs = route(out[np.isin(kinds, W.MESSAGE_KINDS)], w.crashed, w.isolations)
                 headers, inbox = exchange_frames(mesh, msgs, "broker", {"stop": stop, "idle": report})
-                wire = pd.concat([state, inbox], ignore_index=True)
+                wire = W.concat([state, inbox])
                 if any(h.get("stop") for h in headers) or driver_jumps(w, headers, p.round_no + 1):
                     break
         finally:
@@ -186,4 +186,4 @@ class ResidentRounds:
         merged = merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
         if merged:
             driver.append(W.pack(W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
-        yield pd.concat([wire, *driver], ignore_index=True)
+        yield W.concat([wire, *driver])

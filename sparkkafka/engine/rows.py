@@ -108,6 +108,12 @@ def pack_all(parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
     return pd.DataFrame(data, columns=list(WIRE))
 
 
+def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Wire frames -> one, column by column: pd.concat checks every value of the many all-null string
+    slots for a null, which cost a resident round ~80 ms at 9,000 replicas."""
+    return F.concat(frames, WIRE)
+
+
 def pack(kind: int, frame: pd.DataFrame) -> pd.DataFrame:
     """Protocol frame -> wire rows of `kind`."""
     return pack_all([(kind, frame)])
