@@ -38,7 +38,7 @@ from ..protocol import idle
 from ..protocol.frames import PRODUCE, conform, leaders_by_key
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
-from .broker_round import RoundParams, process
+from .broker_round import RoundParams, WindowFiles, process
 
 CLIENT = -1  # src of produce batches (the clients)
 # what only the driver can act on: a window stops after the round that made any of it
@@ -148,6 +148,7 @@ class ResidentRounds:
         wire = W.concat(frames)
         driver: list[pd.DataFrame] = []
         snap = LogSnapshot(int(w.first.log_version))
+        held = WindowFiles(writer=mesh.rank)  # the window's log and history rows, written at its end
         try:
             for k in range(w.rounds):
                 now = w.first.now + k * w.round_ms
@@ -160,7 +161,7 @@ class ResidentRounds:
                         packed = W.pack(W.PRODUCE, conform(b, PRODUCE))
                         packed["src"] = np.int32(CLIENT)
                         wire = W.concat([wire, packed])
-                out = process(p, wire) if len(wire) else W.pack_all([(W.RESULT_SUMMARY, pd.DataFrame(
+                out = process(p, wire, held) if len(wire) else W.pack_all([(W.RESULT_SUMMARY, pd.DataFrame(
                     [{"broker": -1, "payload": json.dumps({"timings": {}, "halted": []})}]))])
                 kinds = out["kind"].to_numpy()
                 mine = out[np.isin(kinds, W.DRIVER_KINDS)]
@@ -183,7 +184,9 @@ class ResidentRounds:
                     break
         finally:
             mesh.close()
-        merged = merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
+        written = held.flush(w.first.tables_dir)
+        snap = snap.then(written)
+        merged = written + merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
         if merged:
             driver.append(W.pack(W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
         yield W.concat([wire, *driver])
