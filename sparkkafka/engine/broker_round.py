@@ -266,8 +266,15 @@ def process(p: RoundParams, wire: pd.DataFrame, held: WindowFiles | None = None)
     `held`: a resident window's unwritten rows (written before the round reads the log)."""
     wire = wire[wire["kind"].isin(W.CARRY_KINDS).to_numpy()]  # last round's rows for the driver ride along
     k = W.split(wire)
-    state = B.BrokerState(**{name: k[kind] for name, kind in STATE.items()})
-    inbox = B.Inbox(**{name: k[kind] for name, kind in INBOX.items()})
+    state, inbox = unpack_state(k), unpack_inbox(k)
+    tag = f"{p.round_no:08d}-t{int(wire['broker'].min())}" if len(wire) else ""
+    return W.pack_all(wire_parts(*run(p, state, inbox, tag, held)))
+
+
+def run(p: RoundParams, state: B.BrokerState, inbox: B.Inbox, tag: str, held: WindowFiles | None = None
+        ) -> tuple[B.Step, list[dict]]:
+    """`process` on unpacked frames (the resident engine keeps its brokers' state unpacked between the
+    rounds of a window): the round's Step and the file actions of its effects (history files named `tag`)."""
     starting = sorted(set(inbox.start["broker"].tolist()) - set(p.paused))
     adds: list[dict] = []
     if starting:
@@ -281,10 +288,14 @@ def process(p: RoundParams, wire: pd.DataFrame, held: WindowFiles | None = None)
 
     done = B.step(state, inbox, p.now, config_of(p), read=read)
     t = time.perf_counter()
-    tag = f"{p.round_no:08d}-t{int(wire['broker'].min())}" if len(wire) else ""
     adds += execute(p, done.effects, tag, held)
-    summary = done.outbox.summary
-    summary["timings"]["write_files"] += time.perf_counter() - t
+    done.outbox.summary["timings"]["write_files"] += time.perf_counter() - t
+    return done, adds
+
+
+def wire_parts(done: B.Step, adds: list[dict]) -> list[tuple[int, pd.DataFrame]]:
+    """A round's output as (wire kind, frame) parts: the brokers' state, their messages (and those held for
+    paused brokers), the file actions and the round's summary."""
     parts = [*[(STATE[f], getattr(done.state, f)) for f in ("replicas", "remotes", "tail", "brokers", "parked",
                                                             "pending")],
              *[(OUTBOX[f], getattr(done.outbox, f)) for f in ("fetches", "fetch_responses", "fetch_records",
@@ -292,10 +303,20 @@ def process(p: RoundParams, wire: pd.DataFrame, held: WindowFiles | None = None)
              *[(STATE[f], getattr(done.state, f)) for f in ("futures", "preferred", "offline")],
              *[(OUTBOX[f], getattr(done.outbox, f)) for f in ("offline_replicas", "alter_log_dirs_responses")],
              (W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in adds]})),
-             (W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1, "payload": json.dumps(summary)}]))]
+             (W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1, "payload": json.dumps(done.outbox.summary)}]))]
     if done.deferred is not None:  # messages to paused brokers wait for them
         parts += [(kind, getattr(done.deferred, name)) for name, kind in INBOX.items()]
-    return W.pack_all(parts)
+    return parts
+
+
+def unpack_state(k: dict[int, pd.DataFrame]) -> B.BrokerState:
+    """The brokers' state from split wire rows (rows.split)."""
+    return B.BrokerState(**{name: k[kind] for name, kind in STATE.items()})
+
+
+def unpack_inbox(k: dict[int, pd.DataFrame]) -> B.Inbox:
+    """The brokers' inbox from split wire rows (rows.split)."""
+    return B.Inbox(**{name: k[kind] for name, kind in INBOX.items()})
 
 
 class BrokerRound:

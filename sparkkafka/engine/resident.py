@@ -35,12 +35,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..protocol import idle
-from ..protocol.frames import PRODUCE, conform, leaders_by_key
+from ..protocol.frames import PRODUCE, concat, conform, leaders_by_key
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
-from .broker_round import RoundParams, WindowFiles, process
+from .broker_round import STATE, RoundParams, WindowFiles, run, unpack_inbox, unpack_state, wire_parts
 
-CLIENT = -1  # src of produce batches (the clients)
 # what only the driver can act on: a window stops after the round that made any of it
 STOP_KINDS = (W.ISR_CHANGE, W.OFFLINE_REPLICA, W.ALTER_LOG_DIRS_RESPONSE)
 
@@ -103,6 +102,11 @@ def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
     return b
 
 
+def _any_rows(*objs) -> bool:
+    """Whether any frame of the brokers' state or inbox has a row (a task with none runs no round)."""
+    return any(isinstance(v, pd.DataFrame) and len(v) for o in objs for v in vars(o).values())
+
+
 def merge_window_logs(tables_dir: str, snap: LogSnapshot, first: int, last: int) -> list[dict]:
     """Log actions that replace a window's own uncommitted files with one file per (broker, log_dir):
     the add of the merged file and a remove of each file it replaces (those never reach the table; the
@@ -144,11 +148,14 @@ class ResidentRounds:
         frames = [b for b in batches if len(b)]
         if w.inbox is not None:
             frames.append(w.inbox[w.inbox["broker"].to_numpy() % mesh.size == mesh.rank])
-        frames = [f for f in frames if len(f)]
         wire = W.concat(frames)
+        k0 = W.split(wire[np.isin(wire["kind"].to_numpy(), W.CARRY_KINDS)])
+        # the brokers' state stays unpacked between rounds; only messages are packed, for the exchange
+        state, inbox = unpack_state(k0), unpack_inbox(k0)
         driver: list[pd.DataFrame] = []
         snap = LogSnapshot(int(w.first.log_version))
         held = WindowFiles(writer=mesh.rank)  # the window's log and history rows, written at its end
+        msgs = W.pack_all([])
         try:
             for k in range(w.rounds):
                 now = w.first.now + k * w.round_ms
@@ -158,28 +165,25 @@ class ResidentRounds:
                     b = b[(b["broker"] >= 0) & ~b["broker"].isin(list(w.crashed))
                           & (b["broker"] % mesh.size == mesh.rank)] if len(b) else b
                     if len(b):
-                        packed = W.pack(W.PRODUCE, conform(b, PRODUCE))
-                        packed["src"] = np.int32(CLIENT)
-                        wire = W.concat([wire, packed])
-                out = process(p, wire, held) if len(wire) else W.pack_all([(W.RESULT_SUMMARY, pd.DataFrame(
-                    [{"broker": -1, "payload": json.dumps({"timings": {}, "halted": []})}]))])
-                kinds = out["kind"].to_numpy()
-                mine = out[np.isin(kinds, W.DRIVER_KINDS)]
-                adds = [json.loads(a) for a in mine.loc[mine["kind"] == W.ADD, "payload"]]
+                        inbox = replace(inbox, produce=concat([inbox.produce, conform(b, PRODUCE)], PRODUCE))
+                if _any_rows(state, inbox):
+                    done, adds = run(p, state, inbox, "", held)
+                    parts, state, summary = wire_parts(done, adds), done.state, done.outbox.summary
+                else:
+                    parts, adds, summary = [], [], {"timings": {}, "halted": []}
                 snap = snap.then(adds)
-                summary = (mine["kind"] == W.RESULT_SUMMARY).to_numpy()
-                parsed = [json.loads(x) for x in mine.loc[summary, "payload"]]
-                halted = any(x.get("halted") for x in parsed)
-                if parsed:
-                    mine = mine.copy()
-                    mine.loc[summary, "payload"] = [json.dumps({**x, "round": p.round_no}) for x in parsed]
-                driver.append(mine)
-                stop = bool(halted or np.isin(kinds, STOP_KINDS).any())
-                report = {k: sum(int(x.get(k, 0)) for x in parsed) for k in idle.KEYS}
-                state = out[np.isin(kinds, W.STATE_KINDS)]
-                msgs = route(out[np.isin(kinds, W.MESSAGE_KINDS)], w.crashed, w.isolations)
-                headers, inbox = exchange_frames(mesh, msgs, "broker", {"stop": stop, "idle": report})
-                wire = W.concat([state, inbox])
+                summary = {**summary, "round": p.round_no}
+                kinds = {kind for kind, f in parts if len(f)}
+                driver.append(W.pack_all([(kind, f) for kind, f in parts if kind in W.DRIVER_KINDS
+                                          and kind != W.RESULT_SUMMARY]
+                                         + [(W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1,
+                                                                              "payload": json.dumps(summary)}]))]))
+                stop = bool(summary.get("halted")) or bool(kinds & set(STOP_KINDS))
+                report = {k: int(summary.get(k, 0)) for k in idle.KEYS}
+                out = route(W.pack_all([(kind, f) for kind, f in parts if kind in W.MESSAGE_KINDS]), w.crashed,
+                            w.isolations)
+                headers, msgs = exchange_frames(mesh, out, "broker", {"stop": stop, "idle": report})
+                inbox = unpack_inbox(W.split(msgs))
                 if any(h.get("stop") for h in headers) or driver_jumps(w, headers, p.round_no + 1):
                     break
         finally:
@@ -189,4 +193,5 @@ class ResidentRounds:
         merged = written + merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
         if merged:
             driver.append(W.pack(W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
+        wire = W.concat([W.pack_all([(kind, getattr(state, f)) for f, kind in STATE.items()]), msgs])
         yield W.concat([wire, *driver])
