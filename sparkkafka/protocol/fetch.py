@@ -30,7 +30,10 @@ from .frames import (
     TRUNCATING,
     concat,
     conform,
+    contains,
     empty,
+    group_any,
+    group_ids,
     locate,
     take,
 )
@@ -282,13 +285,13 @@ def serve_fetch(
     reqs = concat([requests.assign(_new=True), parked.assign(_new=False)], {**FETCH, "_new": "bool"})
     if reqs.empty:
         return replicas, remotes, empty(FETCH_RESPONSE), empty(RECORD), empty(FETCH)
-    side = ["broker", "topic", "partition", "leader", "leader_epoch", "leo", "hw", "log_start_offset",
-            "last_fetched_epoch", "epoch_cache"]
-    m = reqs.rename(columns={"log_start_offset": "req_log_start"}).merge(
-        replicas[side].rename(columns={"log_start_offset": "_lls", "last_fetched_epoch": "_lle",
-                                       "epoch_cache": "_cache"}),
-        on=["broker", "topic", "partition"], how="left", indicator=True)
-    hosted = (m["_merge"] == "both").to_numpy()
+    # the leader's replica of each requested partition (-1 / "" where it hosts none: those get an error)
+    pos = locate(replicas, reqs)
+    hosted = pos >= 0
+    m = reqs.rename(columns={"log_start_offset": "req_log_start"}).assign(**{
+        name: take(replicas, col, pos, default) for col, name, default in (
+            ("leader", "leader", -1), ("leader_epoch", "leader_epoch", -1), ("leo", "leo", -1), ("hw", "hw", -1),
+            ("log_start_offset", "_lls", -1), ("last_fetched_epoch", "_lle", -1), ("epoch_cache", "_cache", ""))})
     m["_err"] = _validate(m, hosted)
     _diverging(m)
     _out_of_range(m)
@@ -296,20 +299,17 @@ def serve_fetch(
     new_ok = m[m["_new"] & (m["_err"] == "") & (m["_de"] < 0)]
     remotes = _update_followers(remotes, new_ok, now)
     replicas = maybe_increment_leader_hw(replicas, remotes, rules_of(cfg), cfg["replica.lag.time.max.ms"], now)
-    m = m.drop(columns=["hw"]).merge(replicas[["broker", "topic", "partition", "hw"]], how="left",
-                                     on=["broker", "topic", "partition"])
+    m["hw"] = take(replicas, "hw", pos, -1)  # replicas keep their rows: pos still holds
     recs = _read(m, log, cfg)
     if replication_quota.active(cfg):
         recs = _throttle(m, recs, replicas, now, cfg, quota)
-    got = recs.groupby(RESPONSE).size().rename("_n").reset_index() \
-        .rename(columns={"_dst": "src"})
-    m = m.merge(got, on=REQUEST, how="left")
-    m["_e"] = m["_err"] != ""
-    has_err = m.groupby(REQUEST)["_e"].transform("any").to_numpy(dtype=bool)
-    has_data = m["_n"].fillna(0).to_numpy() > 0  # one request: any partition with data answers all
+    req = group_ids(m, REQUEST)
+    has_err = group_any(m["_err"].to_numpy() != "", req)
+    # one request: any partition with data answers all
+    has_data = contains(recs, m, RESPONSE, REQUEST)
     is_new = m["_new"].to_numpy(dtype=bool)
     expired = ~is_new & (m["deadline_ms"].to_numpy() <= now)
-    has_div = (m["_de"] >= 0).groupby([m[c] for c in REQUEST]).transform("any").to_numpy(dtype=bool)
+    has_div = group_any(m["_de"].to_numpy() >= 0, req)
     respond = has_err | has_data | has_div | expired | (cfg["replica.fetch.wait.max.ms"] <= 0)
     done, wait = m[respond], m[~respond]
     # New requests answered at once report the HW read before this fetch moved it; parked ones
@@ -477,13 +477,16 @@ def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame,
     follower LEO (at most `cap` records back from the LEO). Older records are read from storage."""
     if tail.empty:
         return tail
-    lead = replicas[replicas["leader"] == replicas["broker"]][["broker", "topic", "partition", "leo", "log_start_offset"]]
-    low = remotes[remotes["leo"] >= 0].groupby(["broker", "topic", "partition"])["leo"].min().rename("_low").reset_index()
-    k = lead.merge(low, on=["broker", "topic", "partition"], how="left")
-    floor = np.maximum(k["leo"].to_numpy() - cap, k["log_start_offset"].to_numpy())
-    k["_floor"] = np.maximum(floor, np.nan_to_num(k["_low"].to_numpy(dtype=float), nan=0).astype("int64"))
-    t = tail.merge(k[["broker", "topic", "partition", "_floor"]], on=["broker", "topic", "partition"])
-    return conform(t[t["offset"] >= t["_floor"]], RECORD)
+    leads = (replicas["leader"] == replicas["broker"]).to_numpy()
+    floor = np.maximum(replicas["leo"].to_numpy().astype("int64") - cap, replicas["log_start_offset"].to_numpy())
+    known = remotes[remotes["leo"] >= 0]
+    low = np.full(len(replicas), np.iinfo("int64").max)
+    at = locate(replicas, known)
+    np.minimum.at(low, at[at >= 0], known["leo"].to_numpy().astype("int64")[at >= 0])
+    floor = np.maximum(floor, np.where(low == np.iinfo("int64").max, 0, low))
+    pos = locate(replicas, tail)
+    keep = (pos >= 0) & leads[np.maximum(pos, 0)] & (tail["offset"].to_numpy() >= floor[np.maximum(pos, 0)])
+    return conform(tail[keep], RECORD)
 
 
 def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFrame, max_records: int) -> pd.DataFrame:
@@ -491,12 +494,20 @@ def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFra
     cols = ["broker", "topic", "partition", "from_offset", "to_offset"]
     if requests.empty:
         return pd.DataFrame(columns=cols)
-    start = tail.groupby(["broker", "topic", "partition"])["offset"].min().rename("_ts").reset_index()
-    q = requests[["broker", "topic", "partition", "fetch_offset"]].merge(
-        replicas[["broker", "topic", "partition", "leo"]], on=["broker", "topic", "partition"]).merge(
-        start, on=["broker", "topic", "partition"], how="left")
-    ts = np.where(q["_ts"].isna(), q["leo"], q["_ts"].fillna(0)).astype("int64")
+    # the tail's first offset per replica row (none: the LEO)
+    first = replicas["leo"].to_numpy().astype("int64")
+    if len(tail):
+        none = np.iinfo("int64").max
+        start = np.full(len(replicas), none)
+        at = locate(replicas, tail)
+        np.minimum.at(start, at[at >= 0], tail["offset"].to_numpy().astype("int64")[at >= 0])
+        first = np.where(start == none, first, start)
+    pos = locate(replicas, requests)
+    q = requests.loc[pos >= 0, ["broker", "topic", "partition", "fetch_offset"]]
+    ts = first[pos[pos >= 0]]
     need = q["fetch_offset"].to_numpy() < ts
+    if not need.any():
+        return pd.DataFrame(columns=cols)
     q = q[need].assign(from_offset=lambda d: d["fetch_offset"], to_offset=ts[need])
     q["to_offset"] = np.minimum(q["to_offset"], q["from_offset"] + max_records)
     return q.groupby(["broker", "topic", "partition"], as_index=False).agg(
