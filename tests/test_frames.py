@@ -1,0 +1,85 @@
+"""The frame helpers the protocol core's hot path stands on (protocol/frames.py): key lookups, group ids,
+joins. Each is checked against the pandas operation it replaces, on the shapes that need a fallback."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sparkkafka.protocol import frames as F
+
+
+def _multiindex_locate(table, probe, on, probe_on=None):
+    idx = pd.MultiIndex.from_arrays([table[c].to_numpy() for c in on])
+    return idx.get_indexer(pd.MultiIndex.from_arrays([probe[c].to_numpy() for c in (probe_on or on)]))
+
+
+@pytest.fixture
+def replicas():
+    rng = np.random.default_rng(7)
+    n = 500
+    return pd.DataFrame({"broker": rng.integers(0, 12, n).astype("int32"),
+                         "topic": rng.choice(["a", "b", "orders"], n).astype(object),
+                         "partition": np.arange(n, dtype="int32")})
+
+
+def test_locate_finds_what_a_multiindex_finds(replicas):
+    probe = pd.concat([replicas.sample(frac=0.7, random_state=1),
+                       pd.DataFrame({"broker": [99, 0], "topic": ["a", "zz"], "partition": [1, 2]})])
+    got = F.locate(replicas, probe)
+    assert (got == _multiindex_locate(replicas, probe, F.KEY)).all()
+    assert (got[-2:] == -1).all() and (got[:-2] >= 0).all()
+
+
+def test_locate_keys_of_mixed_types_and_nulls():
+    table = pd.DataFrame({"topic": ["a", None, "b"], "partition": [1.0, 2.0, np.nan]})
+    probe = pd.DataFrame({"topic": [None, "b", "a", "a"], "partition": [2, np.nan, 1, 3]})
+    assert F.locate(table, probe, on=["topic", "partition"]).tolist() == [1, 2, 0, -1]
+
+
+def test_locate_too_wide_to_fold_falls_back_to_the_multiindex():
+    big = np.array([0, 2**40, 2**41], dtype="int64")
+    table = pd.DataFrame({"a": big, "b": big + 5, "c": big * 3})
+    probe = table.iloc[[2, 0]]
+    assert F._fold([table[c].to_numpy() for c in "abc"]) is None
+    assert F.locate(table, probe, on=list("abc")).tolist() == [2, 0]
+
+
+def test_group_ids_and_group_any_match_groupby():
+    rng = np.random.default_rng(3)
+    m = pd.DataFrame({"src": rng.integers(0, 4, 300), "broker": rng.integers(0, 3, 300),
+                      "sent_ms": rng.choice([100, 200, 300], 300)})
+    flag = rng.random(300) < 0.05
+    ids = F.group_ids(m, ["src", "broker", "sent_ms"])
+    assert (ids == m.groupby(["src", "broker", "sent_ms"], sort=False).ngroup().to_numpy()).all()
+    want = pd.Series(flag).groupby([m[c] for c in ("src", "broker", "sent_ms")]).transform("any").to_numpy()
+    assert (F.group_any(flag, ids) == want).all()
+
+
+def test_contains_with_repeated_keys():
+    recs = pd.DataFrame({"_dst": [1, 1, 2], "broker": [0, 0, 0], "sent_ms": [5, 5, 7]})
+    reqs = pd.DataFrame({"src": [1, 2, 2, 3], "broker": [0, 0, 1, 0], "sent_ms": [5, 7, 7, 5]})
+    assert F.contains(recs, reqs, ["_dst", "broker", "sent_ms"], ["src", "broker", "sent_ms"]).tolist() == \
+        [True, True, False, False]
+
+
+def test_concat_keeps_the_spec_and_the_values():
+    a = pd.DataFrame({"broker": np.array([1], "int64"), "log_dir": [None]})
+    b = pd.DataFrame({"broker": np.array([2, 3], "int32"), "log_dir": ["d0", "d1"]})
+    out = F.concat([a, F.empty(F.LOG_DIR_FAILURE), b], F.LOG_DIR_FAILURE)
+    assert out["broker"].dtype == "int32" and out["broker"].tolist() == [1, 2, 3]
+    assert out["log_dir"].tolist() == [None, "d0", "d1"]
+    assert list(out.index) == [0, 1, 2]
+
+
+def test_conform_of_a_frame_in_shape_is_a_copy_with_a_fresh_index(replicas):
+    spec = {"broker": "int32", "topic": "object", "partition": "int32"}
+    shifted = replicas.set_index(replicas.index + 10)
+    out = F.conform(shifted, spec)
+    assert list(out.index) == list(range(len(replicas)))
+    before = shifted["broker"].iloc[0]
+    out.loc[0, "broker"] = before + 1
+    assert shifted["broker"].iloc[0] == before  # the input is not changed through the result
+
+
+def test_isr_size_counts_ids_and_treats_nulls_as_empty():
+    assert F.isr_size(pd.Series(["1,2,3", "", None, "4", np.nan])).tolist() == [3, 0, 0, 1, 0]
