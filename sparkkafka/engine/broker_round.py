@@ -168,7 +168,7 @@ class WindowFiles:
     history: dict[str, list[pa.Table]] = field(default_factory=dict)
     log_rounds: list[int] = field(default_factory=list)  # the rounds whose rows are held
     history_rounds: list[int] = field(default_factory=list)
-    writer: int = -1  # the least broker of the task (history files' names)
+    writer: int = -1  # the task's rank in its window (names its history files)
 
     def hold(self, round_no: int, logs: list[tuple[int, str, pa.Table]], tables: list[tuple[str, pa.Table]]) -> None:
         for b, d, t in logs:

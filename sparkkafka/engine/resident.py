@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..protocol import idle
+from ..protocol.broker import present_brokers
 from ..protocol.frames import PRODUCE, concat, conform, leaders_by_key
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
@@ -102,11 +103,6 @@ def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
     return b
 
 
-def _any_rows(*objs) -> bool:
-    """Whether any frame of the brokers' state or inbox has a row (a task with none runs no round)."""
-    return any(isinstance(v, pd.DataFrame) and len(v) for o in objs for v in vars(o).values())
-
-
 def merge_window_logs(tables_dir: str, snap: LogSnapshot, first: int, last: int) -> list[dict]:
     """Log actions that replace a window's own uncommitted files with one file per (broker, log_dir):
     the add of the merged file and a remove of each file it replaces (those never reach the table; the
@@ -166,7 +162,7 @@ class ResidentRounds:
                           & (b["broker"] % mesh.size == mesh.rank)] if len(b) else b
                     if len(b):
                         inbox = replace(inbox, produce=concat([inbox.produce, conform(b, PRODUCE)], PRODUCE))
-                if _any_rows(state, inbox):
+                if present_brokers(state, inbox):  # a task with no rows runs no round
                     done, adds = run(p, state, inbox, "", held)
                     parts, state, summary = wire_parts(done, adds), done.state, done.outbox.summary
                 else:

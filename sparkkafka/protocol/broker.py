@@ -525,7 +525,8 @@ def _split(obj, paused: list[int]) -> tuple:
     return replace(obj, **act), replace(obj, **held)
 
 
-def _any_rows(*objs) -> list[np.ndarray]:
+def present_brokers(*objs) -> list[np.ndarray]:
+    """The `broker` column of every non-empty frame of the given BrokerState / Inbox objects."""
     return [getattr(o, f.name)["broker"].to_numpy() for o in objs for f in fields(o)
             if isinstance(getattr(o, f.name), pd.DataFrame) and len(getattr(o, f.name))]
 
@@ -534,7 +535,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
                 ) -> Generator[ReadLog, pd.DataFrame, Step]:
     """The round as a generator: it yields ReadLog requests, is sent their records, and returns the Step."""
     sw = Laps()
-    present = _any_rows(state, inbox)  # brokers with any row: the round's history file is named after the least
+    present = present_brokers(state, inbox)  # brokers with any row: the round's history file is named after the least
     held = deferred = None
     if config.paused:
         paused = list(config.paused)
