@@ -7,12 +7,17 @@ brokers wait in the driver's outbox for the next round. Nothing here needs Spark
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import pandas as pd
 
 from .controller.events import ApiPartitionReassignment, ReplicaLeaderElection
 from .engine import rows as W
+from .errors import ReassignError
 from .protocol.frames import ALTER_LOG_DIRS, conform
 from .run_dir import DriverState
+
+TP = tuple[str, int]
 
 NOT_CONTROLLER = ("NOT_CONTROLLER", "This is not the correct controller for this cluster.")
 
@@ -36,8 +41,6 @@ def reassign(d: DriverState, plan: dict, throttle: int | None = None, log_dirs_t
     now = _now(d, now)
     c = d.control
     if throttle is not None and throttle >= 0:
-        from .tools.reassign_partitions import throttle_configs, throttled_brokers
-
         # calculateProposedMoveMap: every planned partition (moving or not) and every ongoing move
         moves = {(e["topic"], int(e["partition"])): (c.zk.topic_assignment(e["topic"])[int(e["partition"])],
                                                      list(e["replicas"]))
@@ -113,3 +116,61 @@ def clear_throttles(d: DriverState, brokers: list[int], topics: list[str], now: 
 def alter_replica_log_dirs(d: DriverState, entries: pd.DataFrame) -> None:
     """AlterReplicaLogDirs requests (broker, topic, partition, log_dir) sent to the brokers now (KIP-113)."""
     d.send(W.ALTER_LOG_DIRS, conform(entries, ALTER_LOG_DIRS))
+
+
+# --- the throttles --execute --throttle sets (ReassignPartitionsCommand) ---
+
+
+def _move_map(
+    moves: Mapping[TP, tuple[Sequence[int], Sequence[int]]],
+    ongoing: Mapping[TP, tuple[Sequence[int], Sequence[int]]] | None,
+) -> dict[TP, tuple[list[int], list[int]]]:
+    """``calculateProposedMoveMap``: tp -> (sources, destinations not among the sources)."""
+    out: dict[TP, tuple[list[int], list[int]]] = {}
+    for tp, (replicas, adding) in (ongoing or {}).items():
+        sources = [r for r in replicas if r not in set(adding)]
+        out[tp] = (sources, list(adding))
+    for tp, (current, target) in moves.items():
+        sources = out[tp][0] if tp in out else list(current)
+        if not sources:
+            name = f"{tp[0]}-{tp[1]}"
+            raise ReassignError("moves", name, f"Trying to reassign a topic partition {name} with 0 replicas")
+        out[tp] = (sources, [r for r in target if r not in set(sources)])
+    return out
+
+
+def throttle_configs(
+    moves: Mapping[TP, tuple[Sequence[int], Sequence[int]]],
+    ongoing: Mapping[TP, tuple[Sequence[int], Sequence[int]]] | None = None,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Topic throttle lists ``--execute --throttle`` sets: (leader.replication.throttled.replicas,
+    follower.replication.throttled.replicas), each keyed by topic.
+
+    ``moves`` maps a planned partition to (current replicas, target replicas). ``ongoing`` (for
+    ``--additional``) maps every partition being reassigned in the cluster to (replicas, adding replicas):
+    Kafka throttles those too, with sources = replicas minus adding, and uses those sources for planned
+    partitions already moving. Leader list: ``partition:broker`` for every source; follower list: for every
+    destination that is not a source (possibly empty, which Kafka still sets). Entries sorted as strings (a
+    TreeSet), so ``10:1`` < ``2:1``.
+    """
+    leader: dict[str, set[str]] = {}
+    follower: dict[str, set[str]] = {}
+    for (topic, partition), (sources, destinations) in _move_map(moves, ongoing).items():
+        leader.setdefault(topic, set()).update(f"{partition}:{b}" for b in sources)
+        follower.setdefault(topic, set()).update(f"{partition}:{b}" for b in destinations)
+    return (
+        {t: ",".join(sorted(v)) for t, v in sorted(leader.items())},
+        {t: ",".join(sorted(v)) for t, v in sorted(follower.items())},
+    )
+
+
+def throttled_brokers(
+    moves: Mapping[TP, tuple[Sequence[int], Sequence[int]]],
+    ongoing: Mapping[TP, tuple[Sequence[int], Sequence[int]]] | None = None,
+) -> list[int]:
+    """Brokers whose leader/follower throttled rates ``--throttle`` sets (``calculateReassigningBrokers``)."""
+    brokers: set[int] = set()
+    for sources, destinations in _move_map(moves, ongoing).values():
+        brokers.update(sources)
+        brokers.update(destinations)
+    return sorted(brokers)

@@ -498,8 +498,8 @@ def _whatif(args: argparse.Namespace) -> int:
     """Predict from the snapshot, then (unless --no-emulate) confirm on an emulated run; exit 2 on bad input."""
     from pathlib import Path
 
+    from . import whatif as W
     from .scenario.loader import parse_scenario
-    from .tools import whatif as W
 
     if args.reassign is not None or args.throttle is not None:
         return _whatif_reassign(args)
@@ -553,8 +553,8 @@ def _whatif_reassign(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
+    from . import whatif as W
     from .scenario.loader import parse_scenario
-    from .tools import whatif as W
 
     if args.reassign is None:
         raise ScenarioError("--throttle", args.throttle, "is asked with --reassign PLAN")

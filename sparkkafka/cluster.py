@@ -325,7 +325,7 @@ class Cluster:
         for spec in sc.topics:
             self.control.create_topic(spec, 0)
         if any(spec.state for spec in sc.topics):  # an imported cluster: its logs exist before the brokers start
-            from .storage.initial_logs import write_initial_logs
+            from .scenario.initial_logs import write_initial_logs
 
             self.workload.next_record_id = write_initial_logs(
                 self.tables_dir, self.brokers_dir, sc.topics, int(sc.emulator["initial.record.bytes"]),

@@ -21,3 +21,26 @@ class ScenarioError(SparkKafkaError, ValueError):
 
 class NotYetSupportedError(ScenarioError):
     """A valid event or setting whose behaviour a later issue implements."""
+
+
+class ReassignError(ScenarioError):
+    """A failure of kafka-reassign-partitions (tools/reassign_partitions.py), with Kafka's message.
+
+    ``exception`` names the Java exception class when Kafka's printed message starts with it (an exception
+    wrapped in ``ExecutionException``); ``terse`` marks ``TerseReassignmentFailureException``s, which the tool
+    prints without the ``Error: `` prefix and without a stack trace.
+    """
+
+    def __init__(
+        self, field: str, value: Any, message: str, *, exception: str | None = None, terse: bool = False
+    ) -> None:
+        super().__init__(field, value, message)
+        self.exception = exception
+        self.terse = terse
+
+    def tool_output(self) -> str:
+        """What the tool prints for this failure, without the stack trace of non-terse errors (exit 1)."""
+        if self.terse:
+            return self.message + "\n"
+        prefix = f"{self.exception}: " if self.exception else ""
+        return f"Error: {prefix}{self.message}\n"

@@ -18,6 +18,7 @@ import yaml
 from sparkkafka import ScenarioError, import_cluster
 from sparkkafka.cli import main
 from sparkkafka.scenario import load_scenario, parse_scenario
+from sparkkafka.scenario.initial_logs import partition_layout
 from sparkkafka.scenario.kafka_import import (
     build_scenario,
     parse_configs,
@@ -27,7 +28,6 @@ from sparkkafka.scenario.kafka_import import (
     parse_topics_describe,
 )
 from sparkkafka.scenario.model import PartitionStateSpec, ReplicaLogSpec
-from sparkkafka.storage.initial_logs import partition_layout
 from sparkkafka.tools.describe import describe_lines
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "sample"

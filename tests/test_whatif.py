@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sparkkafka import whatif as W
 from sparkkafka.cli import main
 from sparkkafka.scenario.loader import parse_scenario
-from sparkkafka.tools import whatif as W
 from sparkkafka.tools.reassign_partitions import parse_reassignment_json
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "sample"

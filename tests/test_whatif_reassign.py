@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from sparkkafka import whatif as W
 from sparkkafka.cli import main
 from sparkkafka.scenario.loader import parse_scenario
-from sparkkafka.tools import whatif as W
 
 DESCRIBE = (
     "Topic: m\tPartitionCount: 3\tReplicationFactor: 2\tConfigs: \n"

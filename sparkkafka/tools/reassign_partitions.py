@@ -33,7 +33,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from sparkkafka.errors import ScenarioError
+from sparkkafka.admin import throttle_configs, throttled_brokers
+from sparkkafka.errors import ReassignError
 
 from .java_hash import spread, string_hash
 
@@ -90,29 +91,6 @@ LOG_DIR_DONE_STATES = frozenset({"completed", "not_moving"})
 _LOG_DIR_STATES = frozenset(
     {"completed", "in_progress", "moving_elsewhere", "not_moving", "missing_replica", "missing_log_dir"}
 )
-
-
-class ReassignError(ScenarioError):
-    """A failure of the tool, with Kafka's message.
-
-    ``exception`` names the Java exception class when Kafka's printed message starts with it (an exception
-    wrapped in ``ExecutionException``); ``terse`` marks ``TerseReassignmentFailureException``s, which the tool
-    prints without the ``Error: `` prefix and without a stack trace.
-    """
-
-    def __init__(
-        self, field: str, value: Any, message: str, *, exception: str | None = None, terse: bool = False
-    ) -> None:
-        super().__init__(field, value, message)
-        self.exception = exception
-        self.terse = terse
-
-    def tool_output(self) -> str:
-        """What the tool prints for this failure, without the stack trace of non-terse errors (exit 1)."""
-        if self.terse:
-            return self.message + "\n"
-        prefix = f"{self.exception}: " if self.exception else ""
-        return f"Error: {prefix}{self.message}\n"
 
 
 class DirMoveStatus(NamedTuple):
@@ -578,62 +556,6 @@ def generate(
 
 
 # --- throttles ----------------------------------------------------------------------------------------------
-
-
-def _move_map(
-    moves: Mapping[TP, tuple[Sequence[int], Sequence[int]]],
-    ongoing: Mapping[TP, tuple[Sequence[int], Sequence[int]]] | None,
-) -> dict[TP, tuple[list[int], list[int]]]:
-    """``calculateProposedMoveMap``: tp -> (sources, destinations not among the sources)."""
-    out: dict[TP, tuple[list[int], list[int]]] = {}
-    for tp, (replicas, adding) in (ongoing or {}).items():
-        sources = [r for r in replicas if r not in set(adding)]
-        out[tp] = (sources, list(adding))
-    for tp, (current, target) in moves.items():
-        sources = out[tp][0] if tp in out else list(current)
-        if not sources:
-            raise ReassignError(
-                "moves", _tp(tp), f"Trying to reassign a topic partition {_tp(tp)} with 0 replicas"
-            )
-        out[tp] = (sources, [r for r in target if r not in set(sources)])
-    return out
-
-
-def throttle_configs(
-    moves: Mapping[TP, tuple[Sequence[int], Sequence[int]]],
-    ongoing: Mapping[TP, tuple[Sequence[int], Sequence[int]]] | None = None,
-) -> tuple[dict[str, str], dict[str, str]]:
-    """Topic throttle lists ``--execute --throttle`` sets: (leader.replication.throttled.replicas,
-    follower.replication.throttled.replicas), each keyed by topic.
-
-    ``moves`` maps a planned partition to (current replicas, target replicas). ``ongoing`` (for
-    ``--additional``) maps every partition being reassigned in the cluster to (replicas, adding replicas):
-    Kafka throttles those too, with sources = replicas minus adding, and uses those sources for planned
-    partitions already moving. Leader list: ``partition:broker`` for every source; follower list: for every
-    destination that is not a source (possibly empty, which Kafka still sets). Entries sorted as strings (a
-    TreeSet), so ``10:1`` < ``2:1``.
-    """
-    leader: dict[str, set[str]] = {}
-    follower: dict[str, set[str]] = {}
-    for (topic, partition), (sources, destinations) in _move_map(moves, ongoing).items():
-        leader.setdefault(topic, set()).update(f"{partition}:{b}" for b in sources)
-        follower.setdefault(topic, set()).update(f"{partition}:{b}" for b in destinations)
-    return (
-        {t: ",".join(sorted(v)) for t, v in sorted(leader.items())},
-        {t: ",".join(sorted(v)) for t, v in sorted(follower.items())},
-    )
-
-
-def throttled_brokers(
-    moves: Mapping[TP, tuple[Sequence[int], Sequence[int]]],
-    ongoing: Mapping[TP, tuple[Sequence[int], Sequence[int]]] | None = None,
-) -> list[int]:
-    """Brokers whose leader/follower throttled rates ``--throttle`` sets (``calculateReassigningBrokers``)."""
-    brokers: set[int] = set()
-    for sources, destinations in _move_map(moves, ongoing).values():
-        brokers.update(sources)
-        brokers.update(destinations)
-    return sorted(brokers)
 
 
 # --- --execute ----------------------------------------------------------------------------------------------

@@ -33,9 +33,9 @@ import pandas as pd
 import pyarrow as pa
 
 from ..protocol import leader_epoch
-from ..scenario.model import PartitionStateSpec, TopicSpec
-from . import broker_disk
-from .tables import SCHEMAS, table_path, write_file
+from ..storage import broker_disk
+from ..storage.tables import SCHEMAS, table_path, write_file
+from .model import PartitionStateSpec, TopicSpec
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import ScenarioError
-from ..protocol.config import BROKER_DEFAULTS
-from ..scenario.model import Scenario
+from .errors import ScenarioError
+from .protocol.config import BROKER_DEFAULTS
+from .scenario.model import Scenario
 
 SNAPSHOT_FILES = {"topics_describe": "topics-describe.txt", "log_dirs": "log-dirs.txt", "racks": "racks.txt",
                   "configs": "server.properties", "rates": "rates.csv"}
@@ -42,7 +42,7 @@ TP = ["topic", "partition"]
 def load_snapshot(directory: str | Path, *, record_bytes: int | None = None, duration_ms: int = 60000,
                   rates: bool = True) -> dict:
     """The scenario mapping of a SNAPSHOT directory (``import_cluster`` over its files)."""
-    from ..scenario.kafka_import import import_cluster
+    from .scenario.kafka_import import import_cluster
 
     d = Path(directory)
     if not (d / SNAPSHOT_FILES["topics_describe"]).is_file():
@@ -223,10 +223,10 @@ def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_m
     """Run the snapshot, lose at ``at_ms``, run until the controller has acted (the ZooKeeper session
     timeout plus ``settle_ms``), read partition_state and metrics; then (``recover_ms`` > 0) restart and
     run until UnderReplicatedPartitions is 0 again, at most ``recover_ms``."""
-    from ..cluster import Cluster
-    from ..scenario.checker import latest_of
-    from ..scenario.loader import parse_scenario
-    from ..storage import tables as T
+    from .cluster import Cluster
+    from .scenario.checker import latest_of
+    from .scenario.loader import parse_scenario
+    from .storage import tables as T
 
     mapping = json.loads(json.dumps(mapping))
     mapping["timeline"] = mapping.get("timeline", []) + loss.events(at_ms)
@@ -385,8 +385,8 @@ def plan_json(parts: pd.DataFrame, moves: Iterable[Mapping]) -> str:
 def unclean_of_run(run_dir: str, state: pd.DataFrame | None = None) -> pd.DataFrame:
     """unclean_candidates over a run's tables, for the partitions offline in ``state`` (default: those whose
     latest partition_state leader is not a live broker)."""
-    from ..scenario.checker import latest_of
-    from ..storage import tables as T
+    from .scenario.checker import latest_of
+    from .storage import tables as T
 
     tables = Path(run_dir) / "tables"
     live = json.loads((Path(run_dir) / "run.json").read_text()).get("live_brokers", [])
@@ -491,7 +491,7 @@ def reassign_plan(sc: Scenario, text: str, field: str = "--reassign") -> list[di
     """The entries of a kafka-reassign-partitions plan (JSON text) against the snapshot, validated as the tool
     validates them (reassign_partitions.parse_reassignment_json: version, fields, duplicates, unknown brokers
     and topics, log dirs); a ReassignError (a ScenarioError naming the field and value) otherwise."""
-    from .reassign_partitions import parse_reassignment_json
+    from .tools.reassign_partitions import parse_reassignment_json
 
     dirs = {b: list(sc.log_dirs) for b in sc.brokers}
     return parse_reassignment_json(text, sc.brokers, dirs, topics=[t.name for t in sc.topics])
@@ -646,7 +646,7 @@ def emulate_reassign(mapping: dict, entries: list[dict], throttle: int, *, spark
     """Run the snapshot and submit the plan at ``at_ms`` with ``--throttle`` (the scenario's reassign event:
     the throttles kafka-reassign-partitions sets, then AlterPartitionReassignments), until the controller has
     completed every planned move (checked every 2 s of emulated time) or ``until_ms``."""
-    from ..cluster import Cluster
+    from .cluster import Cluster
 
     mapping = json.loads(json.dumps(mapping))
     plan = {"version": 1, "partitions": [{k: e[k] for k in ("topic", "partition", "replicas")} for e in entries]}
@@ -671,8 +671,8 @@ def emulate_reassign(mapping: dict, entries: list[dict], throttle: int, *, spark
 def reassign_of_run(run_dir: str, parts: pd.DataFrame, entries: list[dict], at_ms: int, until_ms: int
                     ) -> EmulatedMove:
     """What a run shows of a plan submitted at ``at_ms`` (``parts``: the partitions before it)."""
-    from ..protocol.fetch import record_bytes
-    from ..storage import tables as T
+    from .protocol.fetch import record_bytes
+    from .storage import tables as T
 
     tables = str(Path(run_dir) / "tables")
     targets = {(e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]] for e in entries}
