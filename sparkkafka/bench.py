@@ -71,11 +71,11 @@ def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> 
     walls = []
     for _ in range(rounds):
         t = time.perf_counter()
-        c._round()
+        c.loop.advance(1)
         walls.append(time.perf_counter() - t)
     c.flush()
     phases = {k: v / rounds * 1000 for k, v in c.timings.items()}
-    state = c._route(c.state).localCheckpoint(eager=True)
+    state = c.loop.route(c.state).localCheckpoint(eager=True)
     n_rows = state.count()
     floors = []
     for _ in range(rounds):
@@ -135,7 +135,7 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
     jobs = 0
     while len(walls) < rounds:
         t = time.perf_counter()
-        ran = c._advance(min(rounds - len(walls), c._window_limit()))
+        ran = c.loop.advance(min(rounds - len(walls), c.loop.window_limit()))
         walls += [(time.perf_counter() - t) / ran] * ran
         jobs += 1
         if bar is not None:
@@ -244,7 +244,7 @@ def measure_long_run(spark, brokers: int, partitions: int, rounds: int, workdir:
         first = c.round
         before = dict(c.timings)
         t, cpu, upkeep = time.perf_counter(), tree_cpu_seconds(), c.writer.upkeep_s
-        ran = c._advance(min(rounds - c.round, c._window_limit()))
+        ran = c.loop.advance(min(rounds - c.round, c.loop.window_limit()))
         wall = time.perf_counter() - t
         phases = {k: c.timings.get(k, 0.0) - before.get(k, 0.0) for k in set(c.timings)}
         phases["cpu"] = tree_cpu_seconds() - cpu
@@ -318,7 +318,7 @@ def measure_idle_hour(spark, brokers: int, partitions: int, workdir: str, engine
     t = time.perf_counter()
     jobs, left = 0, total
     while left > 0:
-        left -= c._advance(min(left, c._window_limit()), left)
+        left -= c.loop.advance(min(left, c.loop.window_limit()), left)
         jobs += 1
     loop = time.perf_counter() - t
     c.run(sc.end_ms)

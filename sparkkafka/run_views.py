@@ -148,3 +148,82 @@ def violations_current(out: str) -> bool:
     round_no = RunDir(out).meta().get("round", 0)
     last = DeltaTable(path).history(1)
     return bool(last) and last[0].get(VIOLATIONS_ROUND) == str(round_no)
+
+
+# ---------------------------------------------------------------------------------------- the Cluster's DataFrames
+ORDER = {  # the order each table's view is returned in (Cluster.<table>())
+    "follower_state": ("round", "topic", "partition", "replica"),
+    "partition_state": ("time_ms", "topic", "partition", "version"),
+    "state_change_log": ("time_ms", "broker", "topic", "partition"),
+    "produce_results": ("record_id",),
+    "metrics": ("round",),
+}
+
+
+def table_view(spark: SparkSession, tables_dir: str, name: str) -> DataFrame:
+    """Table `name` as a DataFrame, in its ORDER."""
+    return read_table_df(spark, tables_dir, name).orderBy(*ORDER[name])
+
+
+def log_view(spark: SparkSession, tables_dir: str, topic: str | None = None,
+             partition: int | None = None) -> DataFrame:
+    """Every replica's log records, optionally of one topic / partition."""
+    from pyspark.sql import functions as Fn
+
+    df = read_table_df(spark, tables_dir, "log")
+    if topic is not None:
+        df = df.where(Fn.col("topic") == topic)
+    if partition is not None:
+        df = df.where(Fn.col("partition") == partition)
+    return df.orderBy("topic", "partition", "broker", "offset")
+
+
+def consume_view(spark: SparkSession, tables_dir: str, topic: str | None = None,
+                 partition: int | None = None) -> DataFrame:
+    """The records a consumer reads now: each partition's leader's log below its HW."""
+    from .protocol.consumer import visible_records
+    from .scenario.checker import final_replicas
+
+    log = T.read_table(tables_dir, "log").to_pandas()
+    if topic is not None:
+        log = log[log["topic"] == topic]
+    if partition is not None:
+        log = log[log["partition"] == partition]
+    reps = final_replicas(tables_dir)
+    names = T.SCHEMAS["log"].names
+    rows = visible_records(log, reps)[names] if len(reps) and len(log) else log.iloc[0:0][names]
+    return spark.createDataFrame(rows, schema=spark_schema_of("log"))
+
+
+def replica_state_view(spark: SparkSession, tables_dir: str) -> DataFrame:
+    """One row per replica per round, with the leader's view of each follower (`remote_leo`,
+    `last_caught_up_ms`; null on the leader's own row) joined in from follower_state."""
+    from pyspark.sql import functions as Fn
+
+    rs = read_table_df(spark, tables_dir, "replica_state")
+    fs = read_table_df(spark, tables_dir, "follower_state").select(
+        "round", "topic", "partition", Fn.col("replica").alias("broker"), "remote_leo", "last_caught_up_ms")
+    return rs.join(fs, ["round", "topic", "partition", "broker"], "left").select(
+        *T.SCHEMAS["replica_state"].names, "remote_leo", "last_caught_up_ms").orderBy(
+        "round", "topic", "partition", "broker")
+
+
+def describe_topics_view(spark: SparkSession, tables_dir: str, uncommitted: Sequence[dict] = ()) -> DataFrame:
+    """The latest state of every partition: topic, partition, leader, replicas, isr, epochs."""
+    pdf = latest_partitions(tables_dir, uncommitted)
+    schema = "topic string, partition int, leader int, replicas array<int>, isr array<int>, " \
+             "leader_epoch int, controller_epoch int, version int"
+    return spark.createDataFrame(pdf[["topic", "partition", "leader", "replicas", "isr", "leader_epoch",
+                                      "controller_epoch", "version"]], schema=schema)
+
+
+def violations_view(spark: SparkSession, out: str) -> DataFrame:
+    """Invariant violations (scenario/checker.py): the `violations` table written by run(), or computed now
+    when the run was only stepped or has moved on since."""
+    if violations_current(out):
+        df = read_table_df(spark, os.path.join(out, "tables"), "violations")
+    else:
+        from .scenario.checker import violations_table
+
+        df = spark.createDataFrame(violations_table(audit_run(out)[1]))
+    return df.orderBy("round", "topic", "partition", "kind")

@@ -36,7 +36,7 @@ def apply_log_effects(log: pd.DataFrame, effects) -> pd.DataFrame:
 
 
 def round_cfg(profile: str = "2.8", topics=("t",), **overrides) -> dict:
-    """A round's `cfg` as the driver builds it (Cluster._params): broker configs, the topics' flush and
+    """A round's `cfg` as the driver builds it (RoundLoop.params, driver/round_loop.py): broker configs, the topics' flush and
     unclean-election settings, the emulator's settings (emulator.*), the profile; `overrides` by full key."""
     broker = broker_config({})
     tcfg = {t: topic_config(broker, {}) for t in topics}

@@ -101,16 +101,12 @@ def test_a_retried_round_task_writes_the_same_files_and_rows(spark, tmp_path):
     out = str(tmp_path / "run")
     c = Cluster.from_scenario(parse_scenario(scenario("rounds")), spark=spark, out=out).step(5)
     now = c.round * c.round_ms
-    c._apply_due(now)
-    c._cut = c._unreachable()
-    c.control.tick(now, frozenset(c.paused_until))
-    c._control_messages()
-    c._produce_batches(now)
-    wire = c._input().toPandas()
+    c.loop.prepare(now)
+    wire = c.loop.input().toPandas()
     assert set(wire.loc[wire["kind"] == W.START, "broker"]) == {0}
 
     def attempt():
-        fn = BrokerRound(c._params(now))
+        fn = BrokerRound(c.loop.params(now))
         res = pd.concat(list(fn(iter([wire]))), ignore_index=True)
         files = {}
         for folder, _, names in os.walk(out):

@@ -1,6 +1,6 @@
 """The idle jump on the executors: the brokers' rows as an idle cluster's would be some rounds later.
 
-The driver decides a jump (Cluster._jump) when the last round's tasks all reported quiescence
+The driver decides a jump (driver/idle_jumps.py) when the last round's tasks all reported quiescence
 (protocol/idle.py) and nothing needs the driver for whole fetch cycles; this function, mapped over
 the brokers' state before the next round (in the same Spark job), moves their times along
 (idle.shift_time) and rewrites the HW checkpoints the skipped rounds would have rewritten (the same

@@ -28,7 +28,7 @@ STATE_FILE = "part-00000.parquet"
 
 
 def route(wire: pd.DataFrame, crashed: set[int], isolations: list) -> pd.DataFrame:
-    """Cluster._route on pandas: last round's rows less the driver's, the memory of crashed brokers and
+    """RoundLoop.route on pandas: last round's rows less the driver's, the memory of crashed brokers and
     everything sent to them, and the messages a network partition (brokers, cut off from, until) cuts."""
     kind, dst = wire["kind"].to_numpy(), wire["broker"].to_numpy()
     keep = np.isin(kind, W.CARRY_KINDS) & ~np.isin(dst, sorted(crashed))

@@ -58,12 +58,12 @@ class Window:
     crashed: frozenset  # brokers down: what is sent to them is lost
     isolations: tuple  # (side a, side b) pairs cut from each other for the whole window
     inbox: pd.DataFrame | None = None  # the driver's messages for the first round (packed wire rows)
-    jump_last: int | None = None  # Cluster._jump_last: the window ends where the driver would jump (None: off)
+    jump_last: int | None = None  # RoundLoop.jump_last: the window ends where the driver would jump (None: off)
     cycle: int = 1  # rounds of the idle fetch cycle (idle.fetch_cycle_rounds)
 
 
 def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:
-    """Whether the driver would skip rounds from `next_round` on (Cluster._jump): every task's quiescence
+    """Whether the driver would skip rounds from `next_round` on (RoundLoop.jump): every task's quiescence
     report of this round (in the exchange headers) says idle, no producer is left and whole fetch
     cycles fit before the next thing due. The window then ends, so that both engines jump alike."""
     if w.jump_last is None or w.workload is None or w.workload.active:
@@ -86,7 +86,7 @@ def partitioned(src: np.ndarray, dst: np.ndarray, isolations) -> np.ndarray:
 
 
 def route(msgs: pd.DataFrame, crashed: frozenset, isolations: tuple) -> pd.DataFrame:
-    """Messages less those a crash or a network partition loses (as Cluster._route does between jobs)."""
+    """Messages less those a crash or a network partition loses (as RoundLoop.route does between jobs)."""
     if not crashed and not isolations:
         return msgs
     keep = ~msgs["broker"].isin(list(crashed)).to_numpy()
@@ -95,7 +95,7 @@ def route(msgs: pd.DataFrame, crashed: frozenset, isolations: tuple) -> pd.DataF
 
 
 def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
-    """The round's produce batches with their leader (-1 for none), as Cluster._produce_batches makes
+    """The round's produce batches with their leader (-1 for none), as RoundLoop.produce_batches makes
     them; `workload` advances (record ids, round-robin cursors)."""
     b = workload.batches(now)
     if len(b):

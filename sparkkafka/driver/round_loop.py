@@ -1,0 +1,562 @@
+"""The driver's round loop: what a run does between the Cluster facade's calls (cluster.py) and the engine's
+Spark jobs (engine/). Per round or resident window: apply the events due (timeline.py), let the controller
+act, route last round's messages (dropping those to crashed or cut-off brokers), run the brokers' rounds
+(one `mapInPandas` over all brokers grouped into a few Spark partitions, a barrier window of rounds with the
+resident engine, or in this process), commit the window's log files in one Delta transaction, hand the
+controller its inputs, and keep the brokers' rows for the next round. Nothing the executors need lives
+only here: state travels in the DataFrame, logs in Delta, checkpoints on disk. Persistence is the run
+directory's (run_dir.py): the loop's fields are a DriverState it saves and reopens."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import time
+import uuid
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as Fn
+
+from ..controller.control_plane import ControlPlane
+from ..engine import rows as W
+from ..engine.broker_round import BrokerRound, RoundParams, expand_results
+from ..protocol import errors as kerr
+from ..protocol import idle
+from ..protocol.config import LONG_MAX, RoundConfig, broker_config, profile_of
+from ..protocol.frames import PRODUCE, RESULT, concat, conform
+from ..protocol.rules import rules_for
+from ..run_dir import CLIENT, RUN_FORMAT_VERSION, DriverState, RunDir
+from ..scenario import Scenario
+from ..scenario.workload import Workload
+from ..storage import tables as T
+from ..storage.tables import TableWriter
+from .idle_jumps import IdleJumps
+from .timeline import Timeline
+
+CONTROL_KINDS = {"leader_and_isr": W.LEADER_AND_ISR, "stop_replica": W.STOP_REPLICA,
+                 "update_metadata": W.UPDATE_METADATA, "isr_results": W.ISR_RESULT}
+
+
+class _Stopwatch:
+    """Adds the wall time of successive phases into a dict (the benchmark reports them)."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+        self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        t = time.perf_counter()
+        self.into[name] += t - self.t
+        self.t = t
+
+
+class _Driven:
+    """A RoundLoop attribute that is a field of its DriverState (run_dir.py), which the run directory saves."""
+
+    def __init__(self, field: str | None = None) -> None:
+        self.field = field
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = self.field or name
+
+    def __get__(self, obj: RoundLoop | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        if obj.driver is None:
+            raise AttributeError(f"{self.field}: run {obj.out} has no driver state this version can continue")
+        return getattr(obj.driver, self.field)
+
+    def __set__(self, obj: RoundLoop, value: Any) -> None:
+        setattr(obj.driver, self.field, value)
+
+
+class RoundLoop(Timeline, IdleJumps):
+    """A run's driver side: its DriverState (the fields below), the brokers' rows after the last round,
+    the table writer, and the round loop over them. Cluster (cluster.py) is the facade users hold."""
+
+    # the driver's state, a DriverState the run directory saves; these names read and write its fields
+    scenario, run_id, round_ms, control, workload, spark_partitions = (
+        _Driven(), _Driven(), _Driven(), _Driven(), _Driven(), _Driven())
+    round, events, next_event, crashed, stopping, paused_until = (
+        _Driven(), _Driven(), _Driven(), _Driven(), _Driven(), _Driven())
+    isolations, offline_dirs, alter_dir_responses, tool_state = _Driven(), _Driven(), _Driven(), _Driven()
+    _outbox, _produced, _driver_rows = _Driven("outbox"), _Driven("produced"), _Driven("driver_rows")
+    _log_actions, _flushed_round = _Driven("log_actions"), _Driven("flushed_round")
+    _idle_round = _Driven("idle_round")
+
+    def __init__(self, spark: SparkSession | None, out: str, driver: DriverState | None = None) -> None:
+        self.spark = spark
+        self.run_dir = RunDir(out)
+        self.out = self.run_dir.path
+        self.tables_dir = self.run_dir.tables_dir
+        self.brokers_dir = self.run_dir.brokers_dir
+        self.driver = driver
+        # the brokers' rows after the last round: lazy Spark rows, or pandas with the in-process engine
+        self.state: DataFrame | pd.DataFrame | None = None
+        self._saved_state: DataFrame | pd.DataFrame | None = None  # the `state` in driver.state_folder (read or written)
+        self._recovered = True  # False: reopened, not yet recovered (recover)
+
+    @property
+    def resumable(self) -> bool:
+        return self.driver is not None
+
+    @property
+    def broker_cfg(self) -> dict:
+        """The cluster's broker configs (static, and dynamic cluster-wide defaults): the controller's."""
+        return self.control.broker_cfg
+
+    @property
+    def profile(self) -> str:
+        return self.control.profile
+
+    def save(self) -> None:
+        """Write what the driver holds (controller, ZooKeeper, producers, timeline position) and the
+        brokers' in-memory state (the last round's output rows) into the run directory, so another
+        process can continue the run or act on it. A save writes the brokers' rows into a new state
+        folder, then drops the older ones (a reader of the old one is never overwritten underneath);
+        rows already in the state folder (a second save in the same round, a reopened run) are not
+        written again. The driver state is the run's commit point: written last, it records the
+        tables' versions it goes with."""
+        self.recover()
+        self.flush()
+        if self.state is not None and self.state is not self._saved_state:
+            folder = self.run_dir.new_state_folder(self.round)
+            path = os.path.join(self.out, folder)
+            if isinstance(self.state, pd.DataFrame):  # the in-process engine's rows
+                from ..engine import local
+
+                local.save_state(self.state, path)
+            else:
+                self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(path)
+            self.driver.state_folder = folder
+            self._saved_state = self.state
+        self.save_driver()
+
+    def save_driver(self) -> None:
+        self.driver.table_versions = T.table_versions(self.tables_dir)
+        self.run_dir.save_driver(self.driver)
+
+    def restore(self) -> None:
+        if self.run_dir.format_version() != RUN_FORMAT_VERSION:
+            return  # its tables can be read; continuing it is refused (require_resumable)
+        self.driver = self.run_dir.load()
+        self._transient()
+        self._recovered = False  # a reopened run is recovered when first continued or acted on (recover)
+        folder = self.run_dir.state_path(self.driver)
+        if folder is not None and self.local:
+            from ..engine import local
+
+            self.state = self._saved_state = local.load_state(folder)
+        elif folder is not None:
+            if self.spark is None:
+                from ..engine.session import get_spark
+
+                self.spark = get_spark()
+            self.state = self._saved_state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
+
+    def recover(self) -> None:
+        """Before a reopened run is continued or changed: undo what was written after its driver state
+        was saved (a run killed mid-round, RunDir.recover), so it goes on as an uninterrupted run does.
+        Not on open: a reader of a run that another process is running must not undo its commits."""
+        if self._recovered:
+            return
+        self._recovered = True
+        self.rolled_back = self.run_dir.recover(self.driver)
+        if self.rolled_back:
+            self.writer = self._table_writer()  # handles opened before the rollback
+
+    def require_resumable(self) -> None:
+        if not self.resumable:
+            self.run_dir.check_format()
+        self.recover()
+
+    def _table_writer(self) -> TableWriter:
+        """The run's committer, compacting mid-run as the scenario says (runs saved before the setting: default)."""
+        from ..protocol.config import EMULATOR_DEFAULTS
+
+        emu = {**EMULATOR_DEFAULTS, **self.scenario.emulator}
+        return TableWriter(self.tables_dir, self.run_id, int(emu["delta.compact.min.files"]))
+
+    def _transient(self) -> None:
+        """What the driver rebuilds rather than saves: table handles, this round's cuts, timings."""
+        self.writer = self._table_writer()
+        self._cut: dict[int, frozenset] = {}  # who cannot reach whom this round
+        self._placed: int | None = None  # the resident tasks `state` is placed over (None: not placed)
+        self._before_jump: DataFrame | None = None  # the rows an idle jump's job reads, until it has run
+        self._history_adds: dict[str, list[dict]] = defaultdict(list)
+        self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
+
+    def start(self, sc: Scenario) -> None:
+        broker_cfg = broker_config(sc.config)
+        profile = profile_of(broker_cfg["inter.broker.protocol.version"])
+        n = int(sc.emulator.get("spark.partitions") or 0)
+        if n <= 0:
+            n = 1 if self.spark is None else int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
+        self.driver = DriverState(
+            scenario=sc, run_id=uuid.uuid4().hex[:12], round_ms=sc.round_ms,
+            control=ControlPlane(list(sc.brokers), sc.racks, broker_cfg, sc.seed, profile, emulator=dict(sc.emulator)),
+            workload=Workload(sc.round_ms, int(broker_cfg["request.timeout.ms"])),
+            spark_partitions=max(1, min(n, len(sc.brokers))),
+            events=sorted(sc.timeline, key=lambda e: (e.time_ms(sc.round_ms), e.index)),
+            outbox=[(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)])
+        self._transient()
+        for spec in sc.topics:
+            self.control.create_topic(spec, 0)
+        if any(spec.state for spec in sc.topics):  # an imported cluster: its logs exist before the brokers start
+            from ..scenario.initial_logs import write_initial_logs
+
+            self.workload.next_record_id = write_initial_logs(
+                self.tables_dir, self.brokers_dir, sc.topics, int(sc.emulator["initial.record.bytes"]),
+                sc.log_dirs, sc.brokers)
+        self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
+        self.control.save(self.out)
+        self.save_driver()
+        self.save_meta()  # run.json last: from here on the directory is a run, continued whenever it stops
+
+    def save_meta(self) -> None:
+        self.meta = self.driver.meta()
+        self.run_dir.write_meta(self.meta)
+
+    def route(self, prev: DataFrame) -> DataFrame:
+        """Last round's output as this round's input: state and messages in flight, less what a
+        crash destroys (the broker's memory and everything sent to it) and what a network
+        partition cuts (messages between the two sides). Rows for the driver that the round also
+        produced ride along and are ignored; with no fault in force nothing is filtered, which
+        spares the plan analysis of a filter every round (~20 ms)."""
+        if not self.crashed and not self.isolations:
+            return prev
+        if isinstance(prev, pd.DataFrame):
+            from ..engine import local
+
+            return local.route(prev, self.crashed, self.isolations)
+        ids = lambda xs: ", ".join(str(int(x)) for x in sorted(xs))  # noqa: E731
+        cond = [f"kind IN ({ids(W.CARRY_KINDS)})"]
+        if self.crashed:
+            cond.append(f"broker NOT IN ({ids(self.crashed)})")
+        for a, o, _ in self.isolations:
+            cut = (f"(src IN ({ids(a)}) AND broker IN ({ids(o)})) OR (src IN ({ids(o)}) AND broker IN ({ids(a)}))")
+            cond.append(f"NOT (kind IN ({ids(W.MESSAGE_KINDS)}) AND ({cut}))")
+        return prev.where(" AND ".join(cond))
+
+    def produce_batches(self, now: int, send: bool = True) -> None:
+        """The round's produce batches to their leaders; those with no leader or a crashed one fail at
+        once. `send=False`: the resident engine's tasks sent them (they make the same batches from a copy
+        of the workload); the driver only advances its workload and answers the failed ones."""
+        b = self.workload.batches(now)
+        if b.empty:
+            return
+        self._produced += int(b["count"].sum())
+        b["broker"] = self.control.leaders_of(b["topic"], b["partition"])
+        down = (b["broker"] < 0) | b["broker"].isin(sorted(self.crashed))
+        if down.any():
+            failed = b[down]
+            err = ["LEADER_NOT_AVAILABLE" if x < 0 else kerr.NETWORK_EXCEPTION for x in failed["broker"]]
+            res = failed.assign(error=[None if a == 0 else e for a, e in zip(failed["acks"], err, strict=True)],
+                                base_offset=-1, acked=False, time_ms=now)
+            self._driver_rows["produce_results_batches"].append(conform(res, RESULT))
+        if send:
+            self.send(W.PRODUCE, conform(b[~down], PRODUCE))
+
+    def throttles(self, tcfg: dict[str, dict]) -> dict:
+        """KIP-73 / KIP-113 quotas per broker (only brokers with a finite rate) and the topics' throttled
+        replica lists, as the round configuration's `quota` and `throttled_replicas`."""
+        quota: dict[str, dict[int, int]] = {}
+        for key, name in (("leader", "leader.replication.throttled.rate"),
+                          ("follower", "follower.replication.throttled.rate"),
+                          ("alter_dirs", "replica.alter.log.dirs.io.max.bytes.per.second")):
+            rates = {b: int(self.control.broker_value(b, name)) for b in self.scenario.brokers}
+            rates = {b: r for b, r in rates.items() if r < LONG_MAX}
+            if rates:
+                quota[key] = rates
+        return {"quota": quota, "throttled_replicas": {
+            t: (c["leader.replication.throttled.replicas"], c["follower.replication.throttled.replicas"])
+            for t, c in tcfg.items()
+            if c["leader.replication.throttled.replicas"] or c["follower.replication.throttled.replicas"]}}
+
+    def params(self, now: int) -> RoundParams:
+        tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
+        min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
+        cfg = RoundConfig.of(
+            self.broker_cfg, self.scenario.emulator, profile=self.profile,
+            rules=rules_for(self.profile),  # the version flags the executors read (protocol/rules.py)
+            round_ms=self.round_ms,
+            topic_unclean={t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()},
+            topic_flush={t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()},
+            **self.throttles(tcfg))
+        log_version = self.writer.table("log").version()
+        return RoundParams(
+            run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
+            brokers_dir=self.brokers_dir, log_version=log_version, log_dirs=tuple(self.scenario.log_dirs),
+            cfg=cfg, min_isr=min_isr,
+            paused=frozenset(b for b in self.paused_until if b not in self.crashed),
+            unreachable=self._cut,
+            offline_dirs={b: frozenset(d) for b, d in self.offline_dirs.items()},
+        )
+
+    def outbox_wire(self) -> pd.DataFrame | None:
+        """The driver's messages for this round, packed (None: none), and the outbox emptied."""
+        if not self._outbox:
+            return None
+        packed = []
+        for kind, frame, src in self._outbox:
+            # what is sent to a crashed or cut-off broker is lost, as in _route; a START only to a crashed
+            # one (a restart event takes its broker out of `crashed` first): the brokers' first START must
+            # not start a broker the timeline crashed at time 0 (it ran round 0, then started again)
+            lost = set(self.crashed) | (set() if kind == W.START else set(self._cut.get(src, ())))
+            frame = frame[~frame["broker"].isin(sorted(lost))]
+            w = W.pack(kind, frame)
+            w["src"] = np.int32(src)
+            packed.append(w)
+        self._outbox = []
+        return pd.concat(packed, ignore_index=True)
+
+    def input(self, outbox: bool = True) -> DataFrame:
+        """The round's input: the brokers' state and messages in flight, plus (`outbox`) the driver's."""
+        parts = []
+        if self.state is not None:
+            parts.append(self.route(self.state))
+        wire = self.outbox_wire() if outbox else None
+        if self.local:
+            return pd.concat([*parts, *([] if wire is None else [wire])], ignore_index=True) if parts or (
+                wire is not None) else W.pack_all([])
+        if wire is not None:
+            parts.append(self.spark.createDataFrame(pa.Table.from_pandas(wire, schema=W.ARROW_SCHEMA,
+                                                                         preserve_index=False)))
+        if not parts:
+            return self.spark.createDataFrame(W.pack_all([]), schema=W.SPARK_DDL)
+        df = parts[0]
+        for p in parts[1:]:
+            df = df.unionByName(p)
+        return df
+
+    def control_messages(self) -> None:
+        """The controllers' requests and ISR answers this round, from the broker that sends them."""
+        paused = frozenset(self.paused_until)
+        now = self.round * self.round_ms
+        for kind, src, frame in self.control.take_messages(now, paused, self.crashed):
+            self.send(CONTROL_KINDS[kind], frame, src)
+
+    def _reachable(self, a: int, b: int) -> bool:
+        return b not in self._cut.get(a, ()) and a not in self.crashed
+
+    @property
+    def local(self) -> bool:
+        """Whether rounds run in this process (engine/local.py) rather than as Spark jobs."""
+        return self.scenario.emulator.get("engine") == "local"
+
+    def advance(self, limit: int, horizon: int | None = None) -> int:
+        """Run the next round, or with the resident engine (emulator.engine: resident) a window of up to
+        `limit` rounds in one Spark job; returns the rounds run. The driver's part is the same either way:
+        events due, the controller, produce batches and messages before (prepare); commits and the
+        controller's inputs after (take_results). When the last round left the cluster idle, the rounds up
+        to the next thing due (within `horizon` rounds, default `limit`) are first skipped (jump) and count
+        as advanced."""
+        horizon = limit if horizon is None else horizon
+        jumped = self.jump(horizon)
+        if jumped:
+            limit = min(limit, horizon - jumped)
+        clock = _Stopwatch(self.timings)
+        now = self.round * self.round_ms
+        self.prepare(now)
+        params = self.params(now)
+        out, side, where = self._job(params, limit, horizon - jumped, clock)
+        clock.lap("job")
+        if not self.local:  # one Spark job: collecting the driver's rows materialises the lazy local checkpoint
+            side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).collect(), columns=list(W.WIRE))
+        clock.lap("collect")
+        ran = self.take_results(out, side, where, clock)
+        clock.lap("history")
+        return ran + jumped
+
+    def prepare(self, now: int) -> None:
+        """The driver's part before a round: the events due, who cannot reach whom, the controller's timers
+        and requests, and the round's produce batches (all into the outbox)."""
+        self.apply_due(now)
+        self._cut = self.unreachable()  # who cannot reach whom this round
+        self.control.tick(now, frozenset(self.paused_until))
+        self.control_messages()
+        self.produce_batches(now)
+
+    def _job(self, params: RoundParams, limit: int, horizon: int,
+             clock: _Stopwatch) -> tuple[DataFrame | pd.DataFrame, pd.DataFrame | None, int | None]:
+        """Start the round's (or window's) job: (the brokers' rows out, the driver's rows when they are
+        already here, the resident tasks the rows are placed over)."""
+        side = None
+        if self.scenario.emulator.get("engine") == "resident":
+            from ..engine.resident import ResidentRounds, Window
+
+            n = self.quiet_rounds(params.now, limit)
+            tasks = self.resident_tasks()
+            # Once placed by a window (task b % tasks hosts broker b), the state stays where it is and the
+            # driver's messages travel with the function: no shuffle. (A shuffle over a union with that
+            # state would also make Spark ask for a barrier map stage as wide as both inputs, more than
+            # the slots.) Otherwise (the first window, a reopened run) everything is shuffled into place;
+            # the input is then never empty, which Spark Connect would plan as no tasks at all.
+            placed = self._placed == tasks
+            inp = self.input(outbox=not placed)
+            if not placed:
+                inp = inp.repartitionById(tasks, "broker")
+            window = Window(first=params, rounds=n, round_ms=self.round_ms,
+                            workload=copy.deepcopy(self.workload) if n > 1 else None,
+                            leaders=self.control.partition_frame()[["topic", "partition", "leader"]],
+                            crashed=frozenset(self.crashed), isolations=tuple((a, o) for a, o, _ in self.isolations),
+                            inbox=self.outbox_wire() if placed else None,
+                            jump_last=self.jump_last(self.round, horizon),
+                            cycle=self.fetch_cycle())
+            clock.lap("driver")
+            out = inp.mapInPandas(ResidentRounds(window), W.SPARK_DDL, barrier=True).localCheckpoint(eager=False)
+            where: int | None = tasks
+        elif self.local:
+            from ..engine import local
+
+            inp = self.input()
+            clock.lap("driver")
+            out, side = local.run_round(params, inp)
+            where = None
+        else:
+            inp = self.input()
+            clock.lap("driver")
+            out = (inp.repartitionById(self.spark_partitions, "broker")
+                   .mapInPandas(BrokerRound(params), W.SPARK_DDL)
+                   .localCheckpoint(eager=False))
+            where = None
+        return out, side, where
+
+    def take_results(self, out: DataFrame | pd.DataFrame, side: pd.DataFrame, where: int | None,
+                     clock: _Stopwatch) -> int:
+        """The driver's part after a job: the tasks' gauges and timings, the controller's inputs (ISR
+        changes, offline replicas, halted brokers), one log commit for the whole window, the history rows;
+        `out` becomes the brokers' rows for the next round. Returns the rounds the job ran."""
+        adds = [json.loads(p) for p in side.loc[side["kind"] == W.ADD, "payload"]]
+        gauges: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        halted: list[int] = []
+        for p in side.loc[side["kind"] == W.RESULT_SUMMARY, "payload"]:
+            summary = json.loads(p)
+            r = summary.pop("round", self.round)
+            halted += summary.pop("halted", [])
+            for k, v in summary.pop("timings").items():
+                self.timings[f"task.{k}"] += v
+            for k, v in summary.items():
+                gauges[r][k] += v
+        ran = max([*gauges, self.round]) - self.round + 1
+        last = self.round + ran - 1
+        self._idle_round = last if idle.cluster_idle(gauges[last]) else None
+        for r in range(self.round + 1, last + 1):  # the rounds the tasks produced for on their own
+            self.produce_batches(r * self.round_ms, send=False)
+        now = last * self.round_ms
+        self.control.isr_changes(W.unpack(W.ISR_CHANGE, side), now, self._reachable)
+        offline = W.unpack(W.OFFLINE_REPLICA, side)
+        if len(offline):
+            self.control.offline_replicas(offline, now)
+        answers = W.unpack(W.ALTER_LOG_DIRS_RESPONSE, side)
+        if len(answers):
+            self.alter_dir_responses.append(answers.assign(time_ms=now))
+        for b in sorted(set(halted) - self.crashed):  # it exited: down until a restart event
+            self.crashed.add(b)
+            self.control.crash(b, now)
+        # one commit for the whole window: a file added and removed inside it never reaches the table
+        log = [a for a in adds if a["table"] == "log"] + self._log_actions
+        self._log_actions = []
+        removed = {a["path"] for a in log if a.get("remove")}
+        added = {a["path"] for a in log if not a.get("remove")}
+        self.writer.commit("log", [a for a in log if not a.get("remove") and a["path"] not in removed], last,
+                           [a for a in log if a.get("remove") and a["path"] not in added])
+        clock.lap("commit")
+        for a in adds:
+            if a["table"] != "log":
+                self._history_adds[a["table"]].append(a)
+        for r in range(self.round, last + 1):
+            g = gauges[r]
+            self._driver_rows["metrics"].append({
+                "round": r, "time_ms": r * self.round_ms, "under_replicated": g["under_replicated"],
+                "under_min_isr": g["under_min_isr"], "isr_shrinks": g["isr_shrinks"],
+                "isr_expands": g["isr_expands"], **self.control.metrics()})
+        self._driver_rows["partition_state"] += self.control.take_writes()
+        self._driver_rows["state_change_log"] += [
+            dict(zip(["time_ms", "broker", "controller_epoch", "topic", "partition", "message"], x, strict=True))
+            for x in self.control.take_lines()]
+        for old in (self.state, self._before_jump):
+            if old is not None and not isinstance(old, pd.DataFrame):
+                old.unpersist()
+        self._before_jump = None
+        self.state = out
+        self._placed = where
+        before = self.round
+        self.round = last + 1
+        # brokers that shut down this round are gone now (not at the next round's start: a shutdown
+        # applied between rounds, Cluster.apply, must still reach its broker in the next round)
+        self.crashed |= self.stopping
+        self.stopping = set()
+        every = int(self.scenario.emulator["history.commit.rounds"])
+        if self.round // every > before // every:
+            self.flush()
+        every = int(self.scenario.emulator.get("checkpoint.rounds", 0))
+        if every and self.round // every > before // every:
+            self.save()
+        return ran
+
+    def window_limit(self) -> int:
+        emu = self.scenario.emulator
+        return int(emu.get("resident.rounds", 1)) if emu.get("engine") == "resident" else 1
+
+    def resident_tasks(self) -> int:
+        """Tasks of a resident window: the Spark partitions, but no more than the cluster's task slots
+        (a barrier stage needs all its tasks running at once)."""
+        master = self.spark.conf.get("spark.master", "") or ""
+        m = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master)
+        if m:
+            slots = (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
+        elif master == "local":
+            slots = 1
+        else:
+            m = re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]", master)
+            if m:
+                slots = int(m.group(1)) * int(m.group(2))
+            else:  # a real cluster: its cores now (classic sessions; Spark Connect has no SparkContext)
+                try:
+                    slots = int(self.spark.sparkContext.defaultParallelism)
+                except Exception:
+                    slots = self.spark_partitions
+        return max(1, min(self.spark_partitions, slots))
+
+    def flush(self) -> None:
+        """Commit buffered history files and driver-side rows (one transaction per table). Rows an
+        operator tool adds after the round's commit stay buffered (and saved) until the next round."""
+        if getattr(self, "_flushed_round", None) == self.round:
+            self.control.save(self.out)
+            self.save_meta()
+            return
+        self._flushed_round = self.round
+        last = self.round - 1
+        tag = f"{last:08d}-driver"
+        if self._driver_rows.get("produce_results_batches"):
+            res = concat(self._driver_rows.pop("produce_results_batches"), RESULT)
+            self._history_adds["produce_results"].append(
+                T.write_file(self.tables_dir, "produce_results", expand_results(res), tag))
+        for r in self._driver_rows.get("partition_state", []):
+            r.setdefault("adding", [])
+            r.setdefault("removing", [])
+        for name in ("partition_state", "metrics", "state_change_log"):
+            rows = self._driver_rows.pop(name, [])
+            if rows:
+                t = pa.Table.from_pylist(rows, schema=T.SCHEMAS[name])
+                self._history_adds[name].append(T.write_file(self.tables_dir, name, t, tag))
+        for name, adds in sorted(self._history_adds.items()):
+            if adds:
+                self.writer.commit(name, adds, last)
+        self._history_adds.clear()
+        self.control.save(self.out)
+        self.save_meta()
+
+    def compact(self) -> None:
+        """Fold each table's small per-round files (reads over many small files are slow)."""
+        for name in T.SCHEMAS:
+            self.writer.table(name).optimize.compact()
+        self.writer.refresh()
