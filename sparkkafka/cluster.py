@@ -173,7 +173,7 @@ class Cluster:
         self.loop.require_resumable()
         while rounds > 0:
             rounds -= self.loop.advance(min(rounds, self.loop.window_limit()), rounds)
-        self.save()
+        self.loop.save()
         return self
 
     @_writer
