@@ -95,8 +95,9 @@ def become_leader_or_follower(
     req = req[~stale_ctrl & req["broker"].isin(known.index).to_numpy()]  # only running brokers answer
     top = req.groupby("broker")["controller_epoch"].max()
     brokers = brokers.set_index("broker")
+    epochs = brokers["controller_epoch"]
     brokers.loc[top.index, "controller_epoch"] = np.maximum(
-        brokers.loc[top.index, "controller_epoch"].to_numpy(), top.to_numpy())
+        epochs.loc[top.index].to_numpy(), top.to_numpy()).astype(epochs.dtype, copy=False)
     brokers = conform(brokers.reset_index(), BROKER)
 
     replicas = _create_missing(replicas, req, log_dirs, offline_dirs, preferred, futures)
@@ -115,7 +116,7 @@ def become_leader_or_follower(
     r = replicas.set_index(["broker", "topic", "partition"])
     idx = m.set_index(["broker", "topic", "partition"]).index
     for c in ("leader", "leader_epoch", "controller_epoch", "isr", "replicas", "zk_version"):
-        r.loc[idx, c] = m[c].to_numpy()
+        r.loc[idx, c] = m[c].to_numpy().astype(r[c].dtype, copy=False)  # a request's int64 into int32 columns
     r.loc[idx, "pending_isr"] = ""  # an ISR change in flight is dropped (protocol.md 4.4)
     lead = (m["leader"] == m["broker"]).to_numpy()
     was_leader = (m["_old_leader"] == m["broker"]).to_numpy()
