@@ -71,6 +71,17 @@ def test_concat_keeps_the_spec_and_the_values():
     assert list(out.index) == [0, 1, 2]
 
 
+def test_owned_is_the_frame_conform_builds_and_holds_the_arrays_given():
+    cols = {"broker": np.array([3, 1, 2], "int64"), "log_dir": np.array(["d0", None, "d1"], dtype=object),
+            "extra": np.zeros(3)}
+    out = F.owned(cols, F.LOG_DIR_FAILURE)
+    pd.testing.assert_frame_equal(out, F.conform(pd.DataFrame(cols), F.LOG_DIR_FAILURE), check_dtype=True)
+    assert out["broker"].dtype == "int32" and out["log_dir"].tolist() == ["d0", None, "d1"]
+    assert np.shares_memory(out["log_dir"].to_numpy(), cols["log_dir"])  # no copy of an array in shape
+    empty = F.owned({"broker": np.empty(0, "int64"), "log_dir": np.empty(0, object)}, F.LOG_DIR_FAILURE)
+    pd.testing.assert_frame_equal(empty, F.empty(F.LOG_DIR_FAILURE), check_dtype=True)
+
+
 def test_conform_of_a_frame_in_shape_is_a_copy_with_a_fresh_index(replicas):
     spec = {"broker": "int32", "topic": "object", "partition": "int32"}
     shifted = replicas.set_index(replicas.index + 10)

@@ -124,19 +124,27 @@ def split(wire: pd.DataFrame) -> dict[int, pd.DataFrame]:
     kinds = wire["kind"].to_numpy()
     order = np.argsort(kinds, kind="stable")
     sk = kinds[order]
+    columns: dict[str, np.ndarray] = {}
     out = {}
     for kind in KIND_SPECS:
         lo, hi = np.searchsorted(sk, kind, "left"), np.searchsorted(sk, kind, "right")
-        out[kind] = _frame(kind, wire, order[lo:hi])
+        out[kind] = _frame(kind, wire, order[lo:hi], columns)
     return out
 
 
-def _frame(kind: int, wire: pd.DataFrame, idx: np.ndarray) -> pd.DataFrame:
-    """The protocol frame of the wire rows at positions `idx` (all of `kind`)."""
+def _frame(kind: int, wire: pd.DataFrame, idx: np.ndarray, columns: dict[str, np.ndarray] | None = None
+           ) -> pd.DataFrame:
+    """The protocol frame of the wire rows at positions `idx` (all of `kind`). `columns`: the wire's
+    columns as arrays, filled as they are first read (split reads each once for all kinds)."""
     spec = KIND_SPECS[kind]
     if not len(idx):
         return F.empty(spec)
-    return F.conform(pd.DataFrame({src: wire[dst].to_numpy()[idx] for src, dst in MAPPINGS[kind].items()}), spec)
+    columns = {} if columns is None else columns
+    for dst in MAPPINGS[kind].values():
+        if dst not in columns:
+            columns[dst] = wire[dst].to_numpy()
+    # positions taken from the wire are fresh arrays: the frame may own them as they are
+    return F.owned({src: columns[dst][idx] for src, dst in MAPPINGS[kind].items()}, spec)
 
 
 def unpack(kind: int, wire: pd.DataFrame) -> pd.DataFrame:

@@ -176,6 +176,17 @@ def conform(df: pd.DataFrame, spec: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: _column(df, c, t) for c, t in spec.items()})
 
 
+def owned(columns: dict[str, np.ndarray], spec: dict[str, str]) -> pd.DataFrame:
+    """A frame of the spec's columns from arrays no other frame or caller holds (fresh results of a
+    take, a concatenation or a computation), cast where their dtype differs. It owns them as they are:
+    pandas' default copies every column and stacks the columns of a dtype into one block, ~4x more."""
+    return pd.DataFrame({c: _cast(columns[c], t) for c, t in spec.items()}, copy=False)
+
+
+def _cast(v: np.ndarray, t: str) -> np.ndarray:
+    return v if t == STR or v.dtype == t else v.astype(t)
+
+
 def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame:
     """Concatenate frames of one spec, keeping dtypes even when all are empty."""
     parts = [f for f in frames if len(f)]
@@ -184,7 +195,7 @@ def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame
     if len(parts) == 1:
         return conform(parts[0], spec)
     # column by column: pd.concat checks every value of an object column for a null (~1 us each)
-    return pd.DataFrame({c: np.concatenate([_column(f, c, t) for f in parts]) for c, t in spec.items()})
+    return owned({c: np.concatenate([_column(f, c, t) for f in parts]) for c, t in spec.items()}, spec)
 
 
 def new_replicas(df: pd.DataFrame) -> pd.DataFrame:
