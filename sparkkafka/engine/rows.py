@@ -81,31 +81,22 @@ def _mapping(spec: dict[str, str]) -> dict[str, str]:
 MAPPINGS = {k: _mapping(s) for k, s in KIND_SPECS.items()}
 
 
-def _fill(t: str, n: int) -> np.ndarray:
-    return np.full(n, None, dtype=object) if t == F.STR else np.full(n, DEFAULTS[t], dtype=t)
-
-
 def pack_all(parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
-    """Protocol frames -> one wire frame (each column built once with numpy; unused slots get
-    their defaults). Much cheaper than concatenating per-kind frames with all-null columns."""
+    """Protocol frames -> one wire frame. Each wire column is allocated once with its default (unused
+    slots keep it; an object column starts as all None) and every kind's columns are copied into their
+    rows: cheaper than concatenating per-kind frames with all-null columns, or per-kind filled arrays."""
     parts = [(k, f) for k, f in parts if len(f)]
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in WIRE}
+    total = sum(len(f) for _, f in parts)
+    data = {c: np.empty(total, dtype=object) if t == F.STR else np.full(total, DEFAULTS[t], dtype=t)
+            for c, t in WIRE.items()}
+    lo = 0
     for kind, frame in parts:
-        n = len(frame)
-        mp = MAPPINGS[kind]
-        inv = {dst: src for src, dst in mp.items()}
-        cols["kind"].append(np.full(n, kind, dtype="int8"))
-        for col, t in WIRE.items():
-            if col == "kind":
-                continue
-            src = inv.get(col)
-            if src is None:
-                cols[col].append(_fill(t, n))
-            else:
-                v = frame[src].to_numpy()
-                cols[col].append(v.astype(object) if t == F.STR else v.astype(t, copy=False))
-    data = {c: (np.concatenate(v) if v else np.empty(0, dtype=WIRE[c])) for c, v in cols.items()}
-    return pd.DataFrame(data, columns=list(WIRE))
+        hi = lo + len(frame)
+        data["kind"][lo:hi] = kind
+        for src, dst in MAPPINGS[kind].items():
+            data[dst][lo:hi] = frame[src].to_numpy()
+        lo = hi
+    return pd.DataFrame(data, copy=False)
 
 
 def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
