@@ -55,6 +55,13 @@ def test_group_ids_and_group_any_match_groupby():
     assert (F.group_any(flag, ids) == want).all()
 
 
+def test_group_ids_put_every_null_in_one_group_of_its_own():
+    m = pd.DataFrame({"topic": ["a", None, "b", np.nan, "a", None], "partition": [1, 1, 1, 1, 1, 2]})
+    ids = F.group_ids(m, ["topic", "partition"])
+    assert (ids == m.groupby(["topic", "partition"], sort=False, dropna=False).ngroup().to_numpy()).all()
+    assert ids.tolist() == [0, 1, 2, 1, 0, 3]
+
+
 def test_contains_with_repeated_keys():
     recs = pd.DataFrame({"_dst": [1, 1, 2], "broker": [0, 0, 0], "sent_ms": [5, 5, 7]})
     reqs = pd.DataFrame({"src": [1, 2, 2, 3], "broker": [0, 0, 1, 0], "sent_ms": [5, 7, 7, 5]})

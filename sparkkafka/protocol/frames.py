@@ -237,9 +237,13 @@ def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
             v = v.astype("int64")
             lo = int(v.min())
             codes, k = v - lo, int(v.max()) - lo + 1
-        else:
-            codes, uniques = pd.factorize(v, use_na_sentinel=False)
+        else:  # nulls get the code after the values' (use_na_sentinel=False costs an isna pass, 2x)
+            codes, uniques = pd.factorize(v)
             k = len(uniques)
+            null = codes < 0
+            if null.any():
+                codes[null] = k
+                k += 1
         size *= max(k, 1)
         if size >= 2**62:
             return None
