@@ -62,6 +62,29 @@ def test_group_ids_put_every_null_in_one_group_of_its_own():
     assert ids.tolist() == [0, 1, 2, 1, 0, 3]
 
 
+def test_join_gives_the_rows_and_order_of_an_inner_merge():
+    rng = np.random.default_rng(5)
+    left = pd.DataFrame({"b": rng.integers(0, 3, 60), "t": rng.choice(["x", "y", None], 60)})
+    right = pd.DataFrame({"b2": rng.integers(0, 4, 40), "t": rng.choice(["y", "x", None], 40)})
+    li, ri = F.join(left, right, ["b", "t"], ["b2", "t"])
+    m = left.assign(_l=np.arange(60)).merge(right.assign(_r=np.arange(40)), left_on=["b", "t"], right_on=["b2", "t"])
+    assert li.tolist() == m["_l"].tolist() and ri.tolist() == m["_r"].tolist()
+    wide = pd.DataFrame({"a": np.array([0, 2**40], "int64"), "b": np.array([0, 2**40], "int64")})
+    li, ri = F.join(wide, wide.iloc[::-1], ["a", "b"])  # too wide to fold: the merge's own answer
+    assert li.tolist() == [0, 1] and ri.tolist() == [1, 0]
+    assert [len(x) for x in F.join(left.iloc[:0], right, ["b"], ["b2"])] == [0, 0]
+
+
+def test_sort_order_is_a_stable_sort_values_with_nulls_last():
+    rng = np.random.default_rng(9)
+    f = pd.DataFrame({"t": rng.choice(["b", "a", None, "c"], 200), "p": rng.integers(0, 3, 200).astype("int32"),
+                      "x": np.where(rng.random(200) < 0.1, np.nan, rng.integers(0, 2, 200)), "f": rng.random(200) < 0.5})
+    for cols in (["t", "p"], ["p", "x", "t"], ["f", "t"], ["x"]):
+        want = f.sort_values(cols, kind="stable").index.to_numpy()
+        assert (F.sort_order([f[c].to_numpy() for c in cols]) == want).all()
+    assert len(F.sort_order([np.empty(0, dtype=object)])) == 0
+
+
 def test_contains_with_repeated_keys():
     recs = pd.DataFrame({"_dst": [1, 1, 2], "broker": [0, 0, 0], "sent_ms": [5, 5, 7]})
     reqs = pd.DataFrame({"src": [1, 2, 2, 3], "broker": [0, 0, 1, 0], "sent_ms": [5, 7, 7, 5]})

@@ -34,7 +34,9 @@ from .frames import (
     empty,
     group_any,
     group_ids,
+    join,
     locate,
+    sort_order,
     take,
 )
 from .high_watermark import follower_hw, maybe_increment_leader_hw
@@ -176,20 +178,56 @@ def _update_followers(remotes: pd.DataFrame, ok: pd.DataFrame, now: int) -> pd.D
 def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     """Records each (request, partition) row gets: from fetch_offset up to LEO, at most
     replica.fetch.max.bytes per partition and replica.fetch.response.max.bytes per response, but
-    always at least one record for the first partition with data (KIP-74)."""
+    always at least one record for the first partition with data (KIP-74). In (request, partition,
+    offset) order: the log's columns but src, then _dst (the fetching follower), sent_ms, fetch_offset
+    and leo. Joined and cut with numpy over positions: the merges and groupbys cost ~10x more."""
     want = m.loc[(m["_err"] == "") & (m["_de"] < 0), REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
     if want.empty or log.empty:
         return empty(RECORD).assign(sent_ms=pd.Series(dtype="int64"), _dst=pd.Series(dtype="int32"))
-    lg = log.drop(columns=["src"]).merge(want.rename(columns={"src": "_dst"}), on=["broker", "topic", "partition"])
-    lg = lg[(lg["offset"] >= lg["fetch_offset"]) & (lg["offset"] < lg["leo"])]
-    lg = lg.sort_values(["_dst", "broker", "sent_ms", "topic", "partition", "offset"], kind="stable")
-    lg["_size"] = record_bytes(lg)
+    li, wi = join(log, want, ["broker", "topic", "partition"])
+    off = log["offset"].to_numpy()[li]
+    inside = (off >= want["fetch_offset"].to_numpy()[wi]) & (off < want["leo"].to_numpy()[wi])
+    li, wi = li[inside], wi[inside]
+    cols = {c: log[c].to_numpy()[li] for c in log.columns if c != "src"}
+    cols.update({"_dst" if c == "src" else c: want[c].to_numpy()[wi] for c in ("src", "sent_ms", "fetch_offset", "leo")})
     part = ["_dst", "broker", "sent_ms", "topic", "partition"]
-    lg = lg[lg.groupby(part)["_size"].cumsum() - lg["_size"] < cfg["replica.fetch.max.bytes"]]
-    per = lg.groupby(part, as_index=False)["_size"].sum()
-    per["_before"] = per.groupby(RESPONSE)["_size"].cumsum() - per["_size"]
-    per = per[per["_before"] < cfg["replica.fetch.response.max.bytes"]]
-    return lg.merge(per[part], on=part).drop(columns=["_size"])
+    order = sort_order([cols[c] for c in (*part, "offset")])
+    cols = {c: v[order] for c, v in cols.items()}
+    if len(order):
+        size = record_bytes(log)[li[order]]
+        # runs of one (request, partition), then of one request: the rows are in that order
+        part_run = _runs([cols[c] for c in part])
+        kept = _within(size, part_run, cfg["replica.fetch.max.bytes"])
+        per = np.zeros(part_run[-1] + 1, dtype="int64")  # each partition's bytes kept
+        np.add.at(per, part_run[kept], size[kept])
+        parts = np.flatnonzero(np.bincount(part_run[kept], minlength=len(per)))  # those left with a record
+        first = _starts(part_run)[parts]
+        ok = np.zeros(len(per), dtype=bool)
+        ok[parts] = _within(per[parts], _runs([cols[c][first] for c in RESPONSE]),
+                            cfg["replica.fetch.response.max.bytes"])
+        cols = {c: v[kept & ok[part_run]] for c, v in cols.items()}
+    return pd.DataFrame(cols, copy=False)
+
+
+def _runs(columns: list[np.ndarray]) -> np.ndarray:
+    """A run number (0, 1, ...) per row of rows sorted by `columns`: it grows where any value changes."""
+    change = np.zeros(len(columns[0]), dtype=bool)
+    for v in columns:
+        change[1:] |= v[1:] != v[:-1]
+    return np.cumsum(change)
+
+
+def _starts(run: np.ndarray) -> np.ndarray:
+    """The first row of each run (`_runs`)."""
+    return np.flatnonzero(np.r_[True, run[1:] != run[:-1]]) if len(run) else run
+
+
+def _within(size: np.ndarray, run: np.ndarray, limit: int) -> np.ndarray:
+    """Which rows start within `limit` bytes of their run's beginning (bytes of the run's rows before < limit)."""
+    if not len(size):
+        return np.zeros(0, dtype=bool)
+    before = np.cumsum(size) - size
+    return before - before[_starts(run)][run] < limit
 
 
 def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: int, cfg: Mapping,

@@ -300,6 +300,44 @@ def _positions(table: list[np.ndarray], probe: list[np.ndarray]) -> np.ndarray:
     return pd.Index(key[:n]).get_indexer(key[n:])
 
 
+def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[str] | None = None
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions (in `left`, in `right`) of the inner join on key columns (keys may repeat on both
+    sides), in pd.merge's order: left rows in order, each with its matches in right's order. The
+    folded keys (`_fold`) found by one stable sort, instead of a merge building both frames' rows."""
+    none = np.zeros(0, dtype="int64")
+    if left.empty or right.empty:
+        return none, none
+    n = len(left)
+    key = _fold([np.concatenate([left[a].to_numpy(), right[b].to_numpy()])
+                 for a, b in zip(on, right_on or on, strict=True)])
+    if key is None:  # too wide to fold: the merge itself, on the rows' positions
+        m = pd.DataFrame({**{f"_k{i}": left[c].to_numpy() for i, c in enumerate(on)}, "_l": np.arange(n)}).merge(
+            pd.DataFrame({**{f"_k{i}": right[c].to_numpy() for i, c in enumerate(right_on or on)},
+                          "_r": np.arange(len(right))}), on=[f"_k{i}" for i in range(len(on))])
+        return m["_l"].to_numpy(dtype="int64"), m["_r"].to_numpy(dtype="int64")
+    lk, rk = key[:n], key[n:]
+    order = np.argsort(rk, kind="stable")
+    sk = rk[order]
+    lo = np.searchsorted(sk, lk, "left")
+    count = np.searchsorted(sk, lk, "right") - lo
+    within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    return np.repeat(np.arange(n), count), order[np.repeat(lo, count) + within]
+
+
+def sort_order(columns: list[np.ndarray]) -> np.ndarray:
+    """Positions that sort rows by `columns` (first the most significant) ascending, stably, nulls
+    last: frame.sort_values(cols, kind="stable") as positions. Object columns are ranked by one sorted
+    factorize each; pandas builds a Categorical per column."""
+    keys = []
+    for v in columns:
+        if v.dtype.kind not in "iub":
+            codes, uniques = pd.factorize(v, sort=True)
+            v = np.where(codes < 0, len(uniques), codes)
+        keys.append(v)
+    return np.lexsort(keys[::-1])
+
+
 def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarray:
     """table[column] at positions `pos` (from `locate`), `default` where a position is -1."""
     if len(table) == 0:
