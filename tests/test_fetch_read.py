@@ -1,5 +1,6 @@
-"""The leader's read for follower fetches (protocol/fetch._read) against the merges and groupbys it
-replaced, with the per-partition and per-response byte limits cutting. Pure: no Spark."""
+"""The leader's side of follower fetches on numpy positions against the pandas code they replaced: the
+read (protocol/fetch._read) with the per-partition and per-response byte limits cutting, and the
+remotes' update (fetch._update_followers). Pure: no Spark."""
 
 import numpy as np
 import pandas as pd
@@ -55,3 +56,41 @@ def test_read_of_nothing_wanted_or_nothing_inside():
     pd.testing.assert_frame_equal(fetch._read(outside, log, cfg), _pandas_read(outside, log, cfg), check_dtype=True)
     empty = fetch._read(m.assign(_err="E"), log, cfg)
     assert empty.empty and {"sent_ms", "_dst"} <= set(empty.columns)
+
+
+def _pandas_update_followers(remotes, ok, now):
+    upd = ok[["broker", "topic", "partition", "src", "fetch_offset", "req_log_start", "leo"]].rename(
+        columns={"src": "replica", "fetch_offset": "_f", "leo": "_lnow", "req_log_start": "_ls"})
+    m = remotes.merge(upd, on=["broker", "topic", "partition", "replica"], how="left")
+    hit = m["_f"].notna().to_numpy()
+    if not hit.any():
+        return remotes
+    f = m["_f"].fillna(-1).to_numpy().astype("int64")
+    lnow = m["_lnow"].fillna(-1).to_numpy().astype("int64")
+    caught = m["last_caught_up_ms"].to_numpy()
+    caught = np.where(hit & (f >= lnow), np.maximum(caught, now),
+                      np.where(hit & (f >= m["last_fetch_leader_leo"].to_numpy()),
+                               np.maximum(caught, m["last_fetch_ms"].to_numpy()), caught))
+    m["last_caught_up_ms"] = caught
+    m["leo"] = np.where(hit, f, m["leo"])
+    m["log_start_offset"] = np.where(hit, m["_ls"].fillna(-1).to_numpy().astype("int64"), m["log_start_offset"])
+    m["last_fetch_leader_leo"] = np.where(hit, lnow, m["last_fetch_leader_leo"])
+    m["last_fetch_ms"] = np.where(hit, now, m["last_fetch_ms"])
+    m["leo_changed_ms"] = np.where(hit, now, m["leo_changed_ms"])
+    return F.conform(m, F.REMOTE)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_update_followers_matches_the_left_merge_it_replaced(seed):
+    rng = np.random.default_rng(seed)
+    keys = [(b, t, p, r) for b in range(3) for t in ("b", "a") for p in range(2) for r in range(3) if r != b]
+    remotes = F.conform(pd.DataFrame([(b, t, p, r, *rng.integers(-1, 20, 2), *rng.integers(-1, 100, 3),
+                                       bool(rng.random() < 0.5), int(rng.integers(-1, 100)))
+                                      for b, t, p, r in keys], columns=list(F.REMOTE)), F.REMOTE)
+    pick = [k for k in keys if rng.random() < 0.5] + [(9, "a", 0, 1)]  # one fetch for a remote nobody has
+    ok = pd.DataFrame([(b, t, p, r, *rng.integers(0, 20, 3)) for b, t, p, r in pick],
+                      columns=["broker", "topic", "partition", "src", "fetch_offset", "req_log_start", "leo"])
+    ok = ok.astype({"broker": "int32", "partition": "int32", "src": "int32"})
+    got = fetch._update_followers(remotes, ok, 50)
+    pd.testing.assert_frame_equal(got, _pandas_update_followers(remotes, ok, 50), check_dtype=True)
+    assert fetch._update_followers(remotes, ok.iloc[:0], 50) is remotes

@@ -64,11 +64,18 @@ def test_group_ids_put_every_null_in_one_group_of_its_own():
 
 def test_join_gives_the_rows_and_order_of_an_inner_merge():
     rng = np.random.default_rng(5)
-    left = pd.DataFrame({"b": rng.integers(0, 3, 60), "t": rng.choice(["x", "y", None], 60)})
+    left = pd.DataFrame({"b": rng.integers(0, 6, 60), "t": rng.choice(["x", "y", None], 60)})
     right = pd.DataFrame({"b2": rng.integers(0, 4, 40), "t": rng.choice(["y", "x", None], 40)})
     li, ri = F.join(left, right, ["b", "t"], ["b2", "t"])
     m = left.assign(_l=np.arange(60)).merge(right.assign(_r=np.arange(40)), left_on=["b", "t"], right_on=["b2", "t"])
     assert li.tolist() == m["_l"].tolist() and ri.tolist() == m["_r"].tolist()
+    li, ri = F.join(left, right, ["b", "t"], ["b2", "t"], how="left")
+    m = left.assign(_l=np.arange(60)).merge(right.assign(_r=np.arange(40)), left_on=["b", "t"], right_on=["b2", "t"],
+                                            how="left")
+    assert li.tolist() == m["_l"].tolist() and ri.tolist() == m["_r"].fillna(-1).astype(int).tolist()
+    assert (ri == -1).any() and len(li) > len(set(li.tolist()))  # unmatched rows and repeated matches
+    li, ri = F.join(left, right.iloc[:0], ["b"], ["b2"], how="left")
+    assert li.tolist() == list(range(60)) and (ri == -1).all()
     wide = pd.DataFrame({"a": np.array([0, 2**40], "int64"), "b": np.array([0, 2**40], "int64")})
     li, ri = F.join(wide, wide.iloc[::-1], ["a", "b"])  # too wide to fold: the merge's own answer
     assert li.tolist() == [0, 1] and ri.tolist() == [1, 0]

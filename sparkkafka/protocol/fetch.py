@@ -36,6 +36,7 @@ from .frames import (
     group_ids,
     join,
     locate,
+    owned,
     sort_order,
     take,
 )
@@ -153,26 +154,30 @@ def _diverging(m: pd.DataFrame) -> None:
 
 
 def _update_followers(remotes: pd.DataFrame, ok: pd.DataFrame, now: int) -> pd.DataFrame:
-    """Replica.updateFetchState: remote LEO := fetch offset, and the lastCaughtUpTime rule (4.1)."""
-    upd = ok[["broker", "topic", "partition", "src", "fetch_offset", "req_log_start", "leo"]].rename(
-        columns={"src": "replica", "fetch_offset": "_f", "leo": "_lnow", "req_log_start": "_ls"})
-    m = remotes.merge(upd, on=["broker", "topic", "partition", "replica"], how="left")
-    hit = m["_f"].notna().to_numpy()
+    """Replica.updateFetchState: remote LEO := fetch offset, and the lastCaughtUpTime rule (4.1), for the
+    remotes of the fetches in `ok` (src = the remote replica; leo = the leader's, req_log_start = the
+    follower's log start)."""
+    li, ri = join(remotes, ok, ["broker", "topic", "partition", "replica"], ["broker", "topic", "partition", "src"],
+                  how="left")
+    hit = ri >= 0
     if not hit.any():
         return remotes
-    f = m["_f"].fillna(-1).to_numpy().astype("int64")
-    lnow = m["_lnow"].fillna(-1).to_numpy().astype("int64")
-    caught = m["last_caught_up_ms"].to_numpy()
-    caught = np.where(hit & (f >= lnow), np.maximum(caught, now),
-                      np.where(hit & (f >= m["last_fetch_leader_leo"].to_numpy()),
-                               np.maximum(caught, m["last_fetch_ms"].to_numpy()), caught))
-    m["last_caught_up_ms"] = caught
+    m = {c: remotes[c].to_numpy()[li] for c in REMOTE}
+
+    def fetched(c: str) -> np.ndarray:
+        return np.where(hit, ok[c].to_numpy()[ri], -1).astype("int64")
+
+    f, lnow = fetched("fetch_offset"), fetched("leo")
+    caught = m["last_caught_up_ms"]
+    m["last_caught_up_ms"] = np.where(hit & (f >= lnow), np.maximum(caught, now),
+                                      np.where(hit & (f >= m["last_fetch_leader_leo"]),
+                                               np.maximum(caught, m["last_fetch_ms"]), caught))
     m["leo"] = np.where(hit, f, m["leo"])
-    m["log_start_offset"] = np.where(hit, m["_ls"].fillna(-1).to_numpy().astype("int64"), m["log_start_offset"])
+    m["log_start_offset"] = np.where(hit, fetched("req_log_start"), m["log_start_offset"])
     m["last_fetch_leader_leo"] = np.where(hit, lnow, m["last_fetch_leader_leo"])
     m["last_fetch_ms"] = np.where(hit, now, m["last_fetch_ms"])
     m["leo_changed_ms"] = np.where(hit, now, m["leo_changed_ms"])  # set on every fetch, as 0.8 did
-    return conform(m, REMOTE)
+    return owned(m, REMOTE)
 
 
 def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:

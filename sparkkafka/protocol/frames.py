@@ -300,29 +300,32 @@ def _positions(table: list[np.ndarray], probe: list[np.ndarray]) -> np.ndarray:
     return pd.Index(key[:n]).get_indexer(key[n:])
 
 
-def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[str] | None = None
-         ) -> tuple[np.ndarray, np.ndarray]:
-    """Row positions (in `left`, in `right`) of the inner join on key columns (keys may repeat on both
-    sides), in pd.merge's order: left rows in order, each with its matches in right's order. The
-    folded keys (`_fold`) found by one stable sort, instead of a merge building both frames' rows."""
-    none = np.zeros(0, dtype="int64")
-    if left.empty or right.empty:
-        return none, none
-    n = len(left)
-    key = _fold([np.concatenate([left[a].to_numpy(), right[b].to_numpy()])
-                 for a, b in zip(on, right_on or on, strict=True)])
+def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[str] | None = None,
+         how: str = "inner") -> tuple[np.ndarray, np.ndarray]:
+    """Row positions (in `left`, in `right`) of the join on key columns (keys may repeat on both sides),
+    in pd.merge's order: left rows in order, each with its matches in right's order; `how="left"` keeps
+    a left row without a match once, with right position -1. The folded keys (`_fold`) found by one
+    stable sort, instead of a merge building both frames' rows."""
+    n, right_on = len(left), right_on or on
+    if n == 0 or right.empty:
+        keep = n if how == "left" else 0
+        return np.arange(keep, dtype="int64"), np.full(keep, -1, dtype="int64")
+    key = _fold([np.concatenate([left[a].to_numpy(), right[b].to_numpy()]) for a, b in zip(on, right_on, strict=True)])
     if key is None:  # too wide to fold: the merge itself, on the rows' positions
         m = pd.DataFrame({**{f"_k{i}": left[c].to_numpy() for i, c in enumerate(on)}, "_l": np.arange(n)}).merge(
-            pd.DataFrame({**{f"_k{i}": right[c].to_numpy() for i, c in enumerate(right_on or on)},
-                          "_r": np.arange(len(right))}), on=[f"_k{i}" for i in range(len(on))])
-        return m["_l"].to_numpy(dtype="int64"), m["_r"].to_numpy(dtype="int64")
+            pd.DataFrame({**{f"_k{i}": right[c].to_numpy() for i, c in enumerate(right_on)},
+                          "_r": np.arange(len(right))}), on=[f"_k{i}" for i in range(len(on))], how=how)
+        return m["_l"].to_numpy(dtype="int64"), m["_r"].fillna(-1).to_numpy(dtype="int64")
     lk, rk = key[:n], key[n:]
     order = np.argsort(rk, kind="stable")
     sk = rk[order]
     lo = np.searchsorted(sk, lk, "left")
-    count = np.searchsorted(sk, lk, "right") - lo
-    within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    return np.repeat(np.arange(n), count), order[np.repeat(lo, count) + within]
+    found = np.searchsorted(sk, lk, "right") - lo
+    rows = np.maximum(found, 1) if how == "left" else found
+    within = np.arange(rows.sum()) - np.repeat(np.cumsum(rows) - rows, rows)
+    at = np.repeat(lo, rows) + within
+    ri = order[np.minimum(at, len(order) - 1)]
+    return np.repeat(np.arange(n), rows), np.where(np.repeat(found > 0, rows), ri, -1)
 
 
 def sort_order(columns: list[np.ndarray]) -> np.ndarray:
