@@ -419,14 +419,18 @@ def apply_fetch_responses(
         return r, appended, cuts, halts
     okr = responses[ok]
     if len(records):
-        throttling = replication_quota.active(cfg)
-        rk = okr[["broker", "topic", "partition", "src", "fetch_offset", *(["hw"] if throttling else [])]]
-        appended = records.merge(rk, on=["broker", "topic", "partition", "src"])
-        appended = appended[appended["offset"] >= appended["fetch_offset"]] \
-            .sort_values(["broker", "topic", "partition", "offset"])
-        if throttling:
-            appended = _cap_appends(appended, now, cfg, quota)
-        appended = conform(appended, RECORD)
+        # the records of the ok responses from their fetch offsets, in (broker, topic, partition, offset) order
+        li, ri = join(records, okr, ["broker", "topic", "partition", "src"])
+        off = records["offset"].to_numpy()[li]
+        li, ri = li[off >= okr["fetch_offset"].to_numpy()[ri]], ri[off >= okr["fetch_offset"].to_numpy()[ri]]
+        order = sort_order([records[c].to_numpy()[li] for c in ("broker", "topic", "partition", "offset")])
+        li, ri = li[order], ri[order]
+        cols = {c: records[c].to_numpy()[li] for c in RECORD}
+        if replication_quota.active(cfg):
+            cols.update(fetch_offset=okr["fetch_offset"].to_numpy()[ri], hw=okr["hw"].to_numpy()[ri])
+            appended = conform(_cap_appends(pd.DataFrame(cols, copy=False), now, cfg, quota), RECORD)
+        else:
+            appended = owned(cols, RECORD)
     if len(appended):
         at = locate(r, appended)  # every appended record's partition is a row of r (ok rows)
         end = np.full(len(r), -1, dtype="int64")
