@@ -12,7 +12,20 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
-from .frames import PENDING, RECORD, REPLICA, RESULT, STR, concat, conform, empty, isr_size, locate, take
+from .frames import (
+    PENDING,
+    RECORD,
+    REPLICA,
+    RESULT,
+    STR,
+    concat,
+    conform,
+    empty,
+    isr_size,
+    locate,
+    sort_order,
+    take,
+)
 from .high_watermark import maybe_increment_leader_hw
 from .rules import rules_of
 
@@ -59,7 +72,8 @@ def append_to_leader(
     """
     if batches.empty:
         return replicas, empty(RECORD), empty(RESULT), empty(PENDING)
-    b = batches.sort_values(["broker", "topic", "partition", "record_id"], kind="stable").reset_index(drop=True)
+    b = batches.take(sort_order([batches[c].to_numpy() for c in ("broker", "topic", "partition", "record_id")]))
+    b = b.reset_index(drop=True)
     pos = locate(replicas, b)
     m = b.assign(**{c: take(replicas, c, pos, d) for c, d in (("leader", -1), ("isr", ""), ("leader_epoch", -1),
                                                                   ("leo", 0))})
