@@ -92,6 +92,15 @@ def test_sort_order_is_a_stable_sort_values_with_nulls_last():
     assert len(F.sort_order([np.empty(0, dtype=object)])) == 0
 
 
+def test_per_topic_is_a_map_with_a_default():
+    values = pd.Series({"a": 2, "b": 3}, dtype="int64")
+    topics = pd.Series(["b", "c", None, "a", "b"], dtype=object)
+    want = topics.map(values).fillna(1).astype("int64").to_numpy()
+    assert F.per_topic(topics, values, 1).tolist() == want.tolist() == [3, 1, 1, 2, 3]
+    assert F.per_topic(topics, pd.Series(dtype="int64"), 1).tolist() == [1] * 5
+    assert F.per_topic(np.empty(0, dtype=object), values, 1).dtype == "int64"
+
+
 def test_contains_with_repeated_keys():
     recs = pd.DataFrame({"_dst": [1, 1, 2], "broker": [0, 0, 0], "sent_ms": [5, 5, 7]})
     reqs = pd.DataFrame({"src": [1, 2, 2, 3], "broker": [0, 0, 1, 0], "sent_ms": [5, 7, 7, 5]})

@@ -348,6 +348,14 @@ def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarr
     return np.where(pos >= 0, table[column].to_numpy()[np.maximum(pos, 0)], default)
 
 
+def per_topic(topics: pd.Series | np.ndarray, values: pd.Series, default: int) -> np.ndarray:
+    """values[topic] of each row as int64, `default` where the topic (or a null) is not in `values`:
+    topics.map(values).fillna(default), mapping each distinct topic once."""
+    codes, uniques = pd.factorize(np.asarray(topics))
+    found = pd.Series(uniques, dtype=object).map(values).fillna(default).to_numpy().astype("int64")
+    return np.append(found, np.int64(default))[codes]  # a null's code -1 takes the default
+
+
 def leaders_by_key(known: pd.DataFrame, topics: pd.Series, partitions: pd.Series) -> np.ndarray:
     """The `leader` of each (topic, partition) in `known` (topic, partition, leader rows), -1 where the
     partition is not there: the controller's ZooKeeper view on the driver, and the resident engine's

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors
-from .frames import ISR_CHANGE, KEY, REMOTE, REPLICA, conform, csv, empty, ids, isr_size, locate
+from .frames import ISR_CHANGE, KEY, REMOTE, REPLICA, conform, csv, empty, ids, isr_size, locate, per_topic
 from .rules import Rules, rules_for
 
 # AlterIsr errors after which the leader gives up and stays pending until the next LeaderAndIsr
@@ -252,7 +252,7 @@ def isr_gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> pd.DataFrame:
     lead = replicas[_leaders(replicas)]
     isr = isr_size(lead["isr"])
     rf = isr_size(lead["replicas"])
-    mi = lead["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
+    mi = per_topic(lead["topic"], min_isr, 1)
     return pd.DataFrame({
         "broker": lead["broker"].to_numpy(), "topic": lead["topic"].to_numpy(),
         "partition": lead["partition"].to_numpy(),

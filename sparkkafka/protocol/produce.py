@@ -23,6 +23,8 @@ from .frames import (
     empty,
     isr_size,
     locate,
+    owned,
+    per_topic,
     sort_order,
     take,
 )
@@ -79,7 +81,7 @@ def append_to_leader(
                                                                   ("leo", 0))})
     hosted = pos >= 0
     is_leader = hosted & (m["leader"].to_numpy() == m["broker"].to_numpy())
-    need = m["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
+    need = per_topic(m["topic"], min_isr, 1)
     bad_acks = ~m["acks"].isin(VALID_ACKS).to_numpy()
     too_few = (m["acks"].to_numpy() == -1) & (isr_size(m["isr"]) < need)
     err = np.select(
@@ -157,14 +159,13 @@ def complete_delayed_produce(
     if pending.empty:
         return pending, empty(RESULT)
     pos = locate(replicas, pending)
-    m = pending.reset_index(drop=True).assign(**{c: take(replicas, c, pos, d) for c, d in (("leader", -1), ("hw", -1),
-                                                                                          ("isr", ""))})
-    gone = _offline(m, offline)
-    lost = ~(m["leader"].to_numpy() == m["broker"].to_numpy())
-    reached = ~lost & (m["hw"].to_numpy() >= m["required_offset"].to_numpy())
-    need = m["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
-    small = isr_size(m["isr"]) < need
-    expired = ~lost & ~reached & (m["deadline_ms"].to_numpy() <= now)
+    leader, hw = take(replicas, "leader", pos, -1), take(replicas, "hw", pos, -1)
+    gone = _offline(pending, offline)
+    lost = ~(leader == pending["broker"].to_numpy())
+    reached = ~lost & (hw >= pending["required_offset"].to_numpy())
+    need = per_topic(pending["topic"], min_isr, 1)
+    small = isr_size(take(replicas, "isr", pos, "")) < need
+    expired = ~lost & ~reached & (pending["deadline_ms"].to_numpy() <= now)
     err = np.select(
         [gone, lost, reached & small, reached, expired],
         [errors.KAFKA_STORAGE_ERROR, errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "",
@@ -172,7 +173,7 @@ def complete_delayed_produce(
         default="-",
     )
     done = err != "-"
-    d = m.loc[done]
+    d = pd.DataFrame({c: pending[c].to_numpy()[done] for c in PENDING}, copy=False)
     e = err[done]
     res = _results(d, now, np.where(e == "", None, e), np.where(e == "", d["base_offset"], -1), e == "")
-    return conform(m.loc[~done], PENDING), res
+    return owned({c: pending[c].to_numpy()[~done] for c in PENDING}, PENDING), res
