@@ -138,5 +138,12 @@ def test_conform_of_a_frame_in_shape_is_a_copy_with_a_fresh_index(replicas):
     assert shifted["broker"].iloc[0] == before  # the input is not changed through the result
 
 
+def test_str_len_is_pandas_str_len_with_nulls_as_empty():
+    for keys in (pd.Series(["ab", None, "", "é✓", np.nan], dtype=object), pd.Series([1, "ab", None], dtype=object),
+                 np.empty(0, dtype=object)):
+        want = pd.Series(keys, dtype=object).fillna("").astype(str).str.len().to_numpy()
+        assert F.str_len(keys).tolist() == want.tolist()
+
+
 def test_isr_size_counts_ids_and_treats_nulls_as_empty():
     assert F.isr_size(pd.Series(["1,2,3", "", None, "4", np.nan])).tolist() == [3, 0, 0, 1, 0]

@@ -38,6 +38,7 @@ from .frames import (
     locate,
     owned,
     sort_order,
+    str_len,
     take,
 )
 from .high_watermark import follower_hw, maybe_increment_leader_hw
@@ -51,7 +52,7 @@ RESPONSE = ["_dst", "broker", "sent_ms"]  # the same request, seen from the reco
 
 def record_bytes(records: pd.DataFrame) -> np.ndarray:
     """Bytes a record costs against fetch limits (value plus key; at least one byte)."""
-    key = records["key"].fillna("").astype(str).str.len().to_numpy()
+    key = str_len(records["key"])
     return np.maximum(records["value_bytes"].to_numpy().astype("int64") + key, 1)
 
 
