@@ -326,16 +326,18 @@ def serve_fetch(
     storage for lagging followers). Returns (replicas with new HWs, remotes, responses,
     response records, still-parked requests).
     """
-    reqs = concat([requests.assign(_new=True), parked.assign(_new=False)], {**FETCH, "_new": "bool"})
+    reqs = concat([requests, parked], FETCH)  # new requests first (an empty part is left out)
     if reqs.empty:
         return replicas, remotes, empty(FETCH_RESPONSE), empty(RECORD), empty(FETCH)
     # the leader's replica of each requested partition (-1 / "" where it hosts none: those get an error)
     pos = locate(replicas, reqs)
     hosted = pos >= 0
-    m = reqs.rename(columns={"log_start_offset": "req_log_start"}).assign(**{
-        name: take(replicas, col, pos, default) for col, name, default in (
+    m = pd.DataFrame({
+        **{"req_log_start" if c == "log_start_offset" else c: reqs[c].to_numpy() for c in FETCH},
+        "_new": np.arange(len(reqs)) < len(requests),
+        **{name: take(replicas, col, pos, default) for col, name, default in (
             ("leader", "leader", -1), ("leader_epoch", "leader_epoch", -1), ("leo", "leo", -1), ("hw", "hw", -1),
-            ("log_start_offset", "_lls", -1), ("last_fetched_epoch", "_lle", -1), ("epoch_cache", "_cache", ""))})
+            ("log_start_offset", "_lls", -1), ("last_fetched_epoch", "_lle", -1), ("epoch_cache", "_cache", ""))}})
     m["_err"] = _validate(m, hosted)
     _diverging(m)
     _out_of_range(m)
@@ -355,24 +357,31 @@ def serve_fetch(
     expired = ~is_new & (m["deadline_ms"].to_numpy() <= now)
     has_div = group_any(m["_de"].to_numpy() >= 0, req)
     respond = has_err | has_data | has_div | expired | (cfg["replica.fetch.wait.max.ms"] <= 0)
-    done, wait = m[respond], m[~respond]
     # New requests answered at once report the HW read before this fetch moved it; parked ones
     # re-read at completion and report the current HW (protocol.md 3.2, 3.3).
-    hw = np.where(done["_new"].to_numpy(dtype=bool), done["_hw_snapshot"], done["hw"])
-    resp = pd.DataFrame({
-        "broker": done["src"], "src": done["broker"], "topic": done["topic"], "partition": done["partition"],
-        "fetch_offset": done["fetch_offset"], "hw": np.nan_to_num(hw.astype(float), nan=-1),
-        "log_start_offset": done["_lls"].fillna(-1), "leo": done["leo"].fillna(-1),
-        "leader_epoch": done["leader_epoch"].fillna(-1), "error": done["_err"].where(done["_err"] != "", None),
-        "sent_ms": done["sent_ms"], "diverging_epoch": done["_de"], "diverging_end_offset": done["_do"],
-    })
-    keys = done[REQUEST].rename(columns={"src": "_dst"}).drop_duplicates()
-    out_recs = recs.merge(keys, on=RESPONSE)
-    out_recs = out_recs.assign(src=out_recs["broker"], broker=out_recs["_dst"])
-    newly_parked = wait[wait["_new"]].assign(deadline_ms=now + cfg["replica.fetch.wait.max.ms"])
-    still = concat([newly_parked.rename(columns={"req_log_start": "log_start_offset"}),
-                    wait[~wait["_new"]].rename(columns={"req_log_start": "log_start_offset"})], FETCH)
-    return replicas, remotes, conform(resp, FETCH_RESPONSE), conform(out_recs, RECORD), still
+    done = np.flatnonzero(respond)
+
+    def answered(c: str) -> np.ndarray:
+        return m[c].to_numpy()[done]
+
+    hw = np.where(is_new[done], answered("_hw_snapshot"), answered("hw"))
+    err = answered("_err")
+    resp = owned({
+        "broker": answered("src"), "src": answered("broker"), "topic": answered("topic"),
+        "partition": answered("partition"), "fetch_offset": answered("fetch_offset"),
+        "hw": np.nan_to_num(hw.astype(float), nan=-1), "log_start_offset": answered("_lls"), "leo": answered("leo"),
+        "leader_epoch": answered("leader_epoch"), "error": np.where(err != "", err, None),
+        "sent_ms": answered("sent_ms"), "diverging_epoch": answered("_de"), "diverging_end_offset": answered("_do"),
+    }, FETCH_RESPONSE)
+    # the records of the answered requests, sent back: from the leader (src) to the follower (broker)
+    sent = contains(m.iloc[done], recs, REQUEST, RESPONSE)
+    out_recs = owned({**{c: recs[c].to_numpy()[sent] for c in RECORD if c not in ("broker", "src")},
+                      "broker": recs["_dst"].to_numpy()[sent], "src": recs["broker"].to_numpy()[sent]}, RECORD)
+    # the rest wait in the purgatory: the new ones (first) until replica.fetch.wait.max.ms from now
+    wait = np.r_[np.flatnonzero(~respond & is_new), np.flatnonzero(~respond & ~is_new)]
+    still = {c: m["req_log_start" if c == "log_start_offset" else c].to_numpy()[wait] for c in FETCH}
+    still["deadline_ms"] = np.where(is_new[wait], now + cfg["replica.fetch.wait.max.ms"], still["deadline_ms"])
+    return replicas, remotes, resp, out_recs, owned(still, FETCH)
 
 
 def apply_fetch_responses(
