@@ -78,32 +78,42 @@ def fetch_requests(
     Returns (replicas, fetch requests, OffsetsForLeaderEpoch requests).
     """
     r = replicas.copy()
-    follower = (r["leader"] >= 0) & (r["leader"] != r["broker"])
-    cut = _cut_off(r["broker"].to_numpy(), r["leader"].to_numpy(), unreachable)
-    in_flight = r["fetch_in_flight"].to_numpy(dtype=bool)
+    broker, leader = r["broker"].to_numpy(), r["leader"].to_numpy()
+    follower = (leader >= 0) & (leader != broker)
+    cut = _cut_off(broker, leader, unreachable)
+    in_flight = r["fetch_in_flight"].to_numpy(dtype=bool).copy()
     timeout = cfg["replica.socket.timeout.ms"] + cfg["replica.fetch.wait.max.ms"]
     dropped = follower & in_flight & (cut | (now - r["fetch_sent_ms"].to_numpy() >= timeout))
-    r.loc[dropped, "fetch_in_flight"] = False
-    r.loc[dropped & cut, "backoff_until_ms"] = now + cfg["replica.fetch.backoff.ms"]
-    busy = r.groupby(["broker", "leader"])["fetch_in_flight"].transform("any").to_numpy(dtype=bool)
-    send = (follower & ~busy & ~cut & (r["backoff_until_ms"].to_numpy() <= now)).to_numpy()
+    in_flight[dropped] = False
+    backoff = r["backoff_until_ms"].to_numpy().copy()
+    backoff[dropped & cut] = now + cfg["replica.fetch.backoff.ms"]
+    r["fetch_in_flight"], r["backoff_until_ms"] = in_flight, backoff
+    busy = group_any(in_flight, group_ids(r, ["broker", "leader"]))  # a request out to that leader
+    send = follower & ~busy & ~cut & (backoff <= now)
     if not send.any():
         return r, empty(FETCH), empty(EPOCH_REQUEST)
     truncating = r["fetch_state"].to_numpy() == TRUNCATING
     rules = rules_of(cfg)
     epoch_reqs = offsets_for_leader_epoch.requests(r, send & truncating, now, rules)
-    s = r[send & ~truncating]
-    req = pd.DataFrame({
-        "broker": s["leader"], "src": s["broker"], "topic": s["topic"], "partition": s["partition"],
-        "fetch_offset": s["leo"],
-        "current_leader_epoch": s["leader_epoch"] if rules.current_leader_epoch else -1,  # KIP-320
-        "last_fetched_epoch": s["last_fetched_epoch"] if rules.fetch_divergence else -1,  # KAFKA-10554, v12
-        "log_start_offset": s["log_start_offset"], "sent_ms": now, "deadline_ms": -1,
-        "quota_bytes": replication_quota.allowances(cfg, "follower", s["broker"], now, quota),
-    })
-    r.loc[send, "fetch_in_flight"] = True
-    r.loc[send, "fetch_sent_ms"] = now
-    return r, conform(req, FETCH), epoch_reqs
+    rows = np.flatnonzero(send & ~truncating)
+
+    def sending(c: str) -> np.ndarray:
+        return r[c].to_numpy()[rows]
+
+    req = owned({
+        "broker": sending("leader"), "src": sending("broker"), "topic": sending("topic"),
+        "partition": sending("partition"), "fetch_offset": sending("leo"),
+        "current_leader_epoch": sending("leader_epoch") if rules.current_leader_epoch else np.full(len(rows), -1),
+        "last_fetched_epoch": sending("last_fetched_epoch") if rules.fetch_divergence else np.full(len(rows), -1),
+        "log_start_offset": sending("log_start_offset"), "sent_ms": np.full(len(rows), now),
+        "deadline_ms": np.full(len(rows), -1),
+        "quota_bytes": replication_quota.allowances(cfg, "follower", sending("broker"), now, quota),
+    }, FETCH)
+    in_flight[send] = True
+    sent_ms = r["fetch_sent_ms"].to_numpy().copy()
+    sent_ms[send] = now
+    r["fetch_in_flight"], r["fetch_sent_ms"] = in_flight, sent_ms
+    return r, req, epoch_reqs
 
 
 def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
