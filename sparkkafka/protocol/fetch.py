@@ -547,14 +547,15 @@ def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame,
         return tail
     leads = (replicas["leader"] == replicas["broker"]).to_numpy()
     floor = np.maximum(replicas["leo"].to_numpy().astype("int64") - cap, replicas["log_start_offset"].to_numpy())
-    known = remotes[remotes["leo"] >= 0]
+    remote_leo = remotes["leo"].to_numpy().astype("int64")
     low = np.full(len(replicas), np.iinfo("int64").max)
-    at = locate(replicas, known)
-    np.minimum.at(low, at[at >= 0], known["leo"].to_numpy().astype("int64")[at >= 0])
+    at = locate(replicas, remotes)
+    known = (at >= 0) & (remote_leo >= 0)
+    np.minimum.at(low, at[known], remote_leo[known])
     floor = np.maximum(floor, np.where(low == np.iinfo("int64").max, 0, low))
     pos = locate(replicas, tail)
     keep = (pos >= 0) & leads[np.maximum(pos, 0)] & (tail["offset"].to_numpy() >= floor[np.maximum(pos, 0)])
-    return conform(tail[keep], RECORD)
+    return owned({c: tail[c].to_numpy()[keep] for c in RECORD}, RECORD)
 
 
 def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFrame, max_records: int) -> pd.DataFrame:
