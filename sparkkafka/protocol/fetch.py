@@ -411,7 +411,7 @@ def apply_fetch_responses(
     sensors (a BROKER frame; None = fresh ones).
     Returns (replicas, appended records, log cuts, halts: brokers that exit, as pre-2.1 ones did).
     """
-    replicas = replicas.reset_index(drop=True)  # positions below index rows
+    replicas = replicas.reset_index(drop=True)  # positions below index rows; a copy, changed below
     if responses.empty:
         return replicas, empty(RECORD), no_cuts(), _halts(replicas, [], [], [])
     pos = locate(replicas, responses)
@@ -426,11 +426,11 @@ def apply_fetch_responses(
     ok = mine & ~has_err & ~diverging & (responses["fetch_offset"].to_numpy() == leo)
     out_of_range = mine & has_err & (error == errors.OFFSET_OUT_OF_RANGE)
     err = mine & has_err & ~out_of_range
-    r = replicas.copy()
-    r.loc[pos[mine], "fetch_in_flight"] = False
+    r = replicas
+    _set(r, "fetch_in_flight", pos[mine], False)
     if err.any():
         fenced = error[err] == errors.FENCED_LEADER_EPOCH
-        r.loc[pos[err], "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"])
+        _set(r, "backoff_until_ms", pos[err], np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"]))
     r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], rules_of(cfg))
     r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
     cuts = pd.concat([cuts_d, cuts_o], ignore_index=True)
@@ -446,22 +446,31 @@ def apply_fetch_responses(
         order = sort_order([records[c].to_numpy()[li] for c in ("broker", "topic", "partition", "offset")])
         li, ri = li[order], ri[order]
         cols = {c: records[c].to_numpy()[li] for c in RECORD}
+        at = pos[ok][ri]  # each record's replica: its response's (r keeps the rows of replicas)
         if replication_quota.active(cfg):
-            cols.update(fetch_offset=okr["fetch_offset"].to_numpy()[ri], hw=okr["hw"].to_numpy()[ri])
-            appended = conform(_cap_appends(pd.DataFrame(cols, copy=False), now, cfg, quota), RECORD)
+            cols.update(fetch_offset=okr["fetch_offset"].to_numpy()[ri], hw=okr["hw"].to_numpy()[ri], _at=at)
+            capped = _cap_appends(pd.DataFrame(cols, copy=False), now, cfg, quota)
+            appended, at = conform(capped, RECORD), capped["_at"].to_numpy()
         else:
             appended = owned(cols, RECORD)
     if len(appended):
-        at = locate(r, appended)  # every appended record's partition is a row of r (ok rows)
         end = np.full(len(r), -1, dtype="int64")
         np.maximum.at(end, at, appended["offset"].to_numpy().astype("int64") + 1)
         r["leo"] = np.where(end >= 0, end, r["leo"].to_numpy())
         r = leader_epoch.on_append(r, appended, rules_of(cfg))
     op = pos[ok]
     ls = np.maximum(r["log_start_offset"].to_numpy()[op], okr["log_start_offset"].to_numpy())
-    r.loc[op, "log_start_offset"] = ls
-    r.loc[op, "hw"] = follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls)
+    _set(r, "log_start_offset", op, ls)
+    _set(r, "hw", op, follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls))
     return r, appended, cuts, halts
+
+
+def _set(frame: pd.DataFrame, column: str, pos: np.ndarray, values) -> None:
+    """frame[column] at positions `pos` := values, in place (frame.loc[pos, column] = values on a RangeIndex,
+    without .loc's label lookups)."""
+    v = frame[column].to_numpy().copy()
+    v[pos] = values
+    frame[column] = v
 
 
 def record_quota(quota: pd.DataFrame, side: str, records: pd.DataFrame, by: str, now: int, cfg: Mapping
