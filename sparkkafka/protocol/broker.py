@@ -602,13 +602,13 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     sw.lap("fetch_response_and_produce")
 
     requests, parked = k.fetches, state.parked
+    both = F.concat([requests, parked], F.FETCH)
     log = tail
-    misses = fetch.tail_misses(F.concat([requests, parked], F.FETCH), tail, replicas,
-                               cfg["emulator.read.max.records"])
+    misses = fetch.tail_misses(both, tail, replicas, cfg["emulator.read.max.records"])
     if len(misses):
         log = F.concat([tail, (yield ReadLog(misses))], F.RECORD)
     sw.lap("storage_reads")
-    brokers = fetch.touch_quota(brokers, "leader", F.concat([requests, parked], F.FETCH), now, cfg)
+    brokers = fetch.touch_quota(brokers, "leader", both, now, cfg)
     replicas, remotes, responses, resp_records, parked = fetch.serve_fetch(
         replicas, remotes, log, requests, parked, now, cfg, brokers)
     brokers = fetch.record_quota(brokers, "leader", resp_records, "src", now, cfg)
