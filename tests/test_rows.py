@@ -35,3 +35,14 @@ def test_unused_slots_keep_their_defaults_and_an_empty_pack_has_the_wire_dtypes(
     assert row["s0"] is None and row["payload"] is None and row["topic"] is None
     empty = W.pack_all([])
     assert empty.empty and empty.dtypes.astype(str).tolist() == list(W.WIRE.values())
+
+
+def test_split_only_some_kinds_is_split_of_their_rows():
+    wire = W.pack_all([(W.ADD, pd.DataFrame({"broker": np.array([-1], "int32"), "payload": ["{}"]})),
+                       (W.FETCH, _fetches(3)), (W.RESULT_SUMMARY, pd.DataFrame({"broker": [-1], "payload": ["{}"]})),
+                       (W.START, pd.DataFrame({"broker": np.array([4], "int32")}))])
+    got = W.split(wire, only=W.CARRY_KINDS)
+    want = W.split(wire[np.isin(wire["kind"].to_numpy(), W.CARRY_KINDS)])
+    assert got.keys() == want.keys() and got[W.ADD].empty and len(got[W.FETCH]) == 3
+    for kind in want:
+        pd.testing.assert_frame_equal(got[kind], want[kind], check_dtype=True)

@@ -272,10 +272,10 @@ def process(p: RoundParams, wire: pd.DataFrame, held: WindowFiles | None = None)
     """Run one round for every broker present in `wire`; return the output wire rows: unpack, read the
     restarting brokers' logs, step (protocol/broker.py, answering its log reads), execute the effects, pack.
     `held`: a resident window's unwritten rows (written before the round reads the log)."""
-    wire = wire[wire["kind"].isin(W.CARRY_KINDS).to_numpy()]  # last round's rows for the driver ride along
-    k = W.split(wire)
+    carry = np.isin(wire["kind"].to_numpy(), W.CARRY_KINDS)  # last round's rows for the driver ride along
+    k = W.split(wire, only=W.CARRY_KINDS)
     state, inbox = unpack_state(k), unpack_inbox(k)
-    tag = f"{p.round_no:08d}-t{int(wire['broker'].min())}" if len(wire) else ""
+    tag = f"{p.round_no:08d}-t{int(wire['broker'].to_numpy()[carry].min())}" if carry.any() else ""
     return W.pack_all(wire_parts(*run(p, state, inbox, tag, held)))
 
 

@@ -110,8 +110,10 @@ def pack(kind: int, frame: pd.DataFrame) -> pd.DataFrame:
     return pack_all([(kind, frame)])
 
 
-def split(wire: pd.DataFrame) -> dict[int, pd.DataFrame]:
-    """Wire rows -> one protocol frame per kind (every kind present, empty when absent)."""
+def split(wire: pd.DataFrame, only: tuple[int, ...] | None = None) -> dict[int, pd.DataFrame]:
+    """Wire rows -> one protocol frame per kind (every kind present, empty when absent). `only`: the kinds
+    to unpack, the others left empty as if their rows were not there (split(wire[wire.kind in only]),
+    without selecting the rows of the whole wire frame first)."""
     kinds = wire["kind"].to_numpy()
     order = np.argsort(kinds, kind="stable")
     sk = kinds[order]
@@ -119,6 +121,8 @@ def split(wire: pd.DataFrame) -> dict[int, pd.DataFrame]:
     out = {}
     for kind in KIND_SPECS:
         lo, hi = np.searchsorted(sk, kind, "left"), np.searchsorted(sk, kind, "right")
+        if only is not None and kind not in only:
+            lo = hi
         out[kind] = _frame(kind, wire, order[lo:hi], columns)
     return out
 
