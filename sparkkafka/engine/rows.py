@@ -117,10 +117,11 @@ def split(wire: pd.DataFrame, only: tuple[int, ...] | None = None) -> dict[int, 
     kinds = wire["kind"].to_numpy()
     order = np.argsort(kinds, kind="stable")
     sk = kinds[order]
+    every = np.array(list(KIND_SPECS), dtype=sk.dtype)  # one search for all kinds, in the wire's dtype
+    los, his = np.searchsorted(sk, every, "left"), np.searchsorted(sk, every, "right")
     columns: dict[str, np.ndarray] = {}
     out = {}
-    for kind in KIND_SPECS:
-        lo, hi = np.searchsorted(sk, kind, "left"), np.searchsorted(sk, kind, "right")
+    for kind, lo, hi in zip(KIND_SPECS, los, his, strict=True):
         if only is not None and kind not in only:
             lo = hi
         out[kind] = _frame(kind, wire, order[lo:hi], columns)
