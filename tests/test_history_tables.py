@@ -50,3 +50,11 @@ def test_expand_results_gives_one_row_per_record_and_no_offset_for_a_failed_batc
     assert got.equals(want, check_metadata=True)
     assert got["offset"].to_pylist() == [5, 6, None, None, None]
     assert BR.expand_results(res.iloc[:0]).equals(want.slice(0, 0), check_metadata=True)
+
+
+def test_a_column_arrow_converts_only_through_another_type_takes_the_from_pandas_path():
+    lines = pd.DataFrame({"broker": np.array(["1", "2"], dtype=object), "controller_epoch": [2.0, np.nan],
+                          "topic": ["t", "u"], "partition": np.array([0, 1], "int32"), "message": ["m", None]})
+    got = BR._history_table(_P, B.HistoryRows("state_change_log", lines))
+    want = _from_pandas(lines.assign(time_ms=1234), SCHEMAS["state_change_log"])
+    assert got.equals(want, check_metadata=True) and got["broker"].to_pylist() == [1, 2]  # digits: by a cast

@@ -129,9 +129,13 @@ def _table(columns: pd.DataFrame | Mapping[str, np.ndarray], schema: pa.Schema, 
     converted column by column to their types, nulls from None / NaN: the table Table.from_pandas(...)
     .cast(schema) gives, without copying the frame into a new one and inferring every column's type first."""
     n = len(columns) if isinstance(columns, pd.DataFrame) else len(next(iter(columns.values())))
-    return pa.Table.from_arrays(
-        [pa.array(np.full(n, stamps[f.name], dtype="int64") if f.name in stamps else np.asarray(columns[f.name]),
-                  type=f.type, from_pandas=True) for f in schema], schema=schema)
+    try:
+        return pa.Table.from_arrays(
+            [pa.array(np.full(n, stamps[f.name], dtype="int64") if f.name in stamps else np.asarray(columns[f.name]),
+                      type=f.type, from_pandas=True) for f in schema], schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a column Arrow converts only by way of another type
+        frame = pd.DataFrame({c: columns[c] for c in schema.names if c not in stamps}).assign(**stamps)
+        return pa.Table.from_pandas(frame[schema.names], preserve_index=False).cast(schema)
 
 
 def expand_results(results: pd.DataFrame) -> pa.Table:
