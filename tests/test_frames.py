@@ -55,6 +55,52 @@ def test_group_ids_and_group_any_match_groupby():
     assert (F.group_any(flag, ids) == want).all()
 
 
+def test_group_ids_put_every_null_in_one_group_of_its_own():
+    m = pd.DataFrame({"topic": ["a", None, "b", np.nan, "a", None], "partition": [1, 1, 1, 1, 1, 2]})
+    ids = F.group_ids(m, ["topic", "partition"])
+    assert (ids == m.groupby(["topic", "partition"], sort=False, dropna=False).ngroup().to_numpy()).all()
+    assert ids.tolist() == [0, 1, 2, 1, 0, 3]
+
+
+def test_join_gives_the_rows_and_order_of_an_inner_merge():
+    rng = np.random.default_rng(5)
+    left = pd.DataFrame({"b": rng.integers(0, 6, 60), "t": rng.choice(["x", "y", None], 60)})
+    right = pd.DataFrame({"b2": rng.integers(0, 4, 40), "t": rng.choice(["y", "x", None], 40)})
+    li, ri = F.join(left, right, ["b", "t"], ["b2", "t"])
+    m = left.assign(_l=np.arange(60)).merge(right.assign(_r=np.arange(40)), left_on=["b", "t"], right_on=["b2", "t"])
+    assert li.tolist() == m["_l"].tolist() and ri.tolist() == m["_r"].tolist()
+    li, ri = F.join(left, right, ["b", "t"], ["b2", "t"], how="left")
+    m = left.assign(_l=np.arange(60)).merge(right.assign(_r=np.arange(40)), left_on=["b", "t"], right_on=["b2", "t"],
+                                            how="left")
+    assert li.tolist() == m["_l"].tolist() and ri.tolist() == m["_r"].fillna(-1).astype(int).tolist()
+    assert (ri == -1).any() and len(li) > len(set(li.tolist()))  # unmatched rows and repeated matches
+    li, ri = F.join(left, right.iloc[:0], ["b"], ["b2"], how="left")
+    assert li.tolist() == list(range(60)) and (ri == -1).all()
+    wide = pd.DataFrame({"a": np.array([0, 2**40], "int64"), "b": np.array([0, 2**40], "int64")})
+    li, ri = F.join(wide, wide.iloc[::-1], ["a", "b"])  # too wide to fold: the merge's own answer
+    assert li.tolist() == [0, 1] and ri.tolist() == [1, 0]
+    assert [len(x) for x in F.join(left.iloc[:0], right, ["b"], ["b2"])] == [0, 0]
+
+
+def test_sort_order_is_a_stable_sort_values_with_nulls_last():
+    rng = np.random.default_rng(9)
+    f = pd.DataFrame({"t": rng.choice(["b", "a", None, "c"], 200), "p": rng.integers(0, 3, 200).astype("int32"),
+                      "x": np.where(rng.random(200) < 0.1, np.nan, rng.integers(0, 2, 200)), "f": rng.random(200) < 0.5})
+    for cols in (["t", "p"], ["p", "x", "t"], ["f", "t"], ["x"]):
+        want = f.sort_values(cols, kind="stable").index.to_numpy()
+        assert (F.sort_order([f[c].to_numpy() for c in cols]) == want).all()
+    assert len(F.sort_order([np.empty(0, dtype=object)])) == 0
+
+
+def test_per_topic_is_a_map_with_a_default():
+    values = pd.Series({"a": 2, "b": 3}, dtype="int64")
+    topics = pd.Series(["b", "c", None, "a", "b"], dtype=object)
+    want = topics.map(values).fillna(1).astype("int64").to_numpy()
+    assert F.per_topic(topics, values, 1).tolist() == want.tolist() == [3, 1, 1, 2, 3]
+    assert F.per_topic(topics, pd.Series(dtype="int64"), 1).tolist() == [1] * 5
+    assert F.per_topic(np.empty(0, dtype=object), values, 1).dtype == "int64"
+
+
 def test_contains_with_repeated_keys():
     recs = pd.DataFrame({"_dst": [1, 1, 2], "broker": [0, 0, 0], "sent_ms": [5, 5, 7]})
     reqs = pd.DataFrame({"src": [1, 2, 2, 3], "broker": [0, 0, 1, 0], "sent_ms": [5, 7, 7, 5]})
@@ -71,6 +117,17 @@ def test_concat_keeps_the_spec_and_the_values():
     assert list(out.index) == [0, 1, 2]
 
 
+def test_owned_is_the_frame_conform_builds_and_holds_the_arrays_given():
+    cols = {"broker": np.array([3, 1, 2], "int64"), "log_dir": np.array(["d0", None, "d1"], dtype=object),
+            "extra": np.zeros(3)}
+    out = F.owned(cols, F.LOG_DIR_FAILURE)
+    pd.testing.assert_frame_equal(out, F.conform(pd.DataFrame(cols), F.LOG_DIR_FAILURE), check_dtype=True)
+    assert out["broker"].dtype == "int32" and out["log_dir"].tolist() == ["d0", None, "d1"]
+    assert np.shares_memory(out["log_dir"].to_numpy(), cols["log_dir"])  # no copy of an array in shape
+    empty = F.owned({"broker": np.empty(0, "int64"), "log_dir": np.empty(0, object)}, F.LOG_DIR_FAILURE)
+    pd.testing.assert_frame_equal(empty, F.empty(F.LOG_DIR_FAILURE), check_dtype=True)
+
+
 def test_conform_of_a_frame_in_shape_is_a_copy_with_a_fresh_index(replicas):
     spec = {"broker": "int32", "topic": "object", "partition": "int32"}
     shifted = replicas.set_index(replicas.index + 10)
@@ -79,6 +136,13 @@ def test_conform_of_a_frame_in_shape_is_a_copy_with_a_fresh_index(replicas):
     before = shifted["broker"].iloc[0]
     out.loc[0, "broker"] = before + 1
     assert shifted["broker"].iloc[0] == before  # the input is not changed through the result
+
+
+def test_str_len_is_pandas_str_len_with_nulls_as_empty():
+    for keys in (pd.Series(["ab", None, "", "é✓", np.nan], dtype=object), pd.Series([1, "ab", None], dtype=object),
+                 np.empty(0, dtype=object)):
+        want = pd.Series(keys, dtype=object).fillna("").astype(str).str.len().to_numpy()
+        assert F.str_len(keys).tolist() == want.tolist()
 
 
 def test_isr_size_counts_ids_and_treats_nulls_as_empty():

@@ -90,7 +90,7 @@ def _log_tables(p: RoundParams, a: pd.DataFrame) -> list[tuple[int, str, pa.Tabl
     """The round's new records as log table rows, one Arrow table per (broker, log_dir)."""
     if a.empty:
         return []
-    a = a.sort_values(["broker", "log_dir", "topic", "partition", "offset"], kind="stable")
+    a = a.take(F.sort_order([a[c].to_numpy() for c in ("broker", "log_dir", "topic", "partition", "offset")]))
     n = len(a)
     t = pa.table({
         "topic": pa.array(a["topic"], pa.string()), "partition": pa.array(a["partition"], pa.int32()),
@@ -118,29 +118,41 @@ def _history_table(p: RoundParams, rows: B.HistoryRows) -> pa.Table:
     """One history table's rows of the round as Arrow, stamped with round and time."""
     f, schema = rows.frame, SCHEMAS[rows.table]
     if rows.table == "produce_results":
-        t = expand_results(f)
-    elif rows.table == "state_change_log":
-        t = pa.Table.from_pandas(f.assign(time_ms=p.now)[schema.names], preserve_index=False).cast(schema)
-    else:
-        t = pa.Table.from_pandas(f.assign(round=p.round_no, time_ms=p.now)[schema.names],
-                                 preserve_index=False).cast(schema)
-    return t
+        return expand_results(f)
+    if rows.table == "state_change_log":
+        return _table(f, schema, time_ms=p.now)
+    return _table(f, schema, round=p.round_no, time_ms=p.now)
+
+
+def _table(columns: pd.DataFrame | Mapping[str, np.ndarray], schema: pa.Schema, **stamps: int) -> pa.Table:
+    """The columns of `schema` (from `columns`, or the constant `stamps`) as an Arrow table of that schema,
+    converted column by column to their types, nulls from None / NaN: the table Table.from_pandas(...)
+    .cast(schema) gives, without copying the frame into a new one and inferring every column's type first."""
+    n = len(columns) if isinstance(columns, pd.DataFrame) else len(next(iter(columns.values())))
+    try:
+        return pa.Table.from_arrays(
+            [pa.array(np.full(n, stamps[f.name], dtype="int64") if f.name in stamps else np.asarray(columns[f.name]),
+                      type=f.type, from_pandas=True) for f in schema], schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a column Arrow converts only by way of another type
+        frame = pd.DataFrame({c: columns[c] for c in schema.names if c not in stamps}).assign(**stamps)
+        return pa.Table.from_pandas(frame[schema.names], preserve_index=False).cast(schema)
 
 
 def expand_results(results: pd.DataFrame) -> pa.Table:
-    """One produce_results row per record of each answered batch."""
+    """One produce_results row per record of each answered batch (offset null for a failed batch)."""
     n = results["count"].to_numpy().astype("int64")
-    rep = results.loc[results.index.repeat(n)].reset_index(drop=True)
+    rows = np.repeat(np.arange(len(results)), n)
     within = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
-    base = rep["base_offset"].to_numpy()
-    off = pd.array(np.where(base >= 0, base + within, 0), dtype="Int64")
-    off[base < 0] = pd.NA
-    df = pd.DataFrame({
-        "time_ms": rep["time_ms"], "topic": rep["topic"], "partition": rep["partition"],
-        "record_id": rep["record_id"].to_numpy() + within, "acks": rep["acks"], "offset": off,
-        "error": rep["error"], "acked": rep["acked"].astype(bool),
-    })
-    return pa.Table.from_pandas(df, preserve_index=False).cast(SCHEMAS["produce_results"])
+    base = results["base_offset"].to_numpy()[rows]
+
+    def rep(c: str) -> np.ndarray:
+        return results[c].to_numpy()[rows]
+
+    t = _table({"time_ms": rep("time_ms"), "topic": rep("topic"), "partition": rep("partition"),
+                "record_id": rep("record_id") + within, "acks": rep("acks"), "offset": np.where(base >= 0, base + within, 0),
+                "error": rep("error"), "acked": rep("acked").astype(bool)}, SCHEMAS["produce_results"])
+    offset = pa.array(t["offset"].to_numpy(), pa.int64(), mask=base < 0)
+    return t.set_column(t.schema.get_field_index("offset"), SCHEMAS["produce_results"].field("offset"), offset)
 
 
 def _truncate(p: RoundParams, cuts: pd.DataFrame, flips: pd.DataFrame | None = None) -> list[dict]:
@@ -264,10 +276,10 @@ def process(p: RoundParams, wire: pd.DataFrame, held: WindowFiles | None = None)
     """Run one round for every broker present in `wire`; return the output wire rows: unpack, read the
     restarting brokers' logs, step (protocol/broker.py, answering its log reads), execute the effects, pack.
     `held`: a resident window's unwritten rows (written before the round reads the log)."""
-    wire = wire[wire["kind"].isin(W.CARRY_KINDS).to_numpy()]  # last round's rows for the driver ride along
-    k = W.split(wire)
+    carry = np.isin(wire["kind"].to_numpy(), W.CARRY_KINDS)  # last round's rows for the driver ride along
+    k = W.split(wire, only=W.CARRY_KINDS)
     state, inbox = unpack_state(k), unpack_inbox(k)
-    tag = f"{p.round_no:08d}-t{int(wire['broker'].min())}" if len(wire) else ""
+    tag = f"{p.round_no:08d}-t{int(wire['broker'].to_numpy()[carry].min())}" if carry.any() else ""
     return W.pack_all(wire_parts(*run(p, state, inbox, tag, held)))
 
 

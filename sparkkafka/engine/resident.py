@@ -145,7 +145,7 @@ class ResidentRounds:
         if w.inbox is not None:
             frames.append(w.inbox[w.inbox["broker"].to_numpy() % mesh.size == mesh.rank])
         wire = W.concat(frames)
-        k0 = W.split(wire[np.isin(wire["kind"].to_numpy(), W.CARRY_KINDS)])
+        k0 = W.split(wire, only=W.CARRY_KINDS)
         # the brokers' state stays unpacked between rounds; only messages are packed, for the exchange
         state, inbox = unpack_state(k0), unpack_inbox(k0)
         driver: list[pd.DataFrame] = []

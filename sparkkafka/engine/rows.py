@@ -81,31 +81,22 @@ def _mapping(spec: dict[str, str]) -> dict[str, str]:
 MAPPINGS = {k: _mapping(s) for k, s in KIND_SPECS.items()}
 
 
-def _fill(t: str, n: int) -> np.ndarray:
-    return np.full(n, None, dtype=object) if t == F.STR else np.full(n, DEFAULTS[t], dtype=t)
-
-
 def pack_all(parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
-    """Protocol frames -> one wire frame (each column built once with numpy; unused slots get
-    their defaults). Much cheaper than concatenating per-kind frames with all-null columns."""
+    """Protocol frames -> one wire frame. Each wire column is allocated once with its default (unused
+    slots keep it; an object column starts as all None) and every kind's columns are copied into their
+    rows: cheaper than concatenating per-kind frames with all-null columns, or per-kind filled arrays."""
     parts = [(k, f) for k, f in parts if len(f)]
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in WIRE}
+    total = sum(len(f) for _, f in parts)
+    data = {c: np.empty(total, dtype=object) if t == F.STR else np.full(total, DEFAULTS[t], dtype=t)
+            for c, t in WIRE.items()}
+    lo = 0
     for kind, frame in parts:
-        n = len(frame)
-        mp = MAPPINGS[kind]
-        inv = {dst: src for src, dst in mp.items()}
-        cols["kind"].append(np.full(n, kind, dtype="int8"))
-        for col, t in WIRE.items():
-            if col == "kind":
-                continue
-            src = inv.get(col)
-            if src is None:
-                cols[col].append(_fill(t, n))
-            else:
-                v = frame[src].to_numpy()
-                cols[col].append(v.astype(object) if t == F.STR else v.astype(t, copy=False))
-    data = {c: (np.concatenate(v) if v else np.empty(0, dtype=WIRE[c])) for c, v in cols.items()}
-    return pd.DataFrame(data, columns=list(WIRE))
+        hi = lo + len(frame)
+        data["kind"][lo:hi] = kind
+        for src, dst in MAPPINGS[kind].items():
+            data[dst][lo:hi] = frame[src].to_numpy()
+        lo = hi
+    return pd.DataFrame(data, copy=False)
 
 
 def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -119,24 +110,37 @@ def pack(kind: int, frame: pd.DataFrame) -> pd.DataFrame:
     return pack_all([(kind, frame)])
 
 
-def split(wire: pd.DataFrame) -> dict[int, pd.DataFrame]:
-    """Wire rows -> one protocol frame per kind (every kind present, empty when absent)."""
+def split(wire: pd.DataFrame, only: tuple[int, ...] | None = None) -> dict[int, pd.DataFrame]:
+    """Wire rows -> one protocol frame per kind (every kind present, empty when absent). `only`: the kinds
+    to unpack, the others left empty as if their rows were not there (split(wire[wire.kind in only]),
+    without selecting the rows of the whole wire frame first)."""
     kinds = wire["kind"].to_numpy()
     order = np.argsort(kinds, kind="stable")
     sk = kinds[order]
+    every = np.array(list(KIND_SPECS), dtype=sk.dtype)  # one search for all kinds, in the wire's dtype
+    los, his = np.searchsorted(sk, every, "left"), np.searchsorted(sk, every, "right")
+    columns: dict[str, np.ndarray] = {}
     out = {}
-    for kind in KIND_SPECS:
-        lo, hi = np.searchsorted(sk, kind, "left"), np.searchsorted(sk, kind, "right")
-        out[kind] = _frame(kind, wire, order[lo:hi])
+    for kind, lo, hi in zip(KIND_SPECS, los, his, strict=True):
+        if only is not None and kind not in only:
+            lo = hi
+        out[kind] = _frame(kind, wire, order[lo:hi], columns)
     return out
 
 
-def _frame(kind: int, wire: pd.DataFrame, idx: np.ndarray) -> pd.DataFrame:
-    """The protocol frame of the wire rows at positions `idx` (all of `kind`)."""
+def _frame(kind: int, wire: pd.DataFrame, idx: np.ndarray, columns: dict[str, np.ndarray] | None = None
+           ) -> pd.DataFrame:
+    """The protocol frame of the wire rows at positions `idx` (all of `kind`). `columns`: the wire's
+    columns as arrays, filled as they are first read (split reads each once for all kinds)."""
     spec = KIND_SPECS[kind]
     if not len(idx):
         return F.empty(spec)
-    return F.conform(pd.DataFrame({src: wire[dst].to_numpy()[idx] for src, dst in MAPPINGS[kind].items()}), spec)
+    columns = {} if columns is None else columns
+    for dst in MAPPINGS[kind].values():
+        if dst not in columns:
+            columns[dst] = wire[dst].to_numpy()
+    # positions taken from the wire are fresh arrays: the frame may own them as they are
+    return F.owned({src: columns[dst][idx] for src, dst in MAPPINGS[kind].items()}, spec)
 
 
 def unpack(kind: int, wire: pd.DataFrame) -> pd.DataFrame:

@@ -431,16 +431,21 @@ def log_rows(replicas: pd.DataFrame, futures: pd.DataFrame, appended: pd.DataFra
     return pd.concat([cur, fut], ignore_index=True)
 
 
+def _sorted(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """frame.sort_values(cols) for two or more columns (a stable sort), by frames.sort_order."""
+    return frame.take(F.sort_order([frame[c].to_numpy() for c in cols]))
+
+
 def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame,
             lines: pd.DataFrame) -> list[HistoryRows]:
     """This round's rows of replica_state, follower_state, produce_results and state_change_log."""
     out = []
     if len(replicas):
-        r = replicas.sort_values(["topic", "partition", "broker"])
+        r = _sorted(replicas, ["topic", "partition", "broker"])
         role = np.where(r["leader"] == r["broker"], "leader", np.where(r["leader"] >= 0, "follower", "none"))
         out.append(HistoryRows("replica_state", r.assign(role=role)))
     if len(remotes):
-        r = remotes.sort_values(["topic", "partition", "replica"])
+        r = _sorted(remotes, ["topic", "partition", "replica"])
         out.append(HistoryRows("follower_state", r.rename(columns={"leo": "remote_leo"})))
     if len(results):
         out.append(HistoryRows("produce_results", results))
@@ -597,13 +602,13 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     sw.lap("fetch_response_and_produce")
 
     requests, parked = k.fetches, state.parked
+    both = F.concat([requests, parked], F.FETCH)
     log = tail
-    misses = fetch.tail_misses(F.concat([requests, parked], F.FETCH), tail, replicas,
-                               cfg["emulator.read.max.records"])
+    misses = fetch.tail_misses(both, tail, replicas, cfg["emulator.read.max.records"])
     if len(misses):
         log = F.concat([tail, (yield ReadLog(misses))], F.RECORD)
     sw.lap("storage_reads")
-    brokers = fetch.touch_quota(brokers, "leader", F.concat([requests, parked], F.FETCH), now, cfg)
+    brokers = fetch.touch_quota(brokers, "leader", both, now, cfg)
     replicas, remotes, responses, resp_records, parked = fetch.serve_fetch(
         replicas, remotes, log, requests, parked, now, cfg, brokers)
     brokers = fetch.record_quota(brokers, "leader", resp_records, "src", now, cfg)
@@ -618,8 +623,8 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     brokers = fetch.touch_quota(brokers, "follower", new_requests, now, cfg)
     sw.lap("serve_fetch")
     # the log-dir movers (ReplicaAlterLogDirsThread, 9.2) copy from the current logs as they now are
-    replicas, futures, copied, swaps, future_cuts = yield from _movers(
-        config, replicas, futures, F.concat([tail, appended_f], F.RECORD), cuts)
+    mem = F.concat([tail, appended_f], F.RECORD) if len(futures) else F.empty(F.RECORD)  # only movers read it
+    replicas, futures, copied, swaps, future_cuts = yield from _movers(config, replicas, futures, mem, cuts)
     tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"])
     sw.lap("log_dir_movers")
     stopping = set(k.shutdown["broker"].tolist())

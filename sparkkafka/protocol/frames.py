@@ -176,6 +176,17 @@ def conform(df: pd.DataFrame, spec: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: _column(df, c, t) for c, t in spec.items()})
 
 
+def owned(columns: dict[str, np.ndarray], spec: dict[str, str]) -> pd.DataFrame:
+    """A frame of the spec's columns from arrays no other frame or caller holds (fresh results of a
+    take, a concatenation or a computation), cast where their dtype differs. It owns them as they are:
+    pandas' default copies every column and stacks the columns of a dtype into one block, ~4x more."""
+    return pd.DataFrame({c: _cast(columns[c], t) for c, t in spec.items()}, copy=False)
+
+
+def _cast(v: np.ndarray, t: str) -> np.ndarray:
+    return v if t == STR or v.dtype == t else v.astype(t)
+
+
 def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame:
     """Concatenate frames of one spec, keeping dtypes even when all are empty."""
     parts = [f for f in frames if len(f)]
@@ -184,7 +195,7 @@ def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame
     if len(parts) == 1:
         return conform(parts[0], spec)
     # column by column: pd.concat checks every value of an object column for a null (~1 us each)
-    return pd.DataFrame({c: np.concatenate([_column(f, c, t) for f in parts]) for c, t in spec.items()})
+    return owned({c: np.concatenate([_column(f, c, t) for f in parts]) for c, t in spec.items()}, spec)
 
 
 def new_replicas(df: pd.DataFrame) -> pd.DataFrame:
@@ -205,15 +216,34 @@ def csv(ids_: Iterable[int]) -> str:
 
 def isr_size(isr: pd.Series) -> np.ndarray:
     """Number of ids in each comma-joined list (0 for empty)."""
-    v = isr.to_numpy() if isinstance(isr, pd.Series) else np.asarray(isr)
-    try:  # Arrow's string kernels: ~10x cheaper than pandas' .str, which calls Python per value
-        a = pa.array(v, type=pa.string(), from_pandas=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        s = pd.Series(v).fillna("").astype(str)
+    a = _arrow_strings(isr)
+    if a is None:
+        s = pd.Series(_values(isr)).fillna("").astype(str)
         return np.where(s.str.len() > 0, s.str.count(",") + 1, 0)
     commas = pc.count_substring(a, ",").fill_null(0).to_numpy(zero_copy_only=False)
     chars = pc.utf8_length(a).fill_null(0).to_numpy(zero_copy_only=False)
     return np.where(chars > 0, commas + 1, 0)
+
+
+def str_len(values: pd.Series | np.ndarray) -> np.ndarray:
+    """Characters of each string, 0 for a null (values.fillna("").astype(str).str.len())."""
+    a = _arrow_strings(values)
+    if a is None:
+        return pd.Series(_values(values)).fillna("").astype(str).str.len().to_numpy()
+    return pc.utf8_length(a).fill_null(0).to_numpy(zero_copy_only=False).astype("int64")
+
+
+def _arrow_strings(values: pd.Series | np.ndarray) -> pa.Array | None:
+    """`values` as an Arrow string array (nulls from None / NaN), or None when one is not a string. Arrow's
+    string kernels are ~10x cheaper than pandas' .str, which calls Python per value."""
+    try:
+        return pa.array(_values(values), type=pa.string(), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+
+
+def _values(values: pd.Series | np.ndarray) -> np.ndarray:
+    return values.to_numpy() if isinstance(values, pd.Series) else np.asarray(values)
 
 
 def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
@@ -226,9 +256,13 @@ def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
             v = v.astype("int64")
             lo = int(v.min())
             codes, k = v - lo, int(v.max()) - lo + 1
-        else:
-            codes, uniques = pd.factorize(v, use_na_sentinel=False)
+        else:  # nulls get the code after the values' (use_na_sentinel=False costs an isna pass, 2x)
+            codes, uniques = pd.factorize(v)
             k = len(uniques)
+            null = codes < 0
+            if null.any():
+                codes[null] = k
+                k += 1
         size *= max(k, 1)
         if size >= 2**62:
             return None
@@ -285,11 +319,60 @@ def _positions(table: list[np.ndarray], probe: list[np.ndarray]) -> np.ndarray:
     return pd.Index(key[:n]).get_indexer(key[n:])
 
 
+def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[str] | None = None,
+         how: str = "inner") -> tuple[np.ndarray, np.ndarray]:
+    """Row positions (in `left`, in `right`) of the join on key columns (keys may repeat on both sides),
+    in pd.merge's order: left rows in order, each with its matches in right's order; `how="left"` keeps
+    a left row without a match once, with right position -1. The folded keys (`_fold`) found by one
+    stable sort, instead of a merge building both frames' rows."""
+    n, right_on = len(left), right_on or on
+    if n == 0 or right.empty:
+        keep = n if how == "left" else 0
+        return np.arange(keep, dtype="int64"), np.full(keep, -1, dtype="int64")
+    key = _fold([np.concatenate([left[a].to_numpy(), right[b].to_numpy()]) for a, b in zip(on, right_on, strict=True)])
+    if key is None:  # too wide to fold: the merge itself, on the rows' positions
+        m = pd.DataFrame({**{f"_k{i}": left[c].to_numpy() for i, c in enumerate(on)}, "_l": np.arange(n)}).merge(
+            pd.DataFrame({**{f"_k{i}": right[c].to_numpy() for i, c in enumerate(right_on)},
+                          "_r": np.arange(len(right))}), on=[f"_k{i}" for i in range(len(on))], how=how)
+        return m["_l"].to_numpy(dtype="int64"), m["_r"].fillna(-1).to_numpy(dtype="int64")
+    lk, rk = key[:n], key[n:]
+    order = np.argsort(rk, kind="stable")
+    sk = rk[order]
+    lo = np.searchsorted(sk, lk, "left")
+    found = np.searchsorted(sk, lk, "right") - lo
+    rows = np.maximum(found, 1) if how == "left" else found
+    within = np.arange(rows.sum()) - np.repeat(np.cumsum(rows) - rows, rows)
+    at = np.repeat(lo, rows) + within
+    ri = order[np.minimum(at, len(order) - 1)]
+    return np.repeat(np.arange(n), rows), np.where(np.repeat(found > 0, rows), ri, -1)
+
+
+def sort_order(columns: list[np.ndarray]) -> np.ndarray:
+    """Positions that sort rows by `columns` (first the most significant) ascending, stably, nulls
+    last: frame.sort_values(cols, kind="stable") as positions. Object columns are ranked by one sorted
+    factorize each; pandas builds a Categorical per column."""
+    keys = []
+    for v in columns:
+        if v.dtype.kind not in "iub":
+            codes, uniques = pd.factorize(v, sort=True)
+            v = np.where(codes < 0, len(uniques), codes)
+        keys.append(v)
+    return np.lexsort(keys[::-1])
+
+
 def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarray:
     """table[column] at positions `pos` (from `locate`), `default` where a position is -1."""
     if len(table) == 0:
         return np.full(len(pos), default)
     return np.where(pos >= 0, table[column].to_numpy()[np.maximum(pos, 0)], default)
+
+
+def per_topic(topics: pd.Series | np.ndarray, values: pd.Series, default: int) -> np.ndarray:
+    """values[topic] of each row as int64, `default` where the topic (or a null) is not in `values`:
+    topics.map(values).fillna(default), mapping each distinct topic once."""
+    codes, uniques = pd.factorize(np.asarray(topics))
+    found = pd.Series(uniques, dtype=object).map(values).fillna(default).to_numpy().astype("int64")
+    return np.append(found, np.int64(default))[codes]  # a null's code -1 takes the default
 
 
 def leaders_by_key(known: pd.DataFrame, topics: pd.Series, partitions: pd.Series) -> np.ndarray:

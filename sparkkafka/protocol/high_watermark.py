@@ -40,11 +40,11 @@ def maybe_increment_leader_hw(
         return replicas
     cand = replicas["leo"].to_numpy().copy()
     if len(remotes):
-        r = remotes[counts_for_hw(remotes, rules, lag_ms, now)]
-        if len(r):
-            pos = locate(replicas, r)
-            hit = pos >= 0
-            np.minimum.at(cand, pos[hit], r["leo"].to_numpy().astype("int64")[hit])
+        counts = counts_for_hw(remotes, rules, lag_ms, now)
+        if counts.any():
+            pos = locate(replicas, remotes)
+            hit = counts & (pos >= 0)
+            np.minimum.at(cand, pos[hit], remotes["leo"].to_numpy().astype("int64")[hit])
     hw = replicas["hw"].to_numpy()
     new = np.where(leaders & (cand > hw), cand, hw)
     out = replicas.copy()

@@ -22,7 +22,20 @@ import numpy as np
 import pandas as pd
 
 from . import errors
-from .frames import ISR_CHANGE, KEY, REMOTE, REPLICA, conform, csv, empty, ids, isr_size, locate
+from .frames import (
+    ISR_CHANGE,
+    KEY,
+    REMOTE,
+    REPLICA,
+    conform,
+    csv,
+    empty,
+    ids,
+    isr_size,
+    locate,
+    per_topic,
+    str_len,
+)
 from .rules import Rules, rules_for
 
 # AlterIsr errors after which the leader gives up and stays pending until the next LeaderAndIsr
@@ -39,6 +52,11 @@ def _member(lists: np.ndarray, who: np.ndarray) -> np.ndarray:
 
 def _strs(s: pd.Series) -> np.ndarray:
     return s.fillna("").astype(str).to_numpy()
+
+
+def _no_change(replicas: pd.DataFrame) -> np.ndarray:
+    """Which replicas have no ISR change in flight (pending_isr "" or null: _strs(...) == "", by length)."""
+    return str_len(replicas["pending_isr"]) == 0
 
 
 def _proposals(rep: pd.DataFrame, new_isr: list[str], kind: str) -> pd.DataFrame:
@@ -74,7 +92,7 @@ def maybe_expand_isr(
     if replicas.empty or remotes.empty:
         return replicas, remotes, empty(ISR_CHANGE)
     remotes = remotes.reset_index(drop=True)
-    open_ = _leaders(replicas) & (_strs(replicas["pending_isr"]) == "")
+    open_ = _leaders(replicas) & _no_change(replicas)
     pos = locate(replicas, remotes)
     ok = pos >= 0
     ok[ok] = open_[pos[ok]]
@@ -166,7 +184,7 @@ def maybe_shrink_isr(
         return replicas, empty(ISR_CHANGE)
     replicas = replicas.copy()
     replicas.loc[due, "isr_check_ms"] = now
-    run = due & (_strs(replicas["pending_isr"]) == "")
+    run = due & _no_change(replicas)
     gone = out_of_sync_replicas(replicas[run], remotes, now, cfg, rules)
     if gone.empty:
         return replicas, empty(ISR_CHANGE)
@@ -249,12 +267,13 @@ def isr_gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> pd.DataFrame:
     """Partition's gauges per led partition (protocol.md 4.6), on the committed ISR:
     under_replicated (|ISR| < |replicas|), under_min_isr (|ISR| < min.insync.replicas of the
     topic, `min_isr` indexed by topic; 1 when absent) and at_min_isr (|ISR| == it)."""
-    lead = replicas[_leaders(replicas)]
-    isr = isr_size(lead["isr"])
-    rf = isr_size(lead["replicas"])
-    mi = lead["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
+    lead = np.flatnonzero(_leaders(replicas))
+
+    def led(c: str) -> np.ndarray:
+        return replicas[c].to_numpy()[lead]
+
+    isr, rf, mi = isr_size(led("isr")), isr_size(led("replicas")), per_topic(led("topic"), min_isr, 1)
     return pd.DataFrame({
-        "broker": lead["broker"].to_numpy(), "topic": lead["topic"].to_numpy(),
-        "partition": lead["partition"].to_numpy(),
+        "broker": led("broker"), "topic": led("topic"), "partition": led("partition"),
         "under_replicated": isr < rf, "under_min_isr": isr < mi, "at_min_isr": isr == mi,
     })

@@ -300,19 +300,20 @@ def on_append(replicas, appended, rules: Rules | str):
     an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
     the cache's latest epoch. Returns the replicas frame (a copy when changed)."""
 
-    from .frames import KEY, locate
+    from .frames import KEY, locate, sort_order
 
     if appended.empty:
         return replicas
-    a = appended.sort_values([*KEY, "offset"], kind="stable")
-    key_change = np.ones(len(a), dtype=bool)
-    ep = a["leader_epoch"].to_numpy()
-    same = np.ones(len(a), dtype=bool)
+    order = sort_order([appended[c].to_numpy() for c in (*KEY, "offset")])
+    a = {c: appended[c].to_numpy()[order] for c in (*KEY, "offset", "leader_epoch")}
+    key_change = np.ones(len(order), dtype=bool)
+    ep = a["leader_epoch"]
+    same = np.ones(len(order), dtype=bool)
     for c in KEY:
-        v = a[c].to_numpy()
+        v = a[c]
         same[1:] &= v[1:] == v[:-1]
     key_change[1:] = ~same[1:]
-    pos = locate(replicas, a)
+    pos = locate(replicas, appended)[order]
     r = replicas.copy()
     lfe = r["last_fetched_epoch"].to_numpy()
     prev = np.where(key_change, lfe[np.maximum(pos, 0)], np.r_[-2, ep[:-1]])
@@ -322,7 +323,7 @@ def on_append(replicas, appended, rules: Rules | str):
     cached = enabled(rules)
     if cached and starts.any():
         caches = r["epoch_cache"].to_numpy().copy()
-        for p, e, o in zip(pos[starts], ep[starts], a["offset"].to_numpy()[starts], strict=True):
+        for p, e, o in zip(pos[starts], ep[starts], a["offset"][starts], strict=True):
             caches[p] = encode(assign(decode(caches[p]), int(e), int(o)))
         r["epoch_cache"] = caches
     latest = latest_epochs(r["epoch_cache"].to_numpy()[lp]) if cached else ep[last & (pos >= 0)]

@@ -92,7 +92,8 @@ def fail_log_dirs(
             halts.append((b, "", -1, f"Shutdown broker because all log dirs in {', '.join(all_dirs)} have failed"))
     halts_df = pd.DataFrame(halts, columns=HALT_COLUMNS)
     down = _in_offline_dir(replicas, offline_dirs)
-    newly = conform(replicas.loc[down, ["broker", "topic", "partition", "log_dir"]], OFFLINE_REPLICA)
+    newly = (conform(replicas.loc[down, ["broker", "topic", "partition", "log_dir"]], OFFLINE_REPLICA) if down.any()
+             else empty(OFFLINE_REPLICA))  # the common round: no dir failed, no selection to build
     if not down.any():
         f_down = _in_offline_dir(futures, offline_dirs)
         if f_down.any():

@@ -12,26 +12,47 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
-from .frames import PENDING, RECORD, REPLICA, RESULT, STR, concat, conform, empty, isr_size, locate, take
+from .frames import (
+    PENDING,
+    PRODUCE,
+    RECORD,
+    REPLICA,
+    RESULT,
+    STR,
+    concat,
+    conform,
+    empty,
+    isr_size,
+    locate,
+    owned,
+    per_topic,
+    sort_order,
+    take,
+)
 from .high_watermark import maybe_increment_leader_hw
 from .rules import rules_of
 
 VALID_ACKS = (-1, 0, 1)
+Batches = pd.DataFrame | Mapping[str, np.ndarray]  # a frame, or its columns as arrays of one length
 
 
-def _results(batches: pd.DataFrame, now: int, error, base_offset, acked) -> pd.DataFrame:
-    """RESULT rows for `batches` (error, base_offset, acked: a value for all or one per batch), built in
-    one go: an assign and a conform each cost a frame."""
-    n, given = len(batches), {"error": error, "base_offset": base_offset, "acked": acked, "time_ms": now}
+def _results(batches: Batches, now: int, error, base_offset, acked) -> pd.DataFrame:
+    """RESULT rows for `batches` (a frame or its columns as arrays; error, base_offset, acked: a value for
+    all or one per batch), built in one go: an assign and a conform each cost a frame."""
+    n, given = len(batches["broker"]), {"error": error, "base_offset": base_offset, "acked": acked, "time_ms": now}
     cols = {}
     for c, t in RESULT.items():
         v = given[c] if c in given else batches[c]
         v = v.to_numpy() if isinstance(v, pd.Series) else v
         if isinstance(v, np.ndarray):
-            cols[c] = v if t == STR else v.astype(t)
+            cols[c] = v.copy() if t == STR else v.astype(t)
         else:
             cols[c] = np.full(n, v, dtype=object if t == STR else t)
-    return pd.DataFrame(cols)
+    return pd.DataFrame(cols, copy=False)  # every column a fresh array
+
+
+def _subset(cols: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    return {c: v[rows] for c, v in cols.items()}
 
 
 def _offline(frame: pd.DataFrame, offline: pd.DataFrame | None) -> np.ndarray:
@@ -59,65 +80,70 @@ def append_to_leader(
     """
     if batches.empty:
         return replicas, empty(RECORD), empty(RESULT), empty(PENDING)
-    b = batches.sort_values(["broker", "topic", "partition", "record_id"], kind="stable").reset_index(drop=True)
-    pos = locate(replicas, b)
-    m = b.assign(**{c: take(replicas, c, pos, d) for c, d in (("leader", -1), ("isr", ""), ("leader_epoch", -1),
-                                                                  ("leo", 0))})
+    # the batches in partition order, as arrays (rows of a sorted copy of the frame would cost a frame each)
+    order = sort_order([batches[c].to_numpy() for c in ("broker", "topic", "partition", "record_id")])
+    b = {c: batches[c].to_numpy()[order] for c in PRODUCE}
+    pos = locate(replicas, batches)[order]
+    leader, isr, epoch, leo_now = (take(replicas, c, pos, d) for c, d in (
+        ("leader", -1), ("isr", ""), ("leader_epoch", -1), ("leo", 0)))
     hosted = pos >= 0
-    is_leader = hosted & (m["leader"].to_numpy() == m["broker"].to_numpy())
-    need = m["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
-    bad_acks = ~m["acks"].isin(VALID_ACKS).to_numpy()
-    too_few = (m["acks"].to_numpy() == -1) & (isr_size(m["isr"]) < need)
+    is_leader = hosted & (leader == b["broker"])
+    need = per_topic(b["topic"], min_isr, 1)
+    acks = b["acks"]
+    too_few = (acks == -1) & (isr_size(isr) < need)
     err = np.select(
-        [bad_acks, _offline(m, offline), ~hosted, ~is_leader, too_few],
+        [~np.isin(acks, VALID_ACKS), _offline(batches, offline)[order], ~hosted, ~is_leader, too_few],
         [errors.INVALID_REQUIRED_ACKS, errors.KAFKA_STORAGE_ERROR, errors.UNKNOWN_TOPIC_OR_PARTITION,
          errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS],
         default="",
     )
     ok = err == ""
-    acks0 = (m["acks"] == 0).to_numpy()
-    failed = _results(m.loc[~ok & ~acks0], now, err[~ok & ~acks0], -1, False)
+    acks0 = acks == 0
+    failed = _results(_subset(b, ~ok & ~acks0), now, err[~ok & ~acks0], -1, False)
     # acks=0: the producer hears nothing, success or error; the row records that it was sent.
-    unanswered = _results(m.loc[acks0], now, None, -1, False)
+    unanswered = _results(_subset(b, acks0), now, None, -1, False)
 
-    a = m.loc[ok].reset_index(drop=True)
-    if a.empty:
+    if not ok.any():
         return replicas, empty(RECORD), concat([failed, unanswered], RESULT), empty(PENDING)
+    a = _subset(b, ok)
     # Offsets: batches of one partition are appended one after another from the current LEO (rows are
     # sorted by partition, so each partition's batches are one run of rows).
     at = pos[ok]
-    count = a["count"].to_numpy().astype("int64")
+    count = a["count"].astype("int64")
     cum = np.cumsum(count)
     first = np.r_[True, at[1:] != at[:-1]]
     before = (cum - count)[first]  # records of earlier partitions
-    within = cum - np.repeat(before, np.diff(np.r_[np.flatnonzero(first), len(a)]))
-    a["base_offset"] = a["leo"].to_numpy().astype("int64") + within - count
+    within = cum - np.repeat(before, np.diff(np.r_[np.flatnonzero(first), len(at)]))
+    a["base_offset"] = leo_now[ok].astype("int64") + within - count
     leo = replicas["leo"].to_numpy().astype("int64")  # a copy: replicas is not changed
-    np.maximum.at(leo, at, a["base_offset"].to_numpy() + count)
+    np.maximum.at(leo, at, a["base_offset"] + count)
     replicas = replicas.assign(leo=leo)
     # Message format v2 (0.11+) stamps each batch with the leader's epoch; older formats carry none (-1).
     rules = rules_of(cfg)
-    epoch = a["leader_epoch"] if rules.leader_epoch_cache else -1
-    records = expand_batches(a.assign(leader_epoch=epoch, src=a["broker"], timestamp=a["sent_ms"]))
+    records = expand_batches({**a, "leader_epoch": epoch[ok] if rules.leader_epoch_cache else np.full(len(at), -1),
+                              "src": a["broker"], "timestamp": a["sent_ms"]})
     replicas = leader_epoch.on_append(conform(replicas, REPLICA), records, rules)
     replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
 
-    ack1 = a[a["acks"] == 1]
-    answered = _results(ack1, now, None, ack1["base_offset"], True)
-    pend = a[a["acks"] == -1].assign(required_offset=lambda d: d["base_offset"] + d["count"])
-    return replicas, records, concat([failed, unanswered, answered], RESULT), conform(pend, PENDING)
+    ack1 = a["acks"] == 1
+    answered = _results(_subset(a, ack1), now, None, a["base_offset"][ack1], True)
+    pend = _subset(a, a["acks"] == -1)
+    pend["required_offset"] = pend["base_offset"] + pend["count"]
+    return replicas, records, concat([failed, unanswered, answered], RESULT), owned(pend, PENDING)
 
 
-def expand_batches(batches: pd.DataFrame) -> pd.DataFrame:
-    """One RECORD row per record of each batch (offsets base_offset.., ids record_id..)."""
-    n = batches["count"].to_numpy().astype("int64")
+def expand_batches(batches: Batches) -> pd.DataFrame:
+    """One RECORD row per record of each batch (offsets base_offset.., ids record_id..); `batches` holds
+    the RECORD columns but offset, and count and base_offset."""
+    n = np.asarray(batches["count"]).astype("int64")
     if n.sum() == 0:
         return empty(RECORD)
-    rep = batches.loc[batches.index.repeat(n)].reset_index(drop=True)
+    rows = np.repeat(np.arange(len(n)), n)
     within = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
-    rep["offset"] = rep["base_offset"].to_numpy() + within
-    rep["record_id"] = rep["record_id"].to_numpy() + within
-    return conform(rep, RECORD)
+    cols = {c: np.asarray(batches[c])[rows] for c in RECORD if c != "offset"}
+    cols["offset"] = np.asarray(batches["base_offset"])[rows] + within
+    cols["record_id"] = cols["record_id"] + within
+    return owned(cols, RECORD)
 
 
 def disconnect(pending: pd.DataFrame, now: int) -> pd.DataFrame:
@@ -143,14 +169,13 @@ def complete_delayed_produce(
     if pending.empty:
         return pending, empty(RESULT)
     pos = locate(replicas, pending)
-    m = pending.reset_index(drop=True).assign(**{c: take(replicas, c, pos, d) for c, d in (("leader", -1), ("hw", -1),
-                                                                                          ("isr", ""))})
-    gone = _offline(m, offline)
-    lost = ~(m["leader"].to_numpy() == m["broker"].to_numpy())
-    reached = ~lost & (m["hw"].to_numpy() >= m["required_offset"].to_numpy())
-    need = m["topic"].map(min_isr).fillna(1).astype("int64").to_numpy()
-    small = isr_size(m["isr"]) < need
-    expired = ~lost & ~reached & (m["deadline_ms"].to_numpy() <= now)
+    leader, hw = take(replicas, "leader", pos, -1), take(replicas, "hw", pos, -1)
+    gone = _offline(pending, offline)
+    lost = ~(leader == pending["broker"].to_numpy())
+    reached = ~lost & (hw >= pending["required_offset"].to_numpy())
+    need = per_topic(pending["topic"], min_isr, 1)
+    small = isr_size(take(replicas, "isr", pos, "")) < need
+    expired = ~lost & ~reached & (pending["deadline_ms"].to_numpy() <= now)
     err = np.select(
         [gone, lost, reached & small, reached, expired],
         [errors.KAFKA_STORAGE_ERROR, errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "",
@@ -158,7 +183,7 @@ def complete_delayed_produce(
         default="-",
     )
     done = err != "-"
-    d = m.loc[done]
+    d = pd.DataFrame({c: pending[c].to_numpy()[done] for c in PENDING}, copy=False)
     e = err[done]
     res = _results(d, now, np.where(e == "", None, e), np.where(e == "", d["base_offset"], -1), e == "")
-    return conform(m.loc[~done], PENDING), res
+    return owned({c: pending[c].to_numpy()[~done] for c in PENDING}, PENDING), res
