@@ -10,6 +10,7 @@ A run directory is the cluster (docs/cli.md, "Operating on a run"):
                             the tables' versions it goes with (the run's commit point, docs/run-directory.md)
     OUT/driver.json         {"format_version", "round"}: the format of driver-state.json, read first
     OUT/state/round-N-*/    the brokers' in-memory rows after round N-1 (Parquet, written by Spark)
+    OUT/mesh/<id>/          while a resident window runs: its tasks' addresses (engine/exchange.py), then removed
 
 The driver's state is plain data (plaindata.py), never a pickle of live objects, so a run can be read
 without running any of its code, and a run saved by another format is refused by number

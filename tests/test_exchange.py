@@ -66,3 +66,55 @@ def test_one_task_asking_to_stop_stops_every_task_after_that_round(spark):
     rows = relay(spark, brokers=6, rounds=100, tasks=2, stop_at=7)
     assert set(rows["rounds"]) == {7}
     assert sorted(rows["value"]) == sorted(100 * ((b - 7) % 6) + 7 for b in range(6))
+
+
+class _FakeBarrier:
+    """What Mesh.rendezvous_files reads of a BarrierTaskContext: the rank and the tasks' addresses."""
+
+    class _Info:
+        address = "127.0.0.1:7077"
+
+    def __init__(self, rank: int, n: int) -> None:
+        self.rank, self.n = rank, n
+
+    def partitionId(self) -> int:  # noqa: N802 - PySpark's name
+        return self.rank
+
+    def getTaskInfos(self) -> list:  # noqa: N802
+        return [self._Info()] * self.n
+
+
+def test_tasks_meet_through_a_folder_even_over_a_failed_attempts_file(tmp_path):
+    """Three tasks starting at different times meet through their address files and exchange. Rank 0
+    starts last and a failed stage attempt left its file (an address nobody listens on): the others
+    read it, are refused, and read it again until the retried rank 0 has replaced it."""
+    import json
+    import time
+
+    folder = tmp_path / "meet"
+    folder.mkdir()
+    (folder / "rank-0.json").write_text(json.dumps(["127.0.0.1", 1]))  # the failed attempt's rank 0
+    got: list = [None] * 3
+
+    def task(r: int) -> None:
+        time.sleep(0.1 * (2 - r))  # rank 2 first, rank 0 last
+        mesh = Mesh.rendezvous_files(_FakeBarrier(r, 3), str(folder), timeout=10)
+        got[r] = exchange_frames(mesh, pd.DataFrame({"dest": [(r + 1) % 3], "v": [r]}), "dest", {"r": r})
+
+    ts = [threading.Thread(target=task, args=(r,)) for r in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for r in range(3):
+        headers, frame = got[r]
+        assert frame["v"].tolist() == [(r - 1) % 3]
+        assert [h["r"] for h in headers] == [0, 1, 2]
+    assert sorted(p.name for p in folder.iterdir()) == ["rank-0.json", "rank-1.json", "rank-2.json"]
+
+
+def test_a_task_whose_peers_never_come_times_out_naming_the_folder(tmp_path):
+    import pytest
+
+    with pytest.raises(TimeoutError, match="meet"):
+        Mesh.rendezvous_files(_FakeBarrier(0, 2), str(tmp_path / "meet"), timeout=0.2)

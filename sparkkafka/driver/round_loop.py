@@ -13,6 +13,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import time
 import uuid
 from collections import defaultdict
@@ -371,9 +372,19 @@ class RoundLoop(Timeline, IdleJumps):
         if not self.local:  # one Spark job: collecting the driver's rows materialises the lazy local checkpoint
             side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).collect(), columns=list(W.WIRE))
         clock.lap("collect")
+        shutil.rmtree(self._meetings, ignore_errors=True)  # the job has run: its tasks have met
         ran = self.take_results(out, side, where, clock)
         clock.lap("history")
         return ran + jumped
+
+    @property
+    def _meetings(self) -> str:
+        return os.path.join(os.path.abspath(self.out), "mesh")
+
+    def _meeting_folder(self) -> str:
+        """A new folder for a resident window's tasks to exchange their addresses in (the run directory is
+        shared by every executor; a name of its own per window, so no task reads an earlier job's files)."""
+        return os.path.join(self._meetings, uuid.uuid4().hex)
 
     def prepare(self, now: int) -> None:
         """The driver's part before a round: the events due, who cannot reach whom, the controller's timers
@@ -409,7 +420,7 @@ class RoundLoop(Timeline, IdleJumps):
                             crashed=frozenset(self.crashed), isolations=tuple((a, o) for a, o, _ in self.isolations),
                             inbox=self.outbox_wire() if placed else None,
                             jump_last=self.jump_last(self.round, horizon),
-                            cycle=self.fetch_cycle())
+                            cycle=self.fetch_cycle(), meet=self._meeting_folder())
             clock.lap("driver")
             out = inp.mapInPandas(ResidentRounds(window), W.SPARK_DDL, barrier=True).localCheckpoint(eager=False)
             where: int | None = tasks

@@ -2,11 +2,15 @@
 
 The fast engine (issue 11) keeps broker state inside long-lived Spark tasks for a run of rounds. The
 tasks still have to swap each round's messages (fetches, responses, ISR traffic) with one another.
-Spark's own collective, `BarrierTaskContext.allGather`, measured ~1 s per call on this 2-core machine
-(shared engine notes, "Barrier execution"), which would cap the engine near one round per second. So
-the tasks meet once through `allGather` to learn each other's address, then talk over a full mesh
-of TCP connections (TCP_NODELAY) for the rest of the job: the rendezvous-then-own-transport pattern
-XGBoost and Horovod use on Spark. Payloads are Arrow IPC streams of pandas frames.
+Spark's own collective, `BarrierTaskContext.allGather`, takes at least a second per call: the task's
+JVM side polls the coordinator's answer with `Thread.sleep(1000)` (BarrierTaskContext.runBarrier),
+which would cap the engine near one round per second. So the tasks meet once to learn each other's
+address, then talk over a full mesh of TCP connections (TCP_NODELAY) for the rest of the job: the
+rendezvous-then-own-transport pattern XGBoost and Horovod use on Spark. The meeting is a folder of the
+run directory (which every executor reaches: it writes the tables there), one address file per task,
+polled every few milliseconds (`rendezvous_files`); the one `allGather` a window used to cost ~1 s of
+every window, 14 s of the reference scenario's 75 (`rendezvous`, kept for the exchange benchmark).
+Payloads are Arrow IPC streams of pandas frames.
 
 Each exchange also carries a small header (JSON) from every task, so that all tasks take the same
 decision after it (e.g. "a task needs the controller: every task returns to the driver after this
@@ -19,10 +23,13 @@ column (`dest % tasks`, the placement `repartitionById` gives brokers).
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 import threading
-from collections.abc import Sequence
+import time
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -78,11 +85,23 @@ class Mesh:
 
     @classmethod
     def connect(cls, rank: int, addresses: Sequence[tuple[str, int]], server: socket.socket,
-                timeout: float = 300.0) -> Mesh:
-        """Build the mesh once every task's listening address is known (`addresses[rank]` is ours)."""
+                timeout: float = 300.0, reread: Callable[[int], tuple[str, int]] | None = None) -> Mesh:
+        """Build the mesh once every task's listening address is known (`addresses[rank]` is ours). With
+        `reread`, an address that refuses the connection is read again until the timeout (a file a failed
+        stage attempt's task left, which the retried attempt's task of that rank replaces)."""
         peers: dict[int, socket.socket] = {}
+        deadline = time.monotonic() + timeout
         for j in range(rank):
-            s = _nodelay(socket.create_connection(tuple(addresses[j]), timeout=timeout), timeout)
+            address = tuple(addresses[j])
+            while True:
+                try:
+                    s = _nodelay(socket.create_connection(address, timeout=timeout), timeout)
+                    break
+                except OSError:
+                    if reread is None or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+                    address = reread(j)
             s.sendall(_LEN.pack(rank))
             peers[j] = s
         server.settimeout(timeout)
@@ -104,6 +123,38 @@ class Mesh:
         server.listen(len(ctx.getTaskInfos()))
         addresses = [tuple(json.loads(a)) for a in ctx.allGather(json.dumps([host, server.getsockname()[1]]))]
         return cls.connect(rank, addresses, server, timeout)
+
+    @classmethod
+    def rendezvous_files(cls, ctx: Any, folder: str, timeout: float = 300.0) -> Mesh:
+        """Meet the other tasks of the barrier stage `ctx` through `folder` (shared by every executor, new
+        for each window): each task writes its listening address to `rank-<r>.json` (written whole, then
+        renamed into place) and polls until every rank's file is there. PySpark's task context does not
+        tell a retried stage attempt from the first, so a file may be a failed attempt's: its address
+        refuses the connection, and it is read again until the retried task of that rank has replaced it."""
+        rank, infos = ctx.partitionId(), ctx.getTaskInfos()
+        host = infos[rank].address.rsplit(":", 1)[0] or "127.0.0.1"
+        server = socket.create_server((host, 0))
+        server.listen(len(infos))
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f".{rank}-{uuid.uuid4().hex}.tmp")
+        with open(tmp, "w") as f:
+            json.dump([host, server.getsockname()[1]], f)
+        os.replace(tmp, os.path.join(folder, f"rank-{rank}.json"))
+        names = [os.path.join(folder, f"rank-{j}.json") for j in range(len(infos))]
+        deadline, pause = time.monotonic() + timeout, 0.001
+        while not all(os.path.exists(n) for n in names):
+            if time.monotonic() > deadline:
+                server.close()
+                raise TimeoutError(f"barrier tasks did not all meet in {folder} within {timeout:.0f} s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+
+        def address(j: int) -> tuple[str, int]:
+            with open(names[j]) as f:
+                host_j, port_j = json.load(f)
+            return host_j, int(port_j)
+
+        return cls.connect(rank, [address(j) for j in range(len(infos))], server, timeout, reread=address)
 
     def exchange(self, header: dict, bodies: dict[int, bytes]) -> tuple[list[dict], dict[int, bytes]]:
         """Send `header` and `bodies[peer]` (b"" when absent) to every peer; return every task's header

@@ -60,6 +60,7 @@ class Window:
     inbox: pd.DataFrame | None = None  # the driver's messages for the first round (packed wire rows)
     jump_last: int | None = None  # RoundLoop.jump_last: the window ends where the driver would jump (None: off)
     cycle: int = 1  # rounds of the idle fetch cycle (idle.fetch_cycle_rounds)
+    meet: str | None = None  # a new folder the tasks meet in (exchange.Mesh.rendezvous_files); None: allGather
 
 
 def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:
@@ -140,7 +141,7 @@ class ResidentRounds:
 
         w = self.window
         ctx = BarrierTaskContext.get()
-        mesh = Mesh.rendezvous(ctx)
+        mesh = Mesh.rendezvous(ctx) if w.meet is None else Mesh.rendezvous_files(ctx, w.meet)
         frames = [b for b in batches if len(b)]
         if w.inbox is not None:
             frames.append(w.inbox[w.inbox["broker"].to_numpy() % mesh.size == mesh.rank])
