@@ -16,6 +16,15 @@ def test_ipc_round_trip_keeps_rows_and_types():
     assert to_ipc(f.iloc[0:0]) == b"" and from_ipc(b"") is None
 
 
+def _in_threads(n: int, fn) -> None:
+    """fn(0) .. fn(n - 1) at once, one thread each (n barrier tasks)."""
+    ts = [threading.Thread(target=fn, args=(r,)) for r in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def _mesh_of(n: int) -> list[Mesh]:
     """n meshes in threads of this process (what n barrier tasks build through allGather)."""
     servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(n)]
@@ -25,11 +34,7 @@ def _mesh_of(n: int) -> list[Mesh]:
     def build(r: int) -> None:
         meshes[r] = Mesh.connect(r, addrs, servers[r], timeout=10)
 
-    ts = [threading.Thread(target=build, args=(r,)) for r in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    _in_threads(n, build)
     return meshes
 
 
@@ -42,11 +47,7 @@ def test_three_tasks_route_rows_by_destination_and_agree_on_headers():
         out = pd.DataFrame({"dest": range(6), "src": r, "blob": "y" * 300_000})
         results[r] = exchange_frames(meshes[r], out, "dest", {"rank": r, "stop": r == 1})
 
-    ts = [threading.Thread(target=run, args=(r,)) for r in range(3)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    _in_threads(3, run)
     for r, (headers, inbox) in enumerate(results):
         assert [h["rank"] for h in headers] == [0, 1, 2]
         assert any(h["stop"] for h in headers)
@@ -101,11 +102,7 @@ def test_tasks_meet_through_a_folder_even_over_a_failed_attempts_file(tmp_path):
         mesh = Mesh.rendezvous_files(_FakeBarrier(r, 3), str(folder), timeout=10)
         got[r] = exchange_frames(mesh, pd.DataFrame({"dest": [(r + 1) % 3], "v": [r]}), "dest", {"r": r})
 
-    ts = [threading.Thread(target=task, args=(r,)) for r in range(3)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    _in_threads(3, task)
     for r in range(3):
         headers, frame = got[r]
         assert frame["v"].tolist() == [(r - 1) % 3]

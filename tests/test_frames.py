@@ -89,6 +89,7 @@ def test_sort_order_is_a_stable_sort_values_with_nulls_last():
     for cols in (["t", "p"], ["p", "x", "t"], ["f", "t"], ["x"]):
         want = f.sort_values(cols, kind="stable").index.to_numpy()
         assert (F.sort_order([f[c].to_numpy() for c in cols]) == want).all()
+        pd.testing.assert_frame_equal(F.sorted_by(f, cols), f.sort_values(cols, kind="stable"))
     assert len(F.sort_order([np.empty(0, dtype=object)])) == 0
 
 

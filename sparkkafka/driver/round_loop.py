@@ -372,7 +372,8 @@ class RoundLoop(Timeline, IdleJumps):
         if not self.local:  # one Spark job: collecting the driver's rows materialises the lazy local checkpoint
             side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).collect(), columns=list(W.WIRE))
         clock.lap("collect")
-        shutil.rmtree(self._meetings, ignore_errors=True)  # the job has run: its tasks have met
+        if where is not None:  # a resident window's job has run: its tasks have met
+            shutil.rmtree(self._meetings, ignore_errors=True)
         ran = self.take_results(out, side, where, clock)
         clock.lap("history")
         return ran + jumped

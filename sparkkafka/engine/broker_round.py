@@ -90,7 +90,7 @@ def _log_tables(p: RoundParams, a: pd.DataFrame) -> list[tuple[int, str, pa.Tabl
     """The round's new records as log table rows, one Arrow table per (broker, log_dir)."""
     if a.empty:
         return []
-    a = a.take(F.sort_order([a[c].to_numpy() for c in ("broker", "log_dir", "topic", "partition", "offset")]))
+    a = F.sorted_by(a, ["broker", "log_dir", "topic", "partition", "offset"])
     n = len(a)
     t = pa.table({
         "topic": pa.array(a["topic"], pa.string()), "partition": pa.array(a["partition"], pa.int32()),

@@ -69,6 +69,15 @@ def _nodelay(sock: socket.socket, timeout: float) -> socket.socket:
     return sock
 
 
+def _listen(ctx: Any) -> tuple[int, str, socket.socket]:
+    """This barrier task's rank, its executor's host and a socket listening there for its peers."""
+    rank, infos = ctx.partitionId(), ctx.getTaskInfos()
+    host = infos[rank].address.rsplit(":", 1)[0] or "127.0.0.1"
+    server = socket.create_server((host, 0))
+    server.listen(len(infos))
+    return rank, host, server
+
+
 class Mesh:
     """A full mesh of TCP connections between the `size` tasks of one barrier stage.
 
@@ -117,10 +126,7 @@ class Mesh:
     def rendezvous(cls, ctx: Any, timeout: float = 300.0) -> Mesh:
         """Meet the other tasks of the barrier stage `ctx` (a BarrierTaskContext): one allGather of
         each task's listening address, on the host its executor runs on."""
-        rank = ctx.partitionId()
-        host = ctx.getTaskInfos()[rank].address.rsplit(":", 1)[0] or "127.0.0.1"
-        server = socket.create_server((host, 0))
-        server.listen(len(ctx.getTaskInfos()))
+        rank, host, server = _listen(ctx)
         addresses = [tuple(json.loads(a)) for a in ctx.allGather(json.dumps([host, server.getsockname()[1]]))]
         return cls.connect(rank, addresses, server, timeout)
 
@@ -131,16 +137,14 @@ class Mesh:
         renamed into place) and polls until every rank's file is there. PySpark's task context does not
         tell a retried stage attempt from the first, so a file may be a failed attempt's: its address
         refuses the connection, and it is read again until the retried task of that rank has replaced it."""
-        rank, infos = ctx.partitionId(), ctx.getTaskInfos()
-        host = infos[rank].address.rsplit(":", 1)[0] or "127.0.0.1"
-        server = socket.create_server((host, 0))
-        server.listen(len(infos))
+        rank, host, server = _listen(ctx)
+        tasks = len(ctx.getTaskInfos())
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{rank}-{uuid.uuid4().hex}.tmp")
         with open(tmp, "w") as f:
             json.dump([host, server.getsockname()[1]], f)
         os.replace(tmp, os.path.join(folder, f"rank-{rank}.json"))
-        names = [os.path.join(folder, f"rank-{j}.json") for j in range(len(infos))]
+        names = [os.path.join(folder, f"rank-{j}.json") for j in range(tasks)]
         deadline, pause = time.monotonic() + timeout, 0.001
         while not all(os.path.exists(n) for n in names):
             if time.monotonic() > deadline:
@@ -154,7 +158,7 @@ class Mesh:
                 host_j, port_j = json.load(f)
             return host_j, int(port_j)
 
-        return cls.connect(rank, [address(j) for j in range(len(infos))], server, timeout, reread=address)
+        return cls.connect(rank, [address(j) for j in range(tasks)], server, timeout, reread=address)
 
     def exchange(self, header: dict, bodies: dict[int, bytes]) -> tuple[list[dict], dict[int, bytes]]:
         """Send `header` and `bodies[peer]` (b"" when absent) to every peer; return every task's header

@@ -431,21 +431,16 @@ def log_rows(replicas: pd.DataFrame, futures: pd.DataFrame, appended: pd.DataFra
     return pd.concat([cur, fut], ignore_index=True)
 
 
-def _sorted(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
-    """frame.sort_values(cols) for two or more columns (a stable sort), by frames.sort_order."""
-    return frame.take(F.sort_order([frame[c].to_numpy() for c in cols]))
-
-
 def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame,
             lines: pd.DataFrame) -> list[HistoryRows]:
     """This round's rows of replica_state, follower_state, produce_results and state_change_log."""
     out = []
     if len(replicas):
-        r = _sorted(replicas, ["topic", "partition", "broker"])
+        r = F.sorted_by(replicas, ["topic", "partition", "broker"])
         role = np.where(r["leader"] == r["broker"], "leader", np.where(r["leader"] >= 0, "follower", "none"))
         out.append(HistoryRows("replica_state", r.assign(role=role)))
     if len(remotes):
-        r = _sorted(remotes, ["topic", "partition", "replica"])
+        r = F.sorted_by(remotes, ["topic", "partition", "replica"])
         out.append(HistoryRows("follower_state", r.rename(columns={"leo": "remote_leo"})))
     if len(results):
         out.append(HistoryRows("produce_results", results))

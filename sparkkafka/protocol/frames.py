@@ -360,6 +360,11 @@ def sort_order(columns: list[np.ndarray]) -> np.ndarray:
     return np.lexsort(keys[::-1])
 
 
+def sorted_by(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """frame.sort_values(cols, kind="stable"), by sort_order."""
+    return frame.take(sort_order([frame[c].to_numpy() for c in cols]))
+
+
 def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarray:
     """table[column] at positions `pos` (from `locate`), `default` where a position is -1."""
     if len(table) == 0:
