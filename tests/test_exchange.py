@@ -6,7 +6,7 @@ import threading
 import pandas as pd
 
 from sparkkafka.bench import relay
-from sparkkafka.engine.exchange import Mesh, exchange_frames, from_ipc, to_ipc
+from sparkkafka.engine.exchange import Mesh, exchange_frames, exchange_parts, from_ipc, to_ipc
 
 
 def test_ipc_round_trip_keeps_rows_and_types():
@@ -53,6 +53,30 @@ def test_three_tasks_route_rows_by_destination_and_agree_on_headers():
         assert any(h["stop"] for h in headers)
         # brokers r and r + 3 live in task r; rows come by source rank, then as sent
         assert inbox[["dest", "src"]].values.tolist() == [[r, 0], [r + 3, 0], [r, 1], [r + 3, 1], [r, 2], [r + 3, 2]]
+    for m in meshes:
+        m.close()
+
+
+def test_frames_of_different_schemas_travel_in_their_own_columns():
+    meshes = _mesh_of(2)
+    results = [None] * 2
+
+    def run(r: int) -> None:
+        # two kinds of message, each with its own columns; kind 7 has no rows for task 1
+        parts = {3: pd.DataFrame({"dest": [0, 1, 2, 3], "src": r, "offset": [10 * r + i for i in range(4)]}),
+                 7: pd.DataFrame({"dest": [0, 2], "topic": [f"t{r}", f"u{r}"]}),
+                 9: pd.DataFrame({"dest": pd.Series([], dtype="int64")})}
+        results[r] = exchange_parts(meshes[r], parts, "dest", {"rank": r})
+
+    _in_threads(2, run)
+    for r, (headers, mine) in enumerate(results):
+        assert [h["rank"] for h in headers] == [0, 1]
+        assert set(mine) == ({3, 7} if r == 0 else {3})
+        # by source rank, then as sent; each piece keeps its own schema
+        rows = pd.concat(mine[3], ignore_index=True)
+        assert rows[["dest", "src"]].values.tolist() == [[r, 0], [r + 2, 0], [r, 1], [r + 2, 1]]
+        assert list(rows.columns) == ["dest", "src", "offset"] and rows["offset"].dtype == "int64"
+    assert pd.concat(results[0][1][7])["topic"].tolist() == ["t0", "u0", "t1", "u1"]
     for m in meshes:
         m.close()
 

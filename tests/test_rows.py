@@ -46,3 +46,18 @@ def test_split_only_some_kinds_is_split_of_their_rows():
     assert got.keys() == want.keys() and got[W.ADD].empty and len(got[W.FETCH]) == 3
     for kind in want:
         pd.testing.assert_frame_equal(got[kind], want[kind], check_dtype=True)
+
+
+def test_by_kind_is_split_of_the_packed_parts_without_the_wire():
+    # a kind in two parts (a round's fetches and those held for a paused broker) keeps the parts' order
+    a, b = _fetches(4), _fetches(3).assign(broker=np.int32(9))
+    starts = pd.DataFrame({"broker": np.array([4, 5], "int32")})
+    parts = [(W.FETCH, a), (W.START, starts), (W.PRODUCE, F.empty(F.PRODUCE)), (W.FETCH, b)]
+    want = W.split(W.pack_all(parts))
+    got = W.by_kind(parts)
+    assert got.keys() == want.keys()
+    for kind in want:
+        pd.testing.assert_frame_equal(got[kind], want[kind], check_dtype=True)
+    assert got[W.FETCH]["broker"].tolist()[-3:] == [9, 9, 9]
+    only = W.by_kind(parts, empty=False)
+    assert list(only) == [W.FETCH, W.START]  # the kinds with rows, in wire kind order

@@ -16,8 +16,8 @@ Each exchange also carries a small header (JSON) from every task, so that all ta
 decision after it (e.g. "a task needs the controller: every task returns to the driver after this
 round"); deterministic order: frames received are concatenated by source rank.
 
-Nothing here knows Kafka: `Mesh` moves bytes, `exchange_frames` routes a frame by a destination
-column (`dest % tasks`, the placement `repartitionById` gives brokers).
+Nothing here knows Kafka: `Mesh` moves bytes, `exchange_parts` routes frames (each in its own schema)
+by a destination column (`dest % tasks`, the placement `repartitionById` gives brokers).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -215,19 +215,54 @@ def from_ipc(data: bytes) -> pd.DataFrame | None:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all().to_pandas()
 
 
+_PART = struct.Struct("!qQ")  # a part's key, then its IPC stream's length
+
+
+def _pack_parts(parts: Mapping[int, pd.DataFrame]) -> bytes:
+    """Several frames, each in its own schema, as one body: (key, length, IPC stream) per non-empty frame."""
+    out = []
+    for key, frame in parts.items():
+        data = to_ipc(frame)
+        if data:
+            out += [_PART.pack(key, len(data)), data]
+    return b"".join(out)
+
+
+def _unpack_parts(body: bytes) -> Iterator[tuple[int, pd.DataFrame]]:
+    at = 0
+    while at < len(body):
+        key, n = _PART.unpack_from(body, at)
+        at += _PART.size
+        yield key, from_ipc(body[at:at + n])
+        at += n
+
+
+def exchange_parts(mesh: Mesh, parts: Mapping[int, pd.DataFrame], dest: str, header: dict | None = None
+                   ) -> tuple[list[dict], dict[int, list[pd.DataFrame]]]:
+    """Deliver each row of each frame of `parts` (frames of different schemas, by an int key) to the task
+    that hosts its `dest` (task `dest % size`) and return (every task's header, key -> the pieces of the
+    frames for this task): non-empty, by source rank, each as its source sent it (so every run sees the
+    same order). A frame keeps its own columns: nothing is widened into a shared schema to travel."""
+    owners = {k: f[dest].to_numpy() % mesh.size for k, f in parts.items() if len(f)}
+    bodies = {j: _pack_parts({k: parts[k][o == j] for k, o in owners.items()}) for j in mesh.peers}
+    headers, got = mesh.exchange(header or {}, bodies)
+    mine: dict[int, list[pd.DataFrame]] = {}
+    for j in range(mesh.size):
+        if j == mesh.rank:
+            pieces: Iterable[tuple[int, pd.DataFrame]] = ((k, parts[k][o == j]) for k, o in owners.items())
+        else:
+            pieces = _unpack_parts(got.get(j, b""))
+        for k, f in pieces:
+            if len(f):
+                mine.setdefault(k, []).append(f)
+    return headers, mine
+
+
 def exchange_frames(mesh: Mesh, frame: pd.DataFrame, dest: str, header: dict | None = None
                     ) -> tuple[list[dict], pd.DataFrame]:
-    """Deliver each row of `frame` to the task that hosts `frame[dest]` (task `dest % size`) and
-    return (every task's header, the rows destined for this task), the rows ordered by source rank
-    and, within a source, as that source sent them (so every run sees the same order)."""
-    owner = frame[dest].to_numpy() % mesh.size
-    bodies = {j: to_ipc(frame[owner == j]) for j in mesh.peers}
-    headers, got = mesh.exchange(header or {}, bodies)
-    parts = []
-    for j in range(mesh.size):
-        part = frame[owner == j] if j == mesh.rank else from_ipc(got.get(j, b""))
-        if part is not None and len(part):
-            parts.append(part)
+    """`exchange_parts` of one frame: (every task's header, the rows destined for this task, by source rank
+    and, within a source, as that source sent them)."""
+    headers, mine = exchange_parts(mesh, {0: frame}, dest, header)
     # column by column (F.concat): pd.concat checks each value of an all-null string column for a null
-    mine = F.concat(parts, {c: str(t) for c, t in frame.dtypes.items()}) if parts else frame.iloc[0:0].reset_index(drop=True)
-    return headers, mine
+    spec = {c: str(t) for c, t in frame.dtypes.items()}
+    return headers, F.concat(mine.get(0, []), spec) if 0 in mine else frame.iloc[0:0].reset_index(drop=True)

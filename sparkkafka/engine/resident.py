@@ -86,13 +86,17 @@ def partitioned(src: np.ndarray, dst: np.ndarray, isolations) -> np.ndarray:
     return cut
 
 
-def route(msgs: pd.DataFrame, crashed: frozenset, isolations: tuple) -> pd.DataFrame:
-    """Messages less those a crash or a network partition loses (as RoundLoop.route does between jobs)."""
+def route(msgs: dict[int, pd.DataFrame], crashed: frozenset, isolations: tuple) -> dict[int, pd.DataFrame]:
+    """Messages (frames by wire kind) less those a crash or a network partition loses (as RoundLoop.route
+    does between jobs; a message without a sender column counts as from no broker)."""
     if not crashed and not isolations:
         return msgs
-    keep = ~msgs["broker"].isin(list(crashed)).to_numpy()
-    keep &= ~partitioned(msgs["src"].to_numpy(), msgs["broker"].to_numpy(), isolations)
-    return msgs[keep]
+    out = {}
+    for kind, f in msgs.items():
+        dst = f["broker"].to_numpy()
+        src = f["src"].to_numpy() if "src" in f.columns else np.full(len(f), -1)
+        out[kind] = f[~np.isin(dst, sorted(crashed)) & ~partitioned(src, dst, isolations)]
+    return out
 
 
 def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
@@ -137,7 +141,7 @@ class ResidentRounds:
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         from pyspark import BarrierTaskContext
 
-        from .exchange import Mesh, exchange_frames
+        from .exchange import Mesh, exchange_parts
 
         w = self.window
         ctx = BarrierTaskContext.get()
@@ -152,7 +156,7 @@ class ResidentRounds:
         driver: list[pd.DataFrame] = []
         snap = LogSnapshot(int(w.first.log_version))
         held = WindowFiles(writer=mesh.rank)  # the window's log and history rows, written at its end
-        msgs = W.pack_all([])
+        msgs: dict[int, pd.DataFrame] = {}  # the messages in flight to this task's brokers, by kind
         try:
             for k in range(w.rounds):
                 now = w.first.now + k * w.round_ms
@@ -177,10 +181,12 @@ class ResidentRounds:
                                                                               "payload": json.dumps(summary)}]))]))
                 stop = bool(summary.get("halted")) or bool(kinds & set(STOP_KINDS))
                 report = {k: int(summary.get(k, 0)) for k in idle.KEYS}
-                out = route(W.pack_all([(kind, f) for kind, f in parts if kind in W.MESSAGE_KINDS]), w.crashed,
-                            w.isolations)
-                headers, msgs = exchange_frames(mesh, out, "broker", {"stop": stop, "idle": report})
-                inbox = unpack_inbox(W.split(msgs))
+                # each kind travels in its own columns: no packing into the wire schema and splitting again
+                out = route(W.by_kind([(kind, f) for kind, f in parts if kind in W.MESSAGE_KINDS], empty=False),
+                            w.crashed, w.isolations)
+                headers, got = exchange_parts(mesh, out, "broker", {"stop": stop, "idle": report})
+                arrived = W.by_kind((kind, f) for kind, pieces in got.items() for f in pieces)
+                inbox, msgs = unpack_inbox(arrived), {kind: f for kind, f in arrived.items() if len(f)}
                 if any(h.get("stop") for h in headers) or driver_jumps(w, headers, p.round_no + 1):
                     break
         finally:
@@ -190,5 +196,5 @@ class ResidentRounds:
         merged = written + merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
         if merged:
             driver.append(W.pack(W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
-        wire = W.concat([W.pack_all([(kind, getattr(state, f)) for f, kind in STATE.items()]), msgs])
+        wire = W.pack_all([*((kind, getattr(state, f)) for f, kind in STATE.items()), *msgs.items()])
         yield W.concat([wire, *driver])

@@ -9,6 +9,8 @@ mapping is derived from the frame specs, so a new frame column needs no edit her
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -108,6 +110,18 @@ def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 def pack(kind: int, frame: pd.DataFrame) -> pd.DataFrame:
     """Protocol frame -> wire rows of `kind`."""
     return pack_all([(kind, frame)])
+
+
+def by_kind(parts: Iterable[tuple[int, pd.DataFrame]], empty: bool = True) -> dict[int, pd.DataFrame]:
+    """Protocol frames by kind, the parts of a kind concatenated in order: what `split` would give for the
+    wire rows `pack_all(parts)` makes, without the wire. `empty`: every kind present (empty when absent),
+    as split gives them; otherwise only the kinds with rows."""
+    pieces: dict[int, list[pd.DataFrame]] = {}
+    for kind, frame in parts:
+        if len(frame):
+            pieces.setdefault(kind, []).append(frame)
+    kinds = KIND_SPECS if empty else [k for k in KIND_SPECS if k in pieces]
+    return {kind: F.concat(pieces.get(kind, []), KIND_SPECS[kind]) for kind in kinds}
 
 
 def split(wire: pd.DataFrame, only: tuple[int, ...] | None = None) -> dict[int, pd.DataFrame]:
