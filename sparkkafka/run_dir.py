@@ -277,11 +277,4 @@ class RunDir:
         return path if os.path.isdir(path) else None
 
     def _write_json(self, name: str, data: Any, **kw: Any) -> None:
-        tmp = self._file(f".{name}.{uuid.uuid4().hex[:6]}.tmp")
-        try:
-            with open(tmp, "w") as f:
-                json.dump(data, f, **kw)
-            T.durable_replace(tmp, self._file(name))
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        T.write_durably(self._file(name), json.dumps(data, **kw), tmp=self._file(f".{name}.{uuid.uuid4().hex[:6]}.tmp"))

@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..protocol import broker as B
 from ..protocol import frames as F
 from ..storage import broker_disk, log_truncation
-from ..storage.tables import SCHEMAS, write_file
+from ..storage.tables import SCHEMAS, durable_batch, write_file
 from . import rows as W
 
 
@@ -226,31 +226,32 @@ def execute(p: RoundParams, effects: tuple, tag: str, held: WindowFiles | None =
     if any(isinstance(e, B.TruncateLog) for e in effects):  # the cut reads the earlier rounds' files
         p = _flushed(p, held, adds)
     d, r = p.brokers_dir, p.round_no
-    for e in effects:
-        if isinstance(e, B.WriteHwCheckpoint):
-            broker_disk.write_hw_checkpoint(d, e.broker, e.log_dir, e.entries, r)
-        elif isinstance(e, B.WriteFlushedOffsets):
-            broker_disk.write_flushed(d, e.broker, e.log_dir, e.entries, r)
-        elif isinstance(e, B.WriteEpochCheckpoint):
-            broker_disk.write_epoch_checkpoint(d, e.broker, e.log_dir, e.topic, e.partition, e.entries, e.future, r)
-        elif isinstance(e, B.RemoveLogFiles):
-            broker_disk.remove_log_files(d, e.broker, e.log_dir, e.topic, e.partition, e.future, r)
-        elif isinstance(e, B.WritePartitionsListing):
-            broker_disk.write_partitions(d, e.broker, e.log_dir, e.partitions, e.future, r)
-        elif isinstance(e, B.AppendRecords):
-            if held is None:
-                adds += _write_log(p, e.records)
+    with durable_batch():  # one sync for the round's broker files, not one per file
+        for e in effects:
+            if isinstance(e, B.WriteHwCheckpoint):
+                broker_disk.write_hw_checkpoint(d, e.broker, e.log_dir, e.entries, r)
+            elif isinstance(e, B.WriteFlushedOffsets):
+                broker_disk.write_flushed(d, e.broker, e.log_dir, e.entries, r)
+            elif isinstance(e, B.WriteEpochCheckpoint):
+                broker_disk.write_epoch_checkpoint(d, e.broker, e.log_dir, e.topic, e.partition, e.entries, e.future, r)
+            elif isinstance(e, B.RemoveLogFiles):
+                broker_disk.remove_log_files(d, e.broker, e.log_dir, e.topic, e.partition, e.future, r)
+            elif isinstance(e, B.WritePartitionsListing):
+                broker_disk.write_partitions(d, e.broker, e.log_dir, e.partitions, e.future, r)
+            elif isinstance(e, B.AppendRecords):
+                if held is None:
+                    adds += _write_log(p, e.records)
+                else:
+                    held.hold(r, _log_tables(p, e.records), [])
+            elif isinstance(e, B.TruncateLog):
+                adds += _truncate(p, e.cuts, e.flips)
+            elif isinstance(e, B.HistoryRows):
+                if held is None:
+                    adds.append(_history(p, tag, e))
+                else:
+                    held.hold(r, [], [(e.table, _history_table(p, e))])
             else:
-                held.hold(r, _log_tables(p, e.records), [])
-        elif isinstance(e, B.TruncateLog):
-            adds += _truncate(p, e.cuts, e.flips)
-        elif isinstance(e, B.HistoryRows):
-            if held is None:
-                adds.append(_history(p, tag, e))
-            else:
-                held.hold(r, [], [(e.table, _history_table(p, e))])
-        else:
-            raise TypeError(f"unknown effect {type(e).__name__}")
+                raise TypeError(f"unknown effect {type(e).__name__}")
     return adds
 
 

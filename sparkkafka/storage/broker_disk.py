@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import uuid
 from collections.abc import Iterable
 from urllib.parse import unquote
 
@@ -42,7 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..protocol import leader_epoch
-from .tables import LogSnapshot, durable_replace, log_file_actions, path_component, table_path
+from .tables import LogSnapshot, log_file_actions, path_component, table_path, write_durably
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 PARTITIONS = "partitions"
@@ -59,18 +58,6 @@ _VERSION = re.compile(r"^(?P<base>.+)\.r(?P<round>\d{10})$")
 _DATA, _GONE = "+\n", "-\n"  # a version's first line: the file's text follows / the log was removed
 
 
-def _write_atomic(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        durable_replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _write(path: str, text: str | None, round_no: int | None) -> None:
     """Write `path`'s text (None: the log is removed) as round `round_no`'s version of it; with no round
     (a cluster imported before its first round) the file itself."""
@@ -78,9 +65,9 @@ def _write(path: str, text: str | None, round_no: int | None) -> None:
         if text is None:
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         else:
-            _write_atomic(path, text)
+            write_durably(path, text, make_dirs=True)
         return
-    _write_atomic(f"{path}.r{int(round_no):010d}", _GONE if text is None else _DATA + text)
+    write_durably(f"{path}.r{int(round_no):010d}", _GONE if text is None else _DATA + text, make_dirs=True)
 
 
 def _versions(path: str) -> list[tuple[int, str]]:
@@ -151,7 +138,7 @@ def settle(brokers_dir: str, round_no: int) -> None:
         with open(newest) as f:
             text = f.read()
         if text.startswith(_DATA):
-            _write_atomic(path, text[len(_DATA):])
+            write_durably(path, text[len(_DATA):], make_dirs=True)
             os.unlink(newest)
         else:
             if os.path.exists(path):

@@ -9,13 +9,16 @@ kill drops the commits its saved driver state does not know of (`rollback`, docs
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import ctypes
 import functools
 import json
 import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -102,15 +105,94 @@ def _stats(table: pa.Table) -> str:
     return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
-def durable_replace(tmp: str, path: str) -> None:
-    """fsync `tmp` (written and closed), then rename it over `path` (atomic on POSIX), as Kafka's
-    CheckpointFile does: a reader sees the old file or the new one, never a torn one."""
-    fd = os.open(tmp, os.O_RDONLY)
+_BATCH: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar("durable_batch", default=None)
+
+
+def write_durably(path: str, text: str, tmp: str | None = None, make_dirs: bool = False) -> None:
+    """Write `text` to `path` as Kafka's CheckpointFile does: into a temporary file beside it (`tmp`, by
+    default `<path>.<uuid>.tmp`), fsynced, then renamed over `path` (atomic on POSIX), so a reader sees the
+    old file or the new one, never a torn one. `make_dirs`: create the folder when it is missing (tried
+    only then). Inside `durable_batch()` the sync and the rename wait for the batch's end."""
+    tmp = tmp or f"{path}.{uuid.uuid4().hex}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
-        os.fsync(fd)
+        fd = os.open(tmp, flags, 0o644)
+    except FileNotFoundError:
+        if not make_dirs:
+            raise
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(tmp, flags, 0o644)
+    batch = _BATCH.get()
+    try:
+        with open(fd, "wb") as f:  # closes fd
+            f.write(text.encode())
+            if batch is None:
+                f.flush()
+                os.fsync(fd)
+        if batch is None:
+            os.replace(tmp, path)
+        else:
+            batch.append((tmp, path))
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def durable_batch() -> Iterator[None]:
+    """Defer the fsync and rename of every `write_durably` inside to the end: one `syncfs` of the files'
+    filesystem, then the renames in order (a new cluster's first round writes a leader-epoch checkpoint
+    per replica: 30,000 fsyncs per task at 60k replicas, 11.6 s of it). Every file is still on disk
+    before its rename, as with one fsync each; where syncfs is missing (not Linux), each file is fsynced.
+    On an error inside, nothing is renamed; the temporary files an error leaves are removed."""
+    if _BATCH.get() is not None:  # nested: the outer batch syncs
+        yield
+        return
+    batch: list[tuple[str, str]] = []
+    token = _BATCH.set(batch)
+    renamed = 0
+    try:
+        try:
+            yield
+        finally:
+            _BATCH.reset(token)
+        if batch:
+            _sync_all([tmp for tmp, _ in batch])
+        for tmp, path in batch:
+            os.replace(tmp, path)
+            renamed += 1
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        for tmp, _ in batch[renamed:]:  # what an error left behind
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _sync_all(files: list[str]) -> None:
+    """Make `files` durable: one syncfs(2) of their filesystem (all are under one brokers folder), else
+    one fsync each."""
+    syncfs = getattr(_libc(), "syncfs", None)
+    if syncfs is not None:
+        fd = os.open(files[0], os.O_RDONLY)
+        try:
+            if syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    for name in files:
+        fd = os.open(name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
 
 
 def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
