@@ -17,7 +17,7 @@ def test_write_durably_replaces_the_file_and_leaves_no_temporary(tmp_path):
     with pytest.raises(FileNotFoundError):
         T.write_durably(str(path), "0\n0\n")  # the folder is made only when asked
     T.write_durably(str(path), "0\n1\nt 0 5\n", make_dirs=True)
-    T.write_durably(str(path), "0\n1\nt 0 7\n")
+    T.write_durably(str(path), lambda f: f.writelines(["0\n", "1\n", "t 0 7\n"]))  # written as it goes
     assert path.read_text() == "0\n1\nt 0 7\n"
     assert _files(tmp_path) == ["b0/d0/replication-offset-checkpoint"]
 

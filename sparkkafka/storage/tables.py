@@ -18,8 +18,9 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import IO
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -108,11 +109,13 @@ def _stats(table: pa.Table) -> str:
 _BATCH: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar("durable_batch", default=None)
 
 
-def write_durably(path: str, text: str, tmp: str | None = None, make_dirs: bool = False) -> None:
-    """Write `text` to `path` as Kafka's CheckpointFile does: into a temporary file beside it (`tmp`, by
-    default `<path>.<uuid>.tmp`), fsynced, then renamed over `path` (atomic on POSIX), so a reader sees the
-    old file or the new one, never a torn one. `make_dirs`: create the folder when it is missing (tried
-    only then). Inside `durable_batch()` the sync and the rename wait for the batch's end."""
+def write_durably(path: str, text: str | Callable[[IO[str]], object], tmp: str | None = None,
+                  make_dirs: bool = False) -> None:
+    """Write `text` (or what `text(file)` writes) to `path` as Kafka's CheckpointFile does: into a
+    temporary file beside it (`tmp`, by default `<path>.<uuid>.tmp`), fsynced, then renamed over `path`
+    (atomic on POSIX), so a reader sees the old file or the new one, never a torn one. `make_dirs`:
+    create the folder when it is missing (tried only then). Inside `durable_batch()` the sync and the
+    rename wait for the batch's end."""
     tmp = tmp or f"{path}.{uuid.uuid4().hex}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
@@ -124,8 +127,8 @@ def write_durably(path: str, text: str, tmp: str | None = None, make_dirs: bool 
         fd = os.open(tmp, flags, 0o644)
     batch = _BATCH.get()
     try:
-        with open(fd, "wb") as f:  # closes fd
-            f.write(text.encode())
+        with open(fd, "w", encoding="utf-8") as f:  # closes fd
+            text(f) if callable(text) else f.write(text)
             if batch is None:
                 f.flush()
                 os.fsync(fd)
