@@ -139,6 +139,34 @@ def test_conform_of_a_frame_in_shape_is_a_copy_with_a_fresh_index(replicas):
     assert shifted["broker"].iloc[0] == before  # the input is not changed through the result
 
 
+def test_positional_is_reset_index_without_copying_and_leaves_its_input_alone(replicas):
+    for frame in (replicas, replicas.set_index(replicas.index + 10), replicas.iloc[::2]):
+        out = F.positional(frame)
+        pd.testing.assert_frame_equal(out, frame.reset_index(drop=True), check_exact=True)
+        assert isinstance(out.index, pd.RangeIndex) and out is not frame
+        assert np.shares_memory(out["partition"].to_numpy(), frame["partition"].to_numpy())  # no copy
+        before = frame.copy()
+        out["partition"] = -1  # replacing a column of the result does not reach the input
+        pd.testing.assert_frame_equal(frame, before, check_exact=True)
+    spec = {"broker": "int32", "topic": "object", "partition": "int32"}
+    shifted = replicas.set_index(replicas.index + 10)
+    pd.testing.assert_frame_equal(F.conform(shifted, spec, copy=False), F.conform(shifted, spec), check_exact=True)
+
+
+def test_with_values_is_copy_and_loc_set_and_leaves_its_input_alone(replicas):
+    before = replicas.copy()
+    for rows, values in ((np.array([3, 0, 7]), np.array([9, 8, 7], dtype="int32")),
+                         (replicas["broker"].to_numpy() == 4, -1), (np.array([], dtype="int64"), 5)):
+        want = replicas.copy()
+        want.loc[rows, "partition"] = values
+        out = F.with_values(replicas, "partition", rows, values)
+        pd.testing.assert_frame_equal(out, want, check_exact=True)
+        pd.testing.assert_frame_equal(replicas, before, check_exact=True)
+    out = F.with_values(replicas, "topic", np.array([1]), "z")
+    assert out["topic"].iloc[1] == "z" and replicas["topic"].iloc[1] != "z"
+    assert np.shares_memory(out["broker"].to_numpy(), replicas["broker"].to_numpy())  # the others are shared
+
+
 def test_str_len_is_pandas_str_len_with_nulls_as_empty():
     for keys in (pd.Series(["ab", None, "", "é✓", np.nan], dtype=object), pd.Series([1, "ab", None], dtype=object),
                  np.empty(0, dtype=object)):

@@ -37,9 +37,11 @@ from .frames import (
     join,
     locate,
     owned,
+    positional,
     sort_order,
     str_len,
     take,
+    with_values,
 )
 from .high_watermark import follower_hw, maybe_increment_leader_hw
 from .rules import Rules, rules_of
@@ -77,7 +79,7 @@ def fetch_requests(
     Each request carries the follower's quota left (`quota`: the brokers' sensors, replication_quota.py).
     Returns (replicas, fetch requests, OffsetsForLeaderEpoch requests).
     """
-    r = replicas.copy()
+    r = replicas.copy(deep=False)  # its columns are replaced below, not written into
     broker, leader = r["broker"].to_numpy(), r["leader"].to_numpy()
     follower = (leader >= 0) & (leader != broker)
     cut = _cut_off(broker, leader, unreachable)
@@ -411,7 +413,7 @@ def apply_fetch_responses(
     sensors (a BROKER frame; None = fresh ones).
     Returns (replicas, appended records, log cuts, halts: brokers that exit, as pre-2.1 ones did).
     """
-    replicas = replicas.reset_index(drop=True)  # positions below index rows; a copy, changed below
+    replicas = positional(replicas)  # positions below index rows; its columns are replaced, not written into
     if responses.empty:
         return replicas, empty(RECORD), no_cuts(), _halts(replicas, [], [], [])
     pos = locate(replicas, responses)
@@ -426,11 +428,10 @@ def apply_fetch_responses(
     ok = mine & ~has_err & ~diverging & (responses["fetch_offset"].to_numpy() == leo)
     out_of_range = mine & has_err & (error == errors.OFFSET_OUT_OF_RANGE)
     err = mine & has_err & ~out_of_range
-    r = replicas
-    _set(r, "fetch_in_flight", pos[mine], False)
+    r = with_values(replicas, "fetch_in_flight", pos[mine], False)
     if err.any():
         fenced = error[err] == errors.FENCED_LEADER_EPOCH
-        _set(r, "backoff_until_ms", pos[err], np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"]))
+        r = with_values(r, "backoff_until_ms", pos[err], np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"]))
     r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], rules_of(cfg))
     r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
     cuts = pd.concat([cuts_d, cuts_o], ignore_index=True)
@@ -460,17 +461,9 @@ def apply_fetch_responses(
         r = leader_epoch.on_append(r, appended, rules_of(cfg))
     op = pos[ok]
     ls = np.maximum(r["log_start_offset"].to_numpy()[op], okr["log_start_offset"].to_numpy())
-    _set(r, "log_start_offset", op, ls)
-    _set(r, "hw", op, follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls))
+    r = with_values(r, "log_start_offset", op, ls)
+    r = with_values(r, "hw", op, follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls))
     return r, appended, cuts, halts
-
-
-def _set(frame: pd.DataFrame, column: str, pos: np.ndarray, values) -> None:
-    """frame[column] at positions `pos` := values, in place (frame.loc[pos, column] = values on a RangeIndex,
-    without .loc's label lookups)."""
-    v = frame[column].to_numpy().copy()
-    v[pos] = values
-    frame[column] = v
 
 
 def record_quota(quota: pd.DataFrame, side: str, records: pd.DataFrame, by: str, now: int, cfg: Mapping

@@ -164,16 +164,43 @@ def _column(df: pd.DataFrame, c: str, t: str) -> np.ndarray:
     return v if t == STR or v.dtype == t else v.astype(t)
 
 
-def conform(df: pd.DataFrame, spec: dict[str, str]) -> pd.DataFrame:
+def conform(df: pd.DataFrame, spec: dict[str, str], copy: bool = True) -> pd.DataFrame:
     """Select and cast `df` to the spec (missing columns are an error, extra ones dropped); always a new
-    frame with a fresh index."""
+    frame with a fresh index. `copy=False`: a frame already in shape keeps its arrays (`positional`), for
+    callers that only replace columns of the result."""
     if list(df.columns) == list(spec) and all(a == np.dtype(t) for a, t in zip(df.dtypes, spec.values(), strict=True)):
+        if not copy:
+            return positional(df)
         out = df.copy()  # already in shape: a copy is ~4x cheaper than building the frame again
         idx = out.index
         if not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1):
             out = out.reset_index(drop=True)
         return out
     return pd.DataFrame({c: _column(df, c, t) for c, t in spec.items()})
+
+
+def positional(df: pd.DataFrame) -> pd.DataFrame:
+    """df.reset_index(drop=True) without copying the data: a new frame over the same arrays, indexed
+    0..n-1 so that labels are row positions. Replacing a column of it (`out[c] = values`) leaves `df`
+    alone; writing into one (`.loc[rows, c] = ...`) would change `df` too, so a caller that does takes a
+    copy first. A deep copy of a frame of one block per column (as `owned` builds them) first stacks its
+    blocks: ~2 ms for a 9,000-replica frame, paid by every function that only wants positions."""
+    out = df.copy(deep=False)
+    idx = out.index
+    if not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and len(idx) == len(out)):
+        out.index = pd.RangeIndex(len(out))
+    return out
+
+
+def with_values(df: pd.DataFrame, column: str, rows: np.ndarray, values) -> pd.DataFrame:
+    """`df` with `column` set to `values` at `rows` (positions or a boolean mask): df.copy() then
+    .loc[rows, column] = values on a positional index, but only that column is copied (a shallow copy
+    of the frame, the column replaced by a changed copy of its array); `df` is left as it was."""
+    v = df[column].to_numpy().copy()
+    v[rows] = values
+    out = df.copy(deep=False)
+    out[column] = v
+    return out
 
 
 def owned(columns: dict[str, np.ndarray], spec: dict[str, str]) -> pd.DataFrame:
