@@ -44,6 +44,28 @@ def test_locate_too_wide_to_fold_falls_back_to_the_multiindex():
     assert F.locate(table, probe, on=list("abc")).tolist() == [2, 0]
 
 
+def test_locate_on_sparse_keys_and_repeated_table_keys_behaves_as_the_index():
+    spread = np.array([0, 10**6, 5 * 10**6], dtype="int64")  # too sparse for the lookup array
+    table = pd.DataFrame({"a": spread, "b": np.array([1, 2, 3])})
+    probe = pd.DataFrame({"a": np.array([5 * 10**6, 7, 0]), "b": np.array([3, 1, 1])})
+    assert F.locate(table, probe, on=["a", "b"]).tolist() == [2, -1, 0]
+    dup = pd.DataFrame({"a": [1, 1, 2], "b": [1, 1, 2]})
+    with pytest.raises(pd.errors.InvalidIndexError):  # keys must be unique, as pandas insists
+        F.locate(dup, dup.iloc[:1], on=["a", "b"])
+
+
+def test_factorize_objects_is_pandas_factorize():
+    a, b = "".join(["to", "pic"]), "".join(["top", "ic"])  # equal strings, distinct objects
+    assert a == b and a is not b
+    for values in (np.array([a, "x", b, None, np.nan, "x", a], dtype=object),
+                   np.array(["z", "y", "z"], dtype=object)[::-1],  # a non-contiguous view
+                   np.array([None, None], dtype=object), np.array([], dtype=object),
+                   np.array([3, 1, 3], dtype="int64"), np.array([1, "1", 1.0, True], dtype=object)):
+        codes, k = F.factorize_objects(values)
+        want, uniques = pd.factorize(values)
+        assert codes.tolist() == want.tolist() and k == len(uniques)
+
+
 def test_group_ids_and_group_any_match_groupby():
     rng = np.random.default_rng(3)
     m = pd.DataFrame({"src": rng.integers(0, 4, 300), "broker": rng.integers(0, 3, 300),

@@ -8,6 +8,7 @@ Lists of broker ids (ISR, replicas) travel as comma-joined strings, the cheapest
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterable
 
 import numpy as np
@@ -284,8 +285,7 @@ def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
             lo = int(v.min())
             codes, k = v - lo, int(v.max()) - lo + 1
         else:  # nulls get the code after the values' (use_na_sentinel=False costs an isna pass, 2x)
-            codes, uniques = pd.factorize(v)
-            k = len(uniques)
+            codes, k = factorize_objects(v)
             null = codes < 0
             if null.any():
                 codes[null] = k
@@ -295,6 +295,23 @@ def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
             return None
         key = codes.astype("int64") if key is None else key * k + codes
     return key
+
+
+def factorize_objects(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """pd.factorize of an object array as (codes, number of distinct values), nulls -1, ~4x cheaper on
+    columns of few distinct strings (a topic column). An object array holds pointers to its values: the
+    pointers are factorized as integers, then only the distinct pointers' values are factorized (equal
+    strings held by several objects get one code). Codes are in order of first appearance, as pandas'."""
+    values = np.ascontiguousarray(values)
+    if values.dtype != object or len(values) == 0:
+        codes, uniques = pd.factorize(values)
+        return codes, len(uniques)
+    address = np.frombuffer((ctypes.c_char * values.nbytes).from_address(values.ctypes.data), dtype=np.intp)
+    at = pd.factorize(address)[0]
+    first = np.full(at.max() + 1, len(at), dtype=np.intp)
+    np.minimum.at(first, at, np.arange(len(at)))  # each distinct pointer's first row
+    codes, uniques = pd.factorize(values[first])
+    return codes[at], len(uniques)
 
 
 def group_ids(frame: pd.DataFrame, cols: list[str]) -> np.ndarray:
@@ -343,6 +360,12 @@ def _positions(table: list[np.ndarray], probe: list[np.ndarray]) -> np.ndarray:
     key = _fold([np.concatenate([x, y]) for x, y in zip(table, probe, strict=True)])
     if key is None:  # too wide to fold: the MultiIndex handles any width
         return pd.MultiIndex.from_arrays(table).get_indexer(pd.MultiIndex.from_arrays(probe))
+    size = int(key.max()) + 1 if len(key) else 0
+    if size <= 8 * len(key) + 1024:  # dense keys: a lookup array instead of a hash table, ~5x cheaper
+        at = np.full(size, -1, dtype=np.intp)
+        at[key[:n]] = np.arange(n)
+        if (at[key[:n]] == np.arange(n)).all():  # the table's keys are unique (else the Index raises)
+            return at[key[n:]]
     return pd.Index(key[:n]).get_indexer(key[n:])
 
 
