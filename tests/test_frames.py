@@ -57,7 +57,8 @@ def test_locate_on_sparse_keys_and_repeated_table_keys_behaves_as_the_index():
 def test_factorize_objects_is_pandas_factorize():
     a, b = "".join(["to", "pic"]), "".join(["top", "ic"])  # equal strings, distinct objects
     assert a == b and a is not b
-    for values in (np.array([a, "x", b, None, np.nan, "x", a], dtype=object),
+    for values in (np.array([a, "x", b, None, np.nan, "x", a], dtype=object), np.array([a, b, a], dtype=object),
+                   np.array([a, a, a], dtype=object), np.array([None] * 3, dtype=object),
                    np.array(["z", "y", "z"], dtype=object)[::-1],  # a non-contiguous view
                    np.array([None, None], dtype=object), np.array([], dtype=object),
                    np.array([3, 1, 3], dtype="int64"), np.array([1, "1", 1.0, True], dtype=object)):

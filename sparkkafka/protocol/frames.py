@@ -300,13 +300,16 @@ def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
 def factorize_objects(values: np.ndarray) -> tuple[np.ndarray, int]:
     """pd.factorize of an object array as (codes, number of distinct values), nulls -1, ~4x cheaper on
     columns of few distinct strings (a topic column). An object array holds pointers to its values: the
-    pointers are factorized as integers, then only the distinct pointers' values are factorized (equal
+    pointers are factorized as integers, then only the distinct pointers' values as objects (equal
     strings held by several objects get one code). Codes are in order of first appearance, as pandas'."""
     values = np.ascontiguousarray(values)
     if values.dtype != object or len(values) == 0:
         codes, uniques = pd.factorize(values)
         return codes, len(uniques)
     address = np.frombuffer((ctypes.c_char * values.nbytes).from_address(values.ctypes.data), dtype=np.intp)
+    if (address == address[0]).all():  # one object in every row (a topic column of one topic)
+        codes, uniques = pd.factorize(values[:1])
+        return np.repeat(codes, len(values)), len(uniques)
     at = pd.factorize(address)[0]
     first = np.full(at.max() + 1, len(at), dtype=np.intp)
     np.minimum.at(first, at, np.arange(len(at)))  # each distinct pointer's first row
