@@ -190,6 +190,25 @@ def test_with_values_is_copy_and_loc_set_and_leaves_its_input_alone(replicas):
     assert np.shares_memory(out["broker"].to_numpy(), replicas["broker"].to_numpy())  # the others are shared
 
 
+def test_from_rows_is_the_frame_of_the_rows_and_a_fresh_one_each_time():
+    cols = ["broker", "topic", "message"]
+    for rows in ([], [(1, "t", "x"), (2, None, "y")]):
+        pd.testing.assert_frame_equal(F.from_rows(rows, cols), pd.DataFrame(rows, columns=cols), check_exact=True)
+    pd.testing.assert_frame_equal(F.from_rows([], cols), pd.DataFrame(columns=cols), check_exact=True)
+    first = F.from_rows([], cols)
+    first["extra"] = []  # a caller changing its frame does not change the next one
+    assert list(F.from_rows([], cols).columns) == cols
+
+
+def test_concat_of_one_part_in_shape_leaves_the_part_alone(replicas):
+    spec = {"broker": "int32", "topic": "object", "partition": "int32"}
+    before = replicas.copy()
+    out = F.concat([F.empty(spec), replicas.iloc[::2]], spec)
+    pd.testing.assert_frame_equal(out, replicas.iloc[::2].reset_index(drop=True), check_exact=True)
+    out["partition"] = -1
+    pd.testing.assert_frame_equal(replicas, before, check_exact=True)
+
+
 def test_str_len_is_pandas_str_len_with_nulls_as_empty():
     for keys in (pd.Series(["ab", None, "", "é✓", np.nan], dtype=object), pd.Series([1, "ab", None], dtype=object),
                  np.empty(0, dtype=object)):

@@ -435,7 +435,8 @@ def log_rows(replicas: pd.DataFrame, futures: pd.DataFrame, appended: pd.DataFra
     log's copy, written as current records; the old log's appends of this round are not written."""
     if len(swaps):
         appended = appended[F.locate(swaps, appended) < 0]
-    cur = appended.assign(log_dir=replicas["log_dir"].to_numpy()[F.locate(replicas, appended)], is_future=False)
+    cur = appended.copy(deep=False)  # new columns only: no copy of the records
+    cur["log_dir"], cur["is_future"] = replicas["log_dir"].to_numpy()[F.locate(replicas, appended)], False
     if copied.empty:
         return cur
     fpos, spos = F.locate(futures, copied), F.locate(swaps, copied)
@@ -486,7 +487,7 @@ def _movers(config: RoundConfig, replicas: pd.DataFrame, futures: pd.DataFrame, 
     brokers hold in memory, the rest read from storage), then the swaps.
     Returns (replicas, futures, copied records, swaps, cuts of future logs)."""
     if futures.empty:
-        return replicas, futures, F.empty(F.RECORD), pd.DataFrame(columns=alter_log_dirs.SWAPS), truncation.no_cuts()
+        return replicas, futures, F.empty(F.RECORD), F.from_rows([], alter_log_dirs.SWAPS), truncation.no_cuts()
     cfg = config.cfg
     rules = rules_of(cfg)
     futures = alter_log_dirs.mark_for_truncation(futures, cuts)

@@ -32,6 +32,7 @@ from .frames import (
     conform,
     contains,
     empty,
+    from_rows,
     group_any,
     group_ids,
     join,
@@ -539,7 +540,7 @@ def _halts(r: pd.DataFrame, pos, leader_leo, leader) -> pd.DataFrame:
              f"{r.at[p, 'topic']}-{int(r.at[p, 'partition'])}, current leader's latest offset {int(lo)} is less "
              f"than replica {int(r.at[p, 'broker'])}'s latest offset {int(r.at[p, 'leo'])}")
             for p, lo, ld in zip(pos, leader_leo, leader, strict=True)]
-    return pd.DataFrame(rows, columns=["broker", "topic", "partition", "message"])
+    return from_rows(rows, ["broker", "topic", "partition", "message"])
 
 
 def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame, cap: int) -> pd.DataFrame:
@@ -564,7 +565,7 @@ def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFra
     """Offset ranges [from_offset, to_offset) fetch requests need that the tail does not hold."""
     cols = ["broker", "topic", "partition", "from_offset", "to_offset"]
     if requests.empty:
-        return pd.DataFrame(columns=cols)
+        return from_rows([], cols)
     # the tail's first offset per replica row (none: the LEO)
     first = replicas["leo"].to_numpy().astype("int64")
     if len(tail):
@@ -578,7 +579,7 @@ def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFra
     ts = first[pos[pos >= 0]]
     need = q["fetch_offset"].to_numpy() < ts
     if not need.any():
-        return pd.DataFrame(columns=cols)
+        return from_rows([], cols)
     q = q[need].assign(from_offset=lambda d: d["fetch_offset"], to_offset=ts[need])
     q["to_offset"] = np.minimum(q["to_offset"], q["from_offset"] + max_records)
     return q.groupby(["broker", "topic", "partition"], as_index=False).agg(

@@ -160,6 +160,20 @@ def empty(spec: dict[str, str]) -> pd.DataFrame:
     return _EMPTY[key].copy()
 
 
+_NO_ROWS: dict[tuple, pd.DataFrame] = {}
+
+
+def from_rows(rows: list, columns: list[str]) -> pd.DataFrame:
+    """pd.DataFrame(rows, columns=columns); with no rows (the common case: a round with no halts, no
+    state-change lines, no swaps) a copy of the empty frame built once, ~30x cheaper than building it."""
+    if len(rows):
+        return pd.DataFrame(rows, columns=columns)
+    key = tuple(columns)
+    if key not in _NO_ROWS:
+        _NO_ROWS[key] = pd.DataFrame(columns=columns)
+    return _NO_ROWS[key].copy()
+
+
 def _column(df: pd.DataFrame, c: str, t: str) -> np.ndarray:
     v = df[c].to_numpy()
     return v if t == STR or v.dtype == t else v.astype(t)
@@ -216,12 +230,13 @@ def _cast(v: np.ndarray, t: str) -> np.ndarray:
 
 
 def concat(frames: Iterable[pd.DataFrame], spec: dict[str, str]) -> pd.DataFrame:
-    """Concatenate frames of one spec, keeping dtypes even when all are empty."""
+    """Concatenate frames of one spec, keeping dtypes even when all are empty. The result may share its
+    arrays with a part (one part with rows, in shape): replace its columns, do not write into them."""
     parts = [f for f in frames if len(f)]
     if not parts:
         return empty(spec)
     if len(parts) == 1:
-        return conform(parts[0], spec)
+        return conform(parts[0], spec, copy=False)
     # column by column: pd.concat checks every value of an object column for a null (~1 us each)
     return owned({c: np.concatenate([_column(f, c, t) for f in parts]) for c, t in spec.items()}, spec)
 

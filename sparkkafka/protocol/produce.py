@@ -184,7 +184,7 @@ def complete_delayed_produce(
         default="-",
     )
     done = err != "-"
-    d = pd.DataFrame({c: pending[c].to_numpy()[done] for c in PENDING}, copy=False)
+    d = {c: pending[c].to_numpy()[done] for c in PENDING}  # the answered batches' columns (no frame needed)
     e = err[done]
     res = _results(d, now, np.where(e == "", None, e), np.where(e == "", d["base_offset"], -1), e == "")
     return owned({c: pending[c].to_numpy()[~done] for c in PENDING}, PENDING), res
