@@ -54,17 +54,28 @@ def test_locate_on_sparse_keys_and_repeated_table_keys_behaves_as_the_index():
         F.locate(dup, dup.iloc[:1], on=["a", "b"])
 
 
-def test_factorize_objects_is_pandas_factorize():
+def test_distinct_is_pandas_factorize():
     a, b = "".join(["to", "pic"]), "".join(["top", "ic"])  # equal strings, distinct objects
     assert a == b and a is not b
     for values in (np.array([a, "x", b, None, np.nan, "x", a], dtype=object), np.array([a, b, a], dtype=object),
                    np.array([a, a, a], dtype=object), np.array([None] * 3, dtype=object),
                    np.array(["z", "y", "z"], dtype=object)[::-1],  # a non-contiguous view
-                   np.array([None, None], dtype=object), np.array([], dtype=object),
-                   np.array([3, 1, 3], dtype="int64"), np.array([1, "1", 1.0, True], dtype=object)):
-        codes, k = F.factorize_objects(values)
-        want, uniques = pd.factorize(values)
-        assert codes.tolist() == want.tolist() and k == len(uniques)
+                   np.array([], dtype=object), np.array([3, 1, 3], dtype="int64"),
+                   np.array([1, "1", 1.0, True], dtype=object)):
+        codes, uniques = F.distinct(values)
+        want, want_uniques = pd.factorize(values)
+        assert codes.tolist() == want.tolist() and list(uniques) == list(want_uniques)
+
+
+def test_per_value_computes_on_distinct_values_and_nulls_take_the_null_value():
+    isr = np.array(["1,2,3", "", None, "1,2,3", "4", np.nan, "2,3"], dtype=object)
+    assert F.isr_size(isr).tolist() == [3, 0, 0, 3, 1, 0, 2]
+    assert F.isr_size(pd.Series(isr)).dtype == F._isr_size(np.array(["1"], dtype=object)).dtype
+    assert F.str_len(np.array(["ab", None, "", "ab", 7], dtype=object)).tolist() == [2, 0, 0, 2, 1]  # 7: as "7"
+    calls = []
+    out = F.per_value(np.array(["a", "bb", "a", None], dtype=object),
+                      lambda u: calls.append(list(u)) or np.array([len(x) for x in u]), null=-1)
+    assert out.tolist() == [1, 2, 1, -1] and calls == [["a", "bb"]]
 
 
 def test_group_ids_and_group_any_match_groupby():

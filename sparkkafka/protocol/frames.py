@@ -257,8 +257,12 @@ def csv(ids_: Iterable[int]) -> str:
     return ",".join(str(int(i)) for i in ids_)
 
 
-def isr_size(isr: pd.Series) -> np.ndarray:
-    """Number of ids in each comma-joined list (0 for empty)."""
+def isr_size(isr: pd.Series | np.ndarray) -> np.ndarray:
+    """Number of ids in each comma-joined list (0 for empty or null)."""
+    return per_value(isr, _isr_size)
+
+
+def _isr_size(isr: np.ndarray) -> np.ndarray:
     a = _arrow_strings(isr)
     if a is None:
         s = pd.Series(_values(isr)).fillna("").astype(str)
@@ -270,6 +274,10 @@ def isr_size(isr: pd.Series) -> np.ndarray:
 
 def str_len(values: pd.Series | np.ndarray) -> np.ndarray:
     """Characters of each string, 0 for a null (values.fillna("").astype(str).str.len())."""
+    return per_value(values, _str_len)
+
+
+def _str_len(values: np.ndarray) -> np.ndarray:
     a = _arrow_strings(values)
     if a is None:
         return pd.Series(_values(values)).fillna("").astype(str).str.len().to_numpy()
@@ -300,7 +308,8 @@ def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
             lo = int(v.min())
             codes, k = v - lo, int(v.max()) - lo + 1
         else:  # nulls get the code after the values' (use_na_sentinel=False costs an isna pass, 2x)
-            codes, k = factorize_objects(v)
+            codes, uniques = distinct(v)
+            k = len(uniques)
             null = codes < 0
             if null.any():
                 codes[null] = k
@@ -312,24 +321,30 @@ def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
     return key
 
 
-def factorize_objects(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """pd.factorize of an object array as (codes, number of distinct values), nulls -1, ~4x cheaper on
-    columns of few distinct strings (a topic column). An object array holds pointers to its values: the
-    pointers are factorized as integers, then only the distinct pointers' values as objects (equal
-    strings held by several objects get one code). Codes are in order of first appearance, as pandas'."""
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pd.factorize(values): (codes, uniques), nulls -1. An object array holds pointers to its values:
+    the pointers are factorized as integers, then only the distinct pointers' values as objects (equal
+    strings held by several objects get one code), ~4x cheaper on few distinct strings."""
     values = np.ascontiguousarray(values)
     if values.dtype != object or len(values) == 0:
-        codes, uniques = pd.factorize(values)
-        return codes, len(uniques)
+        return pd.factorize(values)
     address = np.frombuffer((ctypes.c_char * values.nbytes).from_address(values.ctypes.data), dtype=np.intp)
     if (address == address[0]).all():  # one object in every row (a topic column of one topic)
         codes, uniques = pd.factorize(values[:1])
-        return np.repeat(codes, len(values)), len(uniques)
+        return np.repeat(codes, len(values)), uniques
     at = pd.factorize(address)[0]
     first = np.full(at.max() + 1, len(at), dtype=np.intp)
     np.minimum.at(first, at, np.arange(len(at)))  # each distinct pointer's first row
     codes, uniques = pd.factorize(values[first])
-    return codes[at], len(uniques)
+    return codes[at], uniques
+
+
+def per_value(values: pd.Series | np.ndarray, fn, null=0) -> np.ndarray:
+    """fn(values) for an elementwise `fn` of an array, computed on the distinct values only (a replica's ISR
+    is one of a few lists) and spread to the rows; a null row gets `null`, in fn's result dtype."""
+    codes, uniques = distinct(_values(values))
+    out = fn(uniques)
+    return np.concatenate([out, np.full(1, null, dtype=out.dtype)])[codes]
 
 
 def group_ids(frame: pd.DataFrame, cols: list[str]) -> np.ndarray:
@@ -443,7 +458,7 @@ def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarr
 def per_topic(topics: pd.Series | np.ndarray, values: pd.Series, default: int) -> np.ndarray:
     """values[topic] of each row as int64, `default` where the topic (or a null) is not in `values`:
     topics.map(values).fillna(default), mapping each distinct topic once."""
-    codes, uniques = pd.factorize(np.asarray(topics))
+    codes, uniques = distinct(np.asarray(topics))
     found = pd.Series(uniques, dtype=object).map(values).fillna(default).to_numpy().astype("int64")
     return np.append(found, np.int64(default))[codes]  # a null's code -1 takes the default
 
