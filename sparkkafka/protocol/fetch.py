@@ -433,8 +433,11 @@ def apply_fetch_responses(
     if err.any():
         fenced = error[err] == errors.FENCED_LEADER_EPOCH
         r = with_values(r, "backoff_until_ms", pos[err], np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"]))
-    r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], rules_of(cfg))
-    r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
+    cuts_d, cuts_o, halts = no_cuts(), no_cuts(), _halts(r, [], [], [])  # the common round: neither case
+    if (mine & diverging).any():
+        r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], rules_of(cfg))
+    if out_of_range.any():
+        r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
     cuts = pd.concat([cuts_d, cuts_o], ignore_index=True)
     appended = empty(RECORD)
     if not ok.any():
@@ -575,11 +578,12 @@ def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFra
         np.minimum.at(start, at[at >= 0], tail["offset"].to_numpy().astype("int64")[at >= 0])
         first = np.where(start == none, first, start)
     pos = locate(replicas, requests)
-    q = requests.loc[pos >= 0, ["broker", "topic", "partition", "fetch_offset"]]
-    ts = first[pos[pos >= 0]]
-    need = q["fetch_offset"].to_numpy() < ts
-    if not need.any():
+    hosted = pos >= 0
+    ts = first[pos[hosted]]
+    need = requests["fetch_offset"].to_numpy()[hosted] < ts
+    if not need.any():  # the common round: the tails hold every fetch (no frame built)
         return from_rows([], cols)
+    q = requests.loc[hosted, ["broker", "topic", "partition", "fetch_offset"]]
     q = q[need].assign(from_offset=lambda d: d["fetch_offset"], to_offset=ts[need])
     q["to_offset"] = np.minimum(q["to_offset"], q["from_offset"] + max_records)
     return q.groupby(["broker", "topic", "partition"], as_index=False).agg(
