@@ -324,9 +324,10 @@ def _dir_entries(replicas: pd.DataFrame, futures: pd.DataFrame, dirs: list[tuple
     for f in (replicas, futures):
         if f.empty:
             continue
-        order = np.argsort(F.group_ids(f, ["broker", "log_dir"]), kind="stable")
-        b, d = f["broker"].to_numpy()[order], f["log_dir"].to_numpy()[order]
-        starts = np.flatnonzero(np.r_[True, (b[1:] != b[:-1]) | (d[1:] != d[:-1])])
+        group = F.group_ids(f, ["broker", "log_dir"])
+        order = np.argsort(group, kind="stable")
+        b, d, group = f["broker"].to_numpy()[order], f["log_dir"].to_numpy()[order], group[order]
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
         ends = np.r_[starts[1:], len(order)].tolist()
         t, p, v = (f[c].to_numpy()[order] for c in ("topic", "partition", col))
         for at, end in zip(starts.tolist(), ends, strict=True):
@@ -360,9 +361,7 @@ def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures
     due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
     due |= brokers["broker"].isin(list(force)).to_numpy()
     effects = hw_checkpoints(config, replicas, futures, brokers.loc[due, "broker"])
-    out = brokers.copy()
-    out.loc[due, "hw_checkpoint_ms"] = now
-    return out, effects
+    return F.with_values(brokers, "hw_checkpoint_ms", due, now), effects
 
 
 def flush_logs(config: RoundConfig, now: int, replicas: pd.DataFrame, before: pd.DataFrame, found: np.ndarray,
