@@ -44,6 +44,40 @@ def test_locate_too_wide_to_fold_falls_back_to_the_multiindex():
     assert F.locate(table, probe, on=list("abc")).tolist() == [2, 0]
 
 
+def test_locate_on_sparse_keys_and_repeated_table_keys_behaves_as_the_index():
+    spread = np.array([0, 10**6, 5 * 10**6], dtype="int64")  # too sparse for the lookup array
+    table = pd.DataFrame({"a": spread, "b": np.array([1, 2, 3])})
+    probe = pd.DataFrame({"a": np.array([5 * 10**6, 7, 0]), "b": np.array([3, 1, 1])})
+    assert F.locate(table, probe, on=["a", "b"]).tolist() == [2, -1, 0]
+    dup = pd.DataFrame({"a": [1, 1, 2], "b": [1, 1, 2]})
+    with pytest.raises(pd.errors.InvalidIndexError):  # keys must be unique, as pandas insists
+        F.locate(dup, dup.iloc[:1], on=["a", "b"])
+
+
+def test_distinct_is_pandas_factorize():
+    a, b = "".join(["to", "pic"]), "".join(["top", "ic"])  # equal strings, distinct objects
+    assert a == b and a is not b
+    for values in (np.array([a, "x", b, None, np.nan, "x", a], dtype=object), np.array([a, b, a], dtype=object),
+                   np.array([a, a, a], dtype=object), np.array([None] * 3, dtype=object),
+                   np.array(["z", "y", "z"], dtype=object)[::-1],  # a non-contiguous view
+                   np.array([], dtype=object), np.array([3, 1, 3], dtype="int64"),
+                   np.array([1, "1", 1.0, True], dtype=object)):
+        codes, uniques = F.distinct(values)
+        want, want_uniques = pd.factorize(values)
+        assert codes.tolist() == want.tolist() and list(uniques) == list(want_uniques)
+
+
+def test_per_value_computes_on_distinct_values_and_nulls_take_the_null_value():
+    isr = np.array(["1,2,3", "", None, "1,2,3", "4", np.nan, "2,3"], dtype=object)
+    assert F.isr_size(isr).tolist() == [3, 0, 0, 3, 1, 0, 2]
+    assert F.isr_size(pd.Series(isr)).dtype == F._isr_size(np.array(["1"], dtype=object)).dtype
+    assert F.str_len(np.array(["ab", None, "", "ab", 7], dtype=object)).tolist() == [2, 0, 0, 2, 1]  # 7: as "7"
+    calls = []
+    out = F.per_value(np.array(["a", "bb", "a", None], dtype=object),
+                      lambda u: calls.append(list(u)) or np.array([len(x) for x in u]), null=-1)
+    assert out.tolist() == [1, 2, 1, -1] and calls == [["a", "bb"]]
+
+
 def test_group_ids_and_group_any_match_groupby():
     rng = np.random.default_rng(3)
     m = pd.DataFrame({"src": rng.integers(0, 4, 300), "broker": rng.integers(0, 3, 300),
@@ -137,6 +171,53 @@ def test_conform_of_a_frame_in_shape_is_a_copy_with_a_fresh_index(replicas):
     before = shifted["broker"].iloc[0]
     out.loc[0, "broker"] = before + 1
     assert shifted["broker"].iloc[0] == before  # the input is not changed through the result
+
+
+def test_positional_is_reset_index_without_copying_and_leaves_its_input_alone(replicas):
+    for frame in (replicas, replicas.set_index(replicas.index + 10), replicas.iloc[::2]):
+        out = F.positional(frame)
+        pd.testing.assert_frame_equal(out, frame.reset_index(drop=True), check_exact=True)
+        assert isinstance(out.index, pd.RangeIndex) and out is not frame
+        assert np.shares_memory(out["partition"].to_numpy(), frame["partition"].to_numpy())  # no copy
+        before = frame.copy()
+        out["partition"] = -1  # replacing a column of the result does not reach the input
+        pd.testing.assert_frame_equal(frame, before, check_exact=True)
+    spec = {"broker": "int32", "topic": "object", "partition": "int32"}
+    shifted = replicas.set_index(replicas.index + 10)
+    pd.testing.assert_frame_equal(F.conform(shifted, spec, copy=False), F.conform(shifted, spec), check_exact=True)
+
+
+def test_with_values_is_copy_and_loc_set_and_leaves_its_input_alone(replicas):
+    before = replicas.copy()
+    for rows, values in ((np.array([3, 0, 7]), np.array([9, 8, 7], dtype="int32")),
+                         (replicas["broker"].to_numpy() == 4, -1), (np.array([], dtype="int64"), 5)):
+        want = replicas.copy()
+        want.loc[rows, "partition"] = values
+        out = F.with_values(replicas, "partition", rows, values)
+        pd.testing.assert_frame_equal(out, want, check_exact=True)
+        pd.testing.assert_frame_equal(replicas, before, check_exact=True)
+    out = F.with_values(replicas, "topic", np.array([1]), "z")
+    assert out["topic"].iloc[1] == "z" and replicas["topic"].iloc[1] != "z"
+    assert np.shares_memory(out["broker"].to_numpy(), replicas["broker"].to_numpy())  # the others are shared
+
+
+def test_from_rows_is_the_frame_of_the_rows_and_a_fresh_one_each_time():
+    cols = ["broker", "topic", "message"]
+    for rows in ([], [(1, "t", "x"), (2, None, "y")]):
+        pd.testing.assert_frame_equal(F.from_rows(rows, cols), pd.DataFrame(rows, columns=cols), check_exact=True)
+    pd.testing.assert_frame_equal(F.from_rows([], cols), pd.DataFrame(columns=cols), check_exact=True)
+    first = F.from_rows([], cols)
+    first["extra"] = []  # a caller changing its frame does not change the next one
+    assert list(F.from_rows([], cols).columns) == cols
+
+
+def test_concat_of_one_part_in_shape_leaves_the_part_alone(replicas):
+    spec = {"broker": "int32", "topic": "object", "partition": "int32"}
+    before = replicas.copy()
+    out = F.concat([F.empty(spec), replicas.iloc[::2]], spec)
+    pd.testing.assert_frame_equal(out, replicas.iloc[::2].reset_index(drop=True), check_exact=True)
+    out["partition"] = -1
+    pd.testing.assert_frame_equal(replicas, before, check_exact=True)
 
 
 def test_str_len_is_pandas_str_len_with_nulls_as_empty():

@@ -49,6 +49,7 @@ from .frames import (
     concat,
     conform,
     empty,
+    from_rows,
     locate,
     new_replicas,
     take,
@@ -139,7 +140,7 @@ def alter_replica_log_dirs(
     Returns (futures, preferred, responses (ALTER_LOG_DIRS_RESPONSE), cancelled future logs (LOGS), whose
     records the engine deletes)."""
     if requests.empty:
-        return futures, preferred, empty(ALTER_LOG_DIRS_RESPONSE), pd.DataFrame(columns=LOGS)
+        return futures, preferred, empty(ALTER_LOG_DIRS_RESPONSE), from_rows([], LOGS)
     req = requests.reset_index(drop=True)
     rpos = locate(replicas, req)
     cur_dir = take(replicas, "log_dir", rpos, None)
@@ -238,7 +239,7 @@ def on_stop_replica(futures: pd.DataFrame, replicas: pd.DataFrame, stops: pd.Dat
     current log is gone (StopReplica with delete deletes both) is dropped. Returns (futures, dropped
     future logs (LOGS): the engine deletes their records)."""
     if futures.empty:
-        return futures, pd.DataFrame(columns=LOGS)
+        return futures, from_rows([], LOGS)
     f = futures.reset_index(drop=True)
     hosted = locate(replicas, f) >= 0
     dropped = f.loc[~hosted, LOGS].reset_index(drop=True)
@@ -479,12 +480,12 @@ def swap(replicas: pd.DataFrame, futures: pd.DataFrame, selected: np.ndarray
     (replicas, futures, swaps (broker, topic, partition, old_dir, log_dir))."""
     f = futures.reset_index(drop=True)
     if f.empty or not selected.any():
-        return replicas, futures, pd.DataFrame(columns=SWAPS)
+        return replicas, futures, from_rows([], SWAPS)
     pos = locate(replicas, f)
     done = selected & (pos >= 0) & (f["fetch_state"].to_numpy() == FETCHING) \
         & (f["leo"].to_numpy() == take(replicas, "leo", pos, -1))
     if not done.any():
-        return replicas, futures, pd.DataFrame(columns=SWAPS)
+        return replicas, futures, from_rows([], SWAPS)
     r = replicas.reset_index(drop=True).copy()
     at = pos[done]
     swaps = pd.DataFrame({"broker": f["broker"].to_numpy()[done], "topic": f["topic"].to_numpy()[done],

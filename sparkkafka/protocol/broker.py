@@ -315,14 +315,26 @@ def no_reads(req: ReadLog) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------- effects
 
 
-def _dir_entries(replicas: pd.DataFrame, futures: pd.DataFrame, b: int, d: str, col: str) -> tuple:
-    """(topic, partition, value) of every log in one dir of a broker, current and future (a partition has
-    at most one log per dir)."""
-    out = []
+def _dir_entries(replicas: pd.DataFrame, futures: pd.DataFrame, dirs: list[tuple[int, str]], col: str
+                 ) -> list[tuple]:
+    """For each (broker, log dir) of `dirs`: (topic, partition, value) of every log in it, current then
+    future, each in row order (a partition has at most one log per dir). One grouping of each frame by
+    (broker, log_dir), not two row selections per dir (72 frames for 12 brokers of 3 dirs)."""
+    found: dict[tuple, list] = {(int(b), d): [] for b, d in dirs}
     for f in (replicas, futures):
-        sel = f[(f["broker"] == b) & (f["log_dir"] == d)]
-        out += list(zip(sel["topic"], sel["partition"], sel[col], strict=True))
-    return tuple(out)
+        if f.empty:
+            continue
+        group = F.group_ids(f, ["broker", "log_dir"])
+        order = np.argsort(group, kind="stable")
+        b, d, group = f["broker"].to_numpy()[order], f["log_dir"].to_numpy()[order], group[order]
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        ends = np.r_[starts[1:], len(order)].tolist()
+        t, p, v = (f[c].to_numpy()[order] for c in ("topic", "partition", col))
+        for at, end in zip(starts.tolist(), ends, strict=True):
+            rows = found.get((int(b[at]), d[at]))
+            if rows is not None:
+                rows += zip(t[at:end].tolist(), p[at:end].tolist(), v[at:end].tolist(), strict=True)
+    return [tuple(found[int(b), d]) for b, d in dirs]
 
 
 def live_dirs(config: RoundConfig, b: int) -> list[str]:
@@ -334,8 +346,9 @@ def live_dirs(config: RoundConfig, b: int) -> list[str]:
 def hw_checkpoints(config, replicas: pd.DataFrame, futures: pd.DataFrame, brokers) -> list[WriteHwCheckpoint]:
     """The replication-offset-checkpoint writes of every live dir of `brokers` (config: its log_dirs and
     offline_dirs); the idle jump rewrites the ones its skipped rounds would have written with this too."""
-    return [WriteHwCheckpoint(int(b), d, _dir_entries(replicas, futures, b, d, "hw"))
-            for b in brokers for d in live_dirs(config, b)]
+    dirs = [(int(b), d) for b in brokers for d in live_dirs(config, b)]
+    return [WriteHwCheckpoint(b, d, e) for (b, d), e in zip(dirs, _dir_entries(replicas, futures, dirs, "hw"),
+                                                             strict=True)]
 
 
 def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures: pd.DataFrame,
@@ -348,9 +361,7 @@ def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures
     due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
     due |= brokers["broker"].isin(list(force)).to_numpy()
     effects = hw_checkpoints(config, replicas, futures, brokers.loc[due, "broker"])
-    out = brokers.copy()
-    out.loc[due, "hw_checkpoint_ms"] = now
-    return out, effects
+    return F.with_values(brokers, "hw_checkpoint_ms", due, now), effects
 
 
 def flush_logs(config: RoundConfig, now: int, replicas: pd.DataFrame, before: pd.DataFrame, found: np.ndarray,
@@ -370,8 +381,9 @@ def flush_logs(config: RoundConfig, now: int, replicas: pd.DataFrame, before: pd
             futures = futures.copy()
             futures.loc[stop_f, "recovery_point"] = futures.loc[stop_f, "leo"]
             dirs |= set(zip(futures["broker"].to_numpy()[stop_f], futures["log_dir"].to_numpy()[stop_f], strict=True))
-    effects = [WriteFlushedOffsets(int(b), d, _dir_entries(replicas, futures, b, d, "recovery_point"))
-               for b, d in sorted(dirs | set(touched)) if d not in config.offline_dirs.get(int(b), ())]
+    write = [(int(b), d) for b, d in sorted(dirs | set(touched)) if d not in config.offline_dirs.get(int(b), ())]
+    effects = [WriteFlushedOffsets(b, d, e)
+               for (b, d), e in zip(write, _dir_entries(replicas, futures, write, "recovery_point"), strict=True)]
     return replicas, futures, effects
 
 
@@ -422,7 +434,8 @@ def log_rows(replicas: pd.DataFrame, futures: pd.DataFrame, appended: pd.DataFra
     log's copy, written as current records; the old log's appends of this round are not written."""
     if len(swaps):
         appended = appended[F.locate(swaps, appended) < 0]
-    cur = appended.assign(log_dir=replicas["log_dir"].to_numpy()[F.locate(replicas, appended)], is_future=False)
+    cur = appended.copy(deep=False)  # new columns only: no copy of the records
+    cur["log_dir"], cur["is_future"] = replicas["log_dir"].to_numpy()[F.locate(replicas, appended)], False
     if copied.empty:
         return cur
     fpos, spos = F.locate(futures, copied), F.locate(swaps, copied)
@@ -438,10 +451,11 @@ def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame
     if len(replicas):
         r = F.sorted_by(replicas, ["topic", "partition", "broker"])
         role = np.where(r["leader"] == r["broker"], "leader", np.where(r["leader"] >= 0, "follower", "none"))
-        out.append(HistoryRows("replica_state", r.assign(role=role)))
+        r["role"] = role  # r is the sort's own new frame: no copy needed
+        out.append(HistoryRows("replica_state", r))
     if len(remotes):
         r = F.sorted_by(remotes, ["topic", "partition", "replica"])
-        out.append(HistoryRows("follower_state", r.rename(columns={"leo": "remote_leo"})))
+        out.append(HistoryRows("follower_state", r.rename(columns={"leo": "remote_leo"}, copy=False)))
     if len(results):
         out.append(HistoryRows("produce_results", results))
     if len(lines):
@@ -472,7 +486,7 @@ def _movers(config: RoundConfig, replicas: pd.DataFrame, futures: pd.DataFrame, 
     brokers hold in memory, the rest read from storage), then the swaps.
     Returns (replicas, futures, copied records, swaps, cuts of future logs)."""
     if futures.empty:
-        return replicas, futures, F.empty(F.RECORD), pd.DataFrame(columns=alter_log_dirs.SWAPS), truncation.no_cuts()
+        return replicas, futures, F.empty(F.RECORD), F.from_rows([], alter_log_dirs.SWAPS), truncation.no_cuts()
     cfg = config.cfg
     rules = rules_of(cfg)
     futures = alter_log_dirs.mark_for_truncation(futures, cuts)

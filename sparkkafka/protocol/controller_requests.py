@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .frames import BROKER, KEY, REMOTE, conform, locate, take
+from .frames import BROKER, KEY, REMOTE, conform, from_rows, locate, take
 
 LINES = ["broker", "controller_epoch", "topic", "partition", "message"]
 
@@ -34,9 +34,9 @@ def stop_replicas(replicas: pd.DataFrame, remotes: pd.DataFrame, brokers: pd.Dat
     newer, -1 and -2 stop the replica: it stops fetching and leading; with delete its log goes.
     Returns (replicas, remotes, deleted replicas (KEY + log_dir), state-change lines)."""
     lines = []
-    empty_del = pd.DataFrame(columns=[*KEY, "log_dir"])
+    empty_del = from_rows([], [*KEY, "log_dir"])
     if requests.empty:
-        return replicas, remotes, empty_del, pd.DataFrame(lines, columns=LINES)
+        return replicas, remotes, empty_del, from_rows(lines, LINES)
     stale = requests["controller_epoch"].to_numpy() < _known_epoch(brokers, requests)
     for e in requests[stale].itertuples():
         lines.append((e.broker, e.controller_epoch, e.topic, e.partition,
@@ -67,4 +67,4 @@ def stop_replicas(replicas: pd.DataFrame, remotes: pd.DataFrame, brokers: pd.Dat
     r = r[keep].reset_index(drop=True)
     # a removed replica gets StopReplica twice in one batch (without, then with delete): keys repeat
     rk = locate(req[go].drop_duplicates(KEY), remotes) >= 0 if go.any() else np.zeros(len(remotes), bool)
-    return r, conform(remotes[~rk], REMOTE), gone, pd.DataFrame(lines, columns=LINES)
+    return r, conform(remotes[~rk], REMOTE), gone, from_rows(lines, LINES)

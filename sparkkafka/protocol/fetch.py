@@ -32,14 +32,17 @@ from .frames import (
     conform,
     contains,
     empty,
+    from_rows,
     group_any,
     group_ids,
     join,
     locate,
     owned,
+    positional,
     sort_order,
     str_len,
     take,
+    with_values,
 )
 from .high_watermark import follower_hw, maybe_increment_leader_hw
 from .rules import Rules, rules_of
@@ -77,7 +80,7 @@ def fetch_requests(
     Each request carries the follower's quota left (`quota`: the brokers' sensors, replication_quota.py).
     Returns (replicas, fetch requests, OffsetsForLeaderEpoch requests).
     """
-    r = replicas.copy()
+    r = replicas.copy(deep=False)  # its columns are replaced below, not written into
     broker, leader = r["broker"].to_numpy(), r["leader"].to_numpy()
     follower = (leader >= 0) & (leader != broker)
     cut = _cut_off(broker, leader, unreachable)
@@ -411,7 +414,7 @@ def apply_fetch_responses(
     sensors (a BROKER frame; None = fresh ones).
     Returns (replicas, appended records, log cuts, halts: brokers that exit, as pre-2.1 ones did).
     """
-    replicas = replicas.reset_index(drop=True)  # positions below index rows; a copy, changed below
+    replicas = positional(replicas)  # positions below index rows; its columns are replaced, not written into
     if responses.empty:
         return replicas, empty(RECORD), no_cuts(), _halts(replicas, [], [], [])
     pos = locate(replicas, responses)
@@ -426,13 +429,15 @@ def apply_fetch_responses(
     ok = mine & ~has_err & ~diverging & (responses["fetch_offset"].to_numpy() == leo)
     out_of_range = mine & has_err & (error == errors.OFFSET_OUT_OF_RANGE)
     err = mine & has_err & ~out_of_range
-    r = replicas
-    _set(r, "fetch_in_flight", pos[mine], False)
+    r = with_values(replicas, "fetch_in_flight", pos[mine], False)
     if err.any():
         fenced = error[err] == errors.FENCED_LEADER_EPOCH
-        _set(r, "backoff_until_ms", pos[err], np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"]))
-    r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], rules_of(cfg))
-    r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
+        r = with_values(r, "backoff_until_ms", pos[err], np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"]))
+    cuts_d, cuts_o, halts = no_cuts(), no_cuts(), _halts(r, [], [], [])  # the common round: neither case
+    if (mine & diverging).any():
+        r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], rules_of(cfg))
+    if out_of_range.any():
+        r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
     cuts = pd.concat([cuts_d, cuts_o], ignore_index=True)
     appended = empty(RECORD)
     if not ok.any():
@@ -460,17 +465,9 @@ def apply_fetch_responses(
         r = leader_epoch.on_append(r, appended, rules_of(cfg))
     op = pos[ok]
     ls = np.maximum(r["log_start_offset"].to_numpy()[op], okr["log_start_offset"].to_numpy())
-    _set(r, "log_start_offset", op, ls)
-    _set(r, "hw", op, follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls))
+    r = with_values(r, "log_start_offset", op, ls)
+    r = with_values(r, "hw", op, follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls))
     return r, appended, cuts, halts
-
-
-def _set(frame: pd.DataFrame, column: str, pos: np.ndarray, values) -> None:
-    """frame[column] at positions `pos` := values, in place (frame.loc[pos, column] = values on a RangeIndex,
-    without .loc's label lookups)."""
-    v = frame[column].to_numpy().copy()
-    v[pos] = values
-    frame[column] = v
 
 
 def record_quota(quota: pd.DataFrame, side: str, records: pd.DataFrame, by: str, now: int, cfg: Mapping
@@ -546,7 +543,7 @@ def _halts(r: pd.DataFrame, pos, leader_leo, leader) -> pd.DataFrame:
              f"{r.at[p, 'topic']}-{int(r.at[p, 'partition'])}, current leader's latest offset {int(lo)} is less "
              f"than replica {int(r.at[p, 'broker'])}'s latest offset {int(r.at[p, 'leo'])}")
             for p, lo, ld in zip(pos, leader_leo, leader, strict=True)]
-    return pd.DataFrame(rows, columns=["broker", "topic", "partition", "message"])
+    return from_rows(rows, ["broker", "topic", "partition", "message"])
 
 
 def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame, cap: int) -> pd.DataFrame:
@@ -571,7 +568,7 @@ def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFra
     """Offset ranges [from_offset, to_offset) fetch requests need that the tail does not hold."""
     cols = ["broker", "topic", "partition", "from_offset", "to_offset"]
     if requests.empty:
-        return pd.DataFrame(columns=cols)
+        return from_rows([], cols)
     # the tail's first offset per replica row (none: the LEO)
     first = replicas["leo"].to_numpy().astype("int64")
     if len(tail):
@@ -581,11 +578,12 @@ def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFra
         np.minimum.at(start, at[at >= 0], tail["offset"].to_numpy().astype("int64")[at >= 0])
         first = np.where(start == none, first, start)
     pos = locate(replicas, requests)
-    q = requests.loc[pos >= 0, ["broker", "topic", "partition", "fetch_offset"]]
-    ts = first[pos[pos >= 0]]
-    need = q["fetch_offset"].to_numpy() < ts
-    if not need.any():
-        return pd.DataFrame(columns=cols)
+    hosted = pos >= 0
+    ts = first[pos[hosted]]
+    need = requests["fetch_offset"].to_numpy()[hosted] < ts
+    if not need.any():  # the common round: the tails hold every fetch (no frame built)
+        return from_rows([], cols)
+    q = requests.loc[hosted, ["broker", "topic", "partition", "fetch_offset"]]
     q = q[need].assign(from_offset=lambda d: d["fetch_offset"], to_offset=ts[need])
     q["to_offset"] = np.minimum(q["to_offset"], q["from_offset"] + max_records)
     return q.groupby(["broker", "topic", "partition"], as_index=False).agg(

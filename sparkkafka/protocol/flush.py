@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .config import LONG_MAX
-from .frames import REPLICA, conform
+from .frames import REPLICA, conform, from_rows
 
 
 def maybe_flush(replicas: pd.DataFrame, topic_flush: Mapping[str, tuple[int, int | None]], now: int,
@@ -59,7 +59,7 @@ def power_loss_cuts(log: pd.DataFrame, flushed: Mapping[tuple[str, str, int], in
     partition) -> flushed offset. Returns cuts (log_dir, topic, partition, offset)."""
     cols = ["log_dir", "topic", "partition", "offset"]
     if log.empty:
-        return pd.DataFrame(columns=cols)
+        return from_rows([], cols)
     keys = list(zip(log["log_dir"], log["topic"], log["partition"], strict=True))
     fl = np.array([flushed.get((d, t, int(p)), 0) for d, t, p in keys], dtype="int64")
     durable = (log["offset"].to_numpy() < fl) | (log["append_ms"].to_numpy() + writeback_ms <= crash_ms)

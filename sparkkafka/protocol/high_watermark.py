@@ -47,7 +47,7 @@ def maybe_increment_leader_hw(
             np.minimum.at(cand, pos[hit], remotes["leo"].to_numpy().astype("int64")[hit])
     hw = replicas["hw"].to_numpy()
     new = np.where(leaders & (cand > hw), cand, hw)
-    out = replicas.copy()
+    out = replicas.copy(deep=False)  # only hw changes: a new column, the others shared
     out["hw"] = new.astype("int64")
     return out
 

@@ -34,7 +34,9 @@ from .frames import (
     isr_size,
     locate,
     per_topic,
+    positional,
     str_len,
+    with_values,
 )
 from .rules import Rules, rules_for
 
@@ -88,10 +90,10 @@ def maybe_expand_isr(
     whose fetch the leader served at `now` are considered (a crashed follower is never re-added
     from the LEO it had).
     """
-    replicas = replicas.reset_index(drop=True)
+    replicas = positional(replicas)
     if replicas.empty or remotes.empty:
         return replicas, remotes, empty(ISR_CHANGE)
-    remotes = remotes.reset_index(drop=True)
+    remotes = positional(remotes)
     open_ = _leaders(replicas) & _no_change(replicas)
     pos = locate(replicas, remotes)
     ok = pos >= 0
@@ -114,11 +116,9 @@ def maybe_expand_isr(
     pick = pick.sort_values(["_pos", "_who"], kind="stable").drop_duplicates("_pos")
     p = pick["_pos"].to_numpy()
     new_isr = [csv([*ids(s), w]) for s, w in zip(_strs(replicas["isr"])[p], pick["_who"], strict=True)]
-    replicas = replicas.copy()
-    replicas.loc[p, "pending_isr"] = new_isr
-    remotes = remotes.copy()
-    remotes.loc[pick["_row"].to_numpy(), "in_isr"] = True
-    return replicas, conform(remotes, REMOTE), _proposals(replicas.iloc[p], new_isr, "expand")
+    replicas = with_values(replicas, "pending_isr", p, np.array(new_isr, dtype=object))
+    remotes = with_values(remotes, "in_isr", pick["_row"].to_numpy(), True)
+    return replicas, conform(remotes, REMOTE, copy=False), _proposals(replicas.iloc[p], new_isr, "expand")
 
 
 def out_of_sync_replicas(
@@ -133,7 +133,7 @@ def out_of_sync_replicas(
     known) it is more than replica.lag.max.messages behind the leader's LEO.
     """
     cols = [*KEY, "replica"]
-    replicas = replicas.reset_index(drop=True)
+    replicas = positional(replicas)
     if replicas.empty or remotes.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in REMOTE.items() if c in cols})
     pos = locate(replicas, remotes)
@@ -172,7 +172,7 @@ def maybe_shrink_isr(
     is only pending: the removed followers keep counting in the maximal ISR (and holding the HW)
     until it commits.
     """
-    replicas = replicas.reset_index(drop=True)
+    replicas = positional(replicas)
     if replicas.empty:
         return replicas, empty(ISR_CHANGE)
     lag = int(cfg["replica.lag.time.max.ms"])
@@ -182,8 +182,7 @@ def maybe_shrink_isr(
     due = _leaders(replicas) & ((last < 0) | (now - last >= period))
     if not due.any():
         return replicas, empty(ISR_CHANGE)
-    replicas = replicas.copy()
-    replicas.loc[due, "isr_check_ms"] = now
+    replicas = with_values(replicas, "isr_check_ms", due, now)
     run = due & _no_change(replicas)
     gone = out_of_sync_replicas(replicas[run], remotes, now, cfg, rules)
     if gone.empty:
@@ -195,7 +194,7 @@ def maybe_shrink_isr(
     keep = np.array([s != "" for s in new_isr], dtype=bool)
     p = p[keep]
     new_isr = [s for s, k in zip(new_isr, keep, strict=True) if k]
-    replicas.loc[p, "pending_isr"] = new_isr
+    replicas = with_values(replicas, "pending_isr", p, np.array(new_isr, dtype=object))
     return replicas, _proposals(replicas.iloc[p], new_isr, "shrink")
 
 
@@ -219,7 +218,7 @@ def apply_isr_results(
     """
     del now
     counts = {"isr_shrinks": 0, "isr_expands": 0, "failed_isr_updates": 0}
-    replicas = replicas.reset_index(drop=True)
+    replicas = positional(replicas)
     if results.empty or replicas.empty:
         return replicas, remotes, counts
     res = results.drop_duplicates(KEY, keep="last").reset_index(drop=True)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .frames import BROKER, REMOTE, REPLICA, concat, conform, ids, new_replicas
+from .frames import BROKER, REMOTE, REPLICA, concat, conform, from_rows, ids, new_replicas
 from .log_manager import choose_log_dir
 
 STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
@@ -79,7 +79,7 @@ def become_leader_or_follower(
     """
     lines = []
     if requests.empty:
-        return replicas, remotes, brokers, pd.DataFrame(columns=["broker", "controller_epoch", "topic", "partition", "message"])
+        return replicas, remotes, brokers, from_rows([], ["broker", "controller_epoch", "topic", "partition", "message"])
     # A controller batch carries one entry per partition and broker (ControllerBrokerRequestBatch keeps
     # the last one added); requests of one round from several batches: the newest leader epoch wins.
     req = requests.sort_values(["broker", "topic", "partition", "controller_epoch", "leader_epoch"], kind="stable")
@@ -161,7 +161,7 @@ def become_leader_or_follower(
 
 
 def _lines(lines: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame(lines, columns=["broker", "controller_epoch", "topic", "partition", "message"])
+    return from_rows(lines, ["broker", "controller_epoch", "topic", "partition", "message"])
 
 
 def new_broker_rows(brokers: list[int]) -> pd.DataFrame:

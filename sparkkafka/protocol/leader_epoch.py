@@ -284,12 +284,18 @@ def _latest_of(text: str) -> int:
 
 
 def latest_epochs(caches) -> np.ndarray:
-    """The latest epoch of each encoded cache (UNDEFINED_EPOCH for an empty one), with Arrow's regex
-    kernel: ~10x cheaper than parsing each string in Python."""
+    """The latest epoch of each encoded cache (UNDEFINED_EPOCH for an empty one or a null), with Arrow's
+    regex kernel (~10x cheaper than parsing each string in Python), once per distinct cache."""
+    from .frames import per_value
+
+    return per_value(np.asarray(caches, dtype=object), _latest_epochs, null=UNDEFINED_EPOCH)
+
+
+def _latest_epochs(caches: np.ndarray) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    a = pa.array(np.asarray(caches, dtype=object), type=pa.string(), from_pandas=True)
+    a = pa.array(caches, type=pa.string(), from_pandas=True)
     last = pc.struct_field(pc.extract_regex(a, r"(?:^|,)(?P<e>-?\d+):-?\d+$"), "e")  # null: no entry
     return pc.fill_null(pc.cast(last, pa.int64()), UNDEFINED_EPOCH).to_numpy(zero_copy_only=False)
 
@@ -298,9 +304,10 @@ def on_append(replicas, appended, rules: Rules | str):
     """LeaderEpochFileCache.assign(batch epoch, base offset) for every appended batch (leader or
     follower, protocol.md 5.1 site a). `appended` holds RECORD rows sorted by offset per partition;
     an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
-    the cache's latest epoch. Returns the replicas frame (a copy when changed)."""
+    the cache's latest epoch. Returns the replicas frame (a new frame when changed, sharing the columns
+    it does not change; `replicas` is indexed by position)."""
 
-    from .frames import KEY, locate, sort_order
+    from .frames import KEY, locate, sort_order, with_values
 
     if appended.empty:
         return replicas
@@ -314,7 +321,7 @@ def on_append(replicas, appended, rules: Rules | str):
         same[1:] &= v[1:] == v[:-1]
     key_change[1:] = ~same[1:]
     pos = locate(replicas, appended)[order]
-    r = replicas.copy()
+    r = replicas
     lfe = r["last_fetched_epoch"].to_numpy()
     prev = np.where(key_change, lfe[np.maximum(pos, 0)], np.r_[-2, ep[:-1]])
     starts = (pos >= 0) & (ep != prev) & (ep >= 0)
@@ -325,10 +332,10 @@ def on_append(replicas, appended, rules: Rules | str):
         caches = r["epoch_cache"].to_numpy().copy()
         for p, e, o in zip(pos[starts], ep[starts], a["offset"][starts], strict=True):
             caches[p] = encode(assign(decode(caches[p]), int(e), int(o)))
+        r = r.copy(deep=False)
         r["epoch_cache"] = caches
     latest = latest_epochs(r["epoch_cache"].to_numpy()[lp]) if cached else ep[last & (pos >= 0)]
-    r.loc[lp, "last_fetched_epoch"] = np.asarray(latest, dtype="int32")
-    return r
+    return with_values(r, "last_fetched_epoch", lp, np.asarray(latest, dtype="int32"))
 
 
 def on_become_leader(replicas, mask, rules: Rules | str):

@@ -37,6 +37,7 @@ from .frames import (
     concat,
     conform,
     empty,
+    from_rows,
     locate,
 )
 from .rules import Rules, rules_for
@@ -90,7 +91,7 @@ def fail_log_dirs(
             halts.append((b, "", -1, f"Halting broker because dir {sorted(gone)[0]} is offline"))
         elif all(d in gone for d in all_dirs):
             halts.append((b, "", -1, f"Shutdown broker because all log dirs in {', '.join(all_dirs)} have failed"))
-    halts_df = pd.DataFrame(halts, columns=HALT_COLUMNS)
+    halts_df = from_rows(halts, HALT_COLUMNS)
     down = _in_offline_dir(replicas, offline_dirs)
     newly = (conform(replicas.loc[down, ["broker", "topic", "partition", "log_dir"]], OFFLINE_REPLICA) if down.any()
              else empty(OFFLINE_REPLICA))  # the common round: no dir failed, no selection to build

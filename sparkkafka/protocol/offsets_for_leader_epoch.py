@@ -16,7 +16,18 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
-from .frames import EPOCH_REQUEST, EPOCH_RESPONSE, FETCHING, REPLICA, TRUNCATING, conform, empty, locate, take
+from .frames import (
+    EPOCH_REQUEST,
+    EPOCH_RESPONSE,
+    FETCHING,
+    REPLICA,
+    TRUNCATING,
+    conform,
+    empty,
+    locate,
+    positional,
+    take,
+)
 from .rules import Rules, rules_for, rules_of
 from .truncation import no_cuts, truncate
 
@@ -68,9 +79,9 @@ def apply_answers(replicas: pd.DataFrame, responses: pd.DataFrame, now: int, cfg
     leader or epoch since, KAFKA-7786) is dropped; FENCED_LEADER_EPOCH marks the partition failed until
     the next LeaderAndIsr, other errors back off replica.fetch.backoff.ms; an answer truncates the log
     and, when done, moves the partition to Fetching. Returns (replicas, cuts)."""
+    if responses.empty:  # nothing to change: no copy
+        return positional(replicas), no_cuts()
     r = replicas.reset_index(drop=True)
-    if responses.empty:
-        return r, no_cuts()
     pos = locate(r, responses)
     mine = ((pos >= 0) & (take(r, "leader", pos, -1) == responses["src"].to_numpy())
             & take(r, "fetch_in_flight", pos, False).astype(bool)

@@ -117,12 +117,13 @@ def append_to_leader(
     a["base_offset"] = leo_now[ok].astype("int64") + within - count
     leo = replicas["leo"].to_numpy().astype("int64")  # a copy: replicas is not changed
     np.maximum.at(leo, at, a["base_offset"] + count)
-    replicas = replicas.assign(leo=leo)
+    replicas = conform(replicas, REPLICA, copy=False)  # only replaced columns below: no copy
+    replicas["leo"] = leo
     # Message format v2 (0.11+) stamps each batch with the leader's epoch; older formats carry none (-1).
     rules = rules_of(cfg)
     records = expand_batches({**a, "leader_epoch": epoch[ok] if rules.leader_epoch_cache else np.full(len(at), -1),
                               "src": a["broker"], "timestamp": a["sent_ms"]})
-    replicas = leader_epoch.on_append(conform(replicas, REPLICA), records, rules)
+    replicas = leader_epoch.on_append(replicas, records, rules)
     replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
 
     ack1 = a["acks"] == 1
@@ -183,7 +184,7 @@ def complete_delayed_produce(
         default="-",
     )
     done = err != "-"
-    d = pd.DataFrame({c: pending[c].to_numpy()[done] for c in PENDING}, copy=False)
+    d = {c: pending[c].to_numpy()[done] for c in PENDING}  # the answered batches' columns (no frame needed)
     e = err[done]
     res = _results(d, now, np.where(e == "", None, e), np.where(e == "", d["base_offset"], -1), e == "")
     return owned({c: pending[c].to_numpy()[~done] for c in PENDING}, PENDING), res
