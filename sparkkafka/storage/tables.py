@@ -362,10 +362,12 @@ def remove_actions(removes: list[dict]) -> list[RemoveAction]:
             for r in removes]
 
 
-def read_table(tables_dir: str, name: str, version: int | None = None) -> pa.Table:
-    """Read a whole table's current snapshot as Arrow (partition columns included)."""
+def read_table(tables_dir: str, name: str, version: int | None = None, columns: list[str] | None = None,
+               where: pc.Expression | None = None) -> pa.Table:
+    """Read a table's current snapshot as Arrow (partition columns included): every column, or `columns`;
+    every row, or those matching `where` (files whose statistics rule it out are not read)."""
     dt = DeltaTable(table_path(tables_dir, name), version=version)
-    return dt.to_pyarrow_table()
+    return dt.to_pyarrow_table(columns=columns, filters=where)
 
 
 def snapshot_files(tables_dir: str, name: str) -> list[str]:
