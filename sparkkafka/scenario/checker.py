@@ -33,6 +33,8 @@ over the history tables; Python loops run only over the rows found.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +62,8 @@ def final_replicas(tables_dir: str) -> pd.DataFrame:
 
 #: rows of the large tables (log, replica_state, produce_results) the checker holds at once: it reads a run
 #: in slices of whole partitions of about this many rows, so a large run's audit does not hold its tables
-AUDIT_ROWS = 2_000_000
+#: (~250 MB of driver memory a slice; 100k replicas' 1-second reference run is 2.3M rows)
+AUDIT_ROWS = 500_000
 #: the columns the rules read, per table (the others stay on disk)
 READ_COLUMNS: dict[str, list[str]] = {
     "produce_results": ["topic", "partition", "record_id", "acks", "offset", "error", "acked"],
@@ -81,12 +84,26 @@ class RunTables:
     partition_state: pd.DataFrame
 
     @classmethod
-    def read(cls, tables_dir: str, where: Any = None) -> RunTables:
-        """The columns the rules read (READ_COLUMNS), of every row or of those matching the Arrow
-        expression `where`; each Arrow table is freed as it becomes pandas."""
-        return cls(*(T.read_table(tables_dir, n, columns=READ_COLUMNS[n], where=where)
-                     .to_pandas(split_blocks=True, self_destruct=True)
-                     for n in ("produce_results", "log", "replica_state", "partition_state")))
+    def read(cls, tables_dir: str) -> RunTables:
+        """The columns the rules read (READ_COLUMNS) of every row; each Arrow table is freed as it becomes pandas."""
+        return cls(*(_pandas(T.read_table(tables_dir, n, columns=READ_COLUMNS[n])) for n in TABLES))
+
+    @classmethod
+    def read_spilled(cls, folder: str, i: int) -> RunTables:
+        """Slice `i` of the tables, from the files _spill wrote into `folder`."""
+        return cls(*(_pandas(_read_arrow(os.path.join(folder, f"{n}-{i}.arrow"))) for n in TABLES))
+
+
+TABLES = ("produce_results", "log", "replica_state", "partition_state")  # RunTables' fields
+
+
+def _read_arrow(path: str) -> pa.Table:
+    with pa.OSFile(path) as f:
+        return pa.ipc.open_file(f).read_all()
+
+
+def _pandas(t: pa.Table) -> pd.DataFrame:
+    return t.to_pandas(split_blocks=True, self_destruct=True)  # frees each column's Arrow buffers as it goes
 
 
 @dataclass(frozen=True)
@@ -120,37 +137,59 @@ def violations(tables_dir: str, meta: dict) -> pd.DataFrame:
 
 
 def audit(tables_dir: str, meta: dict, rows: int = AUDIT_ROWS) -> tuple[dict, pd.DataFrame]:
-    """The summary and the violations of a run, reading its tables once, in slices of whole partitions
-    (ranges of partition numbers) of about `rows` rows each: every rule judges one partition's rows, so
-    the slices' findings and counts add up to the whole run's, and the driver holds one slice at a time."""
+    """The summary and the violations of a run, reading its tables once. A run of more than `rows` rows is
+    cut into slices of whole partitions (ranges of partition numbers) of about `rows` rows each, spilled to
+    local files in one pass over each table, and judged slice by slice: every rule judges one partition's
+    rows, so the slices' findings and counts add up to the whole run's, and the driver holds one slice."""
     whole = Whole.read(tables_dir)
+    starts = _slices(tables_dir, rows)
+    pa.default_memory_pool().release_unused()  # the columns read to plan the slices
+    if len(starts) == 1:
+        return audit_tables(RunTables.read(tables_dir), meta, whole)
     summary, found = None, []
-    for where in _slices(tables_dir, rows):
-        s, f = audit_tables(RunTables.read(tables_dir, where), meta, whole)
-        summary = s if summary is None else _add(summary, s)
-        found.append(f)
-        pa.default_memory_pool().release_unused()  # the slice's Arrow buffers, back to the system
-    return summary, _conform(pd.concat(found, ignore_index=True)) if len(found) > 1 else found[0]
+    with tempfile.TemporaryDirectory(prefix="sparkkafka-audit-") as folder:
+        _spill(tables_dir, starts, folder)
+        pa.default_memory_pool().release_unused()
+        for i in range(len(starts)):
+            s, f = audit_tables(RunTables.read_spilled(folder, i), meta, whole)
+            summary = s if summary is None else _add(summary, s)
+            found.append(f)
+            pa.default_memory_pool().release_unused()  # the slice's Arrow buffers, back to the system
+    return summary, _conform(pd.concat(found, ignore_index=True))
 
 
-def _slices(tables_dir: str, rows: int) -> list[Any]:
-    """Arrow filters on `partition` cutting the run into ranges of partition numbers of about `rows` rows of
-    the SLICED tables each ([None]: one slice, the whole run)."""
+def _slices(tables_dir: str, rows: int) -> list[int]:
+    """The first partition number of each slice: ranges of partition numbers of about `rows` rows of the
+    SLICED tables each ([0]: one slice, the whole run)."""
     counts = np.zeros(1, np.int64)
     for name in SLICED:
         col = T.read_table(tables_dir, name, columns=["partition"]).column("partition")
         c = np.bincount(col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)) if len(col) else counts
         counts = np.pad(counts, (0, max(0, len(c) - len(counts)))) + np.pad(c, (0, max(0, len(counts) - len(c))))
     cum = np.cumsum(counts)
-    if cum[-1] <= rows:
-        return [None]
-    edges = [0]
-    while cum[-1] - (cum[edges[-1] - 1] if edges[-1] else 0) > rows:
-        start = cum[edges[-1] - 1] if edges[-1] else 0
-        edges.append(max(edges[-1] + 1, int(np.searchsorted(cum, start + rows, side="right"))))
-    part = pc.field("partition")
-    return ([part < edges[1]] + [(part >= lo) & (part < hi) for lo, hi in zip(edges[1:-1], edges[2:], strict=True)]
-            + [part >= edges[-1]])
+    starts = [0]
+    while cum[-1] - (cum[starts[-1] - 1] if starts[-1] else 0) > rows:
+        done = cum[starts[-1] - 1] if starts[-1] else 0
+        starts.append(max(starts[-1] + 1, int(np.searchsorted(cum, done + rows, side="right"))))
+    return starts
+
+
+def _spill(tables_dir: str, starts: list[int], folder: str) -> None:
+    """Write each table's READ_COLUMNS, cut by slice (`starts`), into `folder` as Arrow files
+    `<table>-<slice>.arrow`, in one streaming pass per table (rows keep their order within a slice)."""
+    bounds = np.asarray(starts, np.int64)
+    for name in TABLES:
+        schema, batches = T.scan_table(tables_dir, name, READ_COLUMNS[name])
+        writers = [pa.ipc.new_file(os.path.join(folder, f"{name}-{i}.arrow"), schema) for i in range(len(starts))]
+        try:
+            for batch in batches:
+                part = batch.column("partition").to_numpy(zero_copy_only=False)
+                which = np.searchsorted(bounds, part, side="right") - 1
+                for i in np.unique(which):
+                    writers[i].write_batch(batch.filter(pa.array(which == i)))
+        finally:
+            for w in writers:
+                w.close()
 
 
 def _add(a: dict, b: dict) -> dict:

@@ -15,7 +15,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -362,12 +362,17 @@ def remove_actions(removes: list[dict]) -> list[RemoveAction]:
             for r in removes]
 
 
-def read_table(tables_dir: str, name: str, version: int | None = None, columns: list[str] | None = None,
-               where: pc.Expression | None = None) -> pa.Table:
-    """Read a table's current snapshot as Arrow (partition columns included): every column, or `columns`;
-    every row, or those matching `where` (files whose statistics rule it out are not read)."""
+def read_table(tables_dir: str, name: str, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
+    """Read a whole table's current snapshot as Arrow (partition columns included), or its `columns`."""
     dt = DeltaTable(table_path(tables_dir, name), version=version)
-    return dt.to_pyarrow_table(columns=columns, filters=where)
+    return dt.to_pyarrow_table(columns=columns)
+
+
+def scan_table(tables_dir: str, name: str, columns: list[str]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """A table's current snapshot as a stream of Arrow batches of `columns`, in read_table's row order, and
+    their schema: for a reader that must not hold the whole table."""
+    scanner = DeltaTable(table_path(tables_dir, name)).to_pyarrow_dataset().scanner(columns=columns)
+    return scanner.projected_schema, scanner.to_batches()
 
 
 def snapshot_files(tables_dir: str, name: str) -> list[str]:
