@@ -60,6 +60,10 @@ def to_plain(v: Any) -> Any:
         return {TAG: "tuple", "items": [to_plain(x) for x in v]}
     if isinstance(v, set | frozenset):
         return {TAG: type(v).__name__, "items": [to_plain(x) for x in _ordered(v)]}
+    if isinstance(v, Plain):
+        return v.make()
+    if isinstance(v, Fields):
+        return {k: to_plain(x) for k, x in v.items()}
     if isinstance(v, pd.DataFrame):
         return _frame_to_plain(v)
     if isinstance(v, np.ndarray):
@@ -83,6 +87,15 @@ class Plain:
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self.make = make
+
+
+class Fields:
+    """An object's plain form as an untagged dict of its `items()` (a plain_fields method), made as written."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        self.items = items
 
 
 #: list items written per json.dumps call by dump_fields (their plain forms exist together, the list's never)
@@ -117,8 +130,14 @@ def _chunks(v: Any) -> Iterator[str]:
         yield f'{{"{TAG}": "tuple", "items": '
         yield from _seq(v)
         yield "}"
+    elif isinstance(v, Fields):
+        yield from _mapping(v.items())
     elif isinstance(v, dict) and all(isinstance(k, str) for k in v) and TAG not in v:
         yield from _mapping(v.items())
+    elif isinstance(v, dict):
+        yield f'{{"{TAG}": "map", "items": '
+        yield from _seq([_Pair(k, x) for k, x in v.items()])
+        yield "}"
     elif _walked(type(v)):
         yield f'{{"{TAG}": {json.dumps(_tag(type(v)))}'
         if hasattr(v, "plain_fields"):
@@ -134,17 +153,34 @@ def _chunks(v: Any) -> Iterator[str]:
         yield json.dumps(to_plain(v))
 
 
+class _Pair:
+    """A map's (key, value) item: plain form [to_plain(key), to_plain(value)]."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: Any, value: Any) -> None:
+        self.key, self.value = key, value
+
+
 def _large(v: Any) -> bool:
     """Whether dump_fields walks `v` on its own rather than making it plain in a batch of list items: a Plain, a
-    container of more than _SMALL members, a walked class with plain_fields or with such a field."""
-    if isinstance(v, Plain):
+    container of more than _SMALL members or holding a large one, a walked class with plain_fields or with a
+    large field."""
+    if isinstance(v, Plain | Fields):
         return True
+    if isinstance(v, _Pair):
+        return _large(v.value)
     if isinstance(v, list | tuple | dict):
-        return len(v) > _SMALL
+        return len(v) > _SMALL or any(_large(x) for x in (v.values() if isinstance(v, dict) else v))
     cls = type(v)
     if not _walked(cls):
         return False
     return hasattr(cls, "plain_fields") or any(_large(getattr(v, f.name)) for f in dataclasses.fields(v) if f.init)
+
+
+def _small(x: Any) -> Any:
+    """The plain form of a batched item (a map's pair as its [key, value] list)."""
+    return [to_plain(x.key), to_plain(x.value)] if isinstance(x, _Pair) else to_plain(x)
 
 
 def _seq(items: list | tuple) -> Iterator[str]:
@@ -153,18 +189,23 @@ def _seq(items: list | tuple) -> Iterator[str]:
     for x in items:
         if _large(x):
             if batch:
-                yield sep + json.dumps([to_plain(b) for b in batch])[1:-1]
+                yield sep + json.dumps([_small(b) for b in batch])[1:-1]
                 sep, batch = ", ", []
             yield sep
-            yield from _chunks(x)
+            if isinstance(x, _Pair):
+                yield f"[{json.dumps(to_plain(x.key))}, "
+                yield from _chunks(x.value)
+                yield "]"
+            else:
+                yield from _chunks(x)
             sep = ", "
         else:
             batch.append(x)
             if len(batch) == BATCH:
-                yield sep + json.dumps([to_plain(b) for b in batch])[1:-1]
+                yield sep + json.dumps([_small(b) for b in batch])[1:-1]
                 sep, batch = ", ", []
     if batch:
-        yield sep + json.dumps([to_plain(b) for b in batch])[1:-1]
+        yield sep + json.dumps([_small(b) for b in batch])[1:-1]
     yield "]"
 
 

@@ -403,7 +403,9 @@ class ZooKeeper:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-native snapshot (string keys, lists), deterministic order."""
-        return {**self._plain(), "partition_states": list(self._plain_states())}
+        out = self._plain()
+        out["partition_states"] = list(self._plain_states())
+        return out
 
     def _plain_states(self) -> Iterator[dict[str, Any]]:
         """to_dict's partition_states, made one at a time (save writes them as they come)."""
@@ -411,7 +413,7 @@ class ZooKeeper:
             yield {"topic": t, "partition": p, "state": copy.deepcopy(s), "version": v}
 
     def _plain(self) -> dict[str, Any]:
-        """to_dict without partition_states."""
+        """to_dict with partition_states None (in its place: the key order is to_dict's)."""
         return {
             "zxid": self.zxid,
             "controller": self._controller,
@@ -426,6 +428,7 @@ class ZooKeeper:
                 }
                 for t, a in sorted(self._topics.items())
             },
+            "partition_states": None,
             "delete_topics": sorted(self._delete_topics),
             "isr_change_notifications": {
                 n: [list(tp) for tp in tps] for n, tps in sorted(self._isr_changes.items())
@@ -495,7 +498,7 @@ class ZooKeeper:
     def _dump(self, f: IO[str]) -> None:
         """``json.dump(self.to_dict(), f, indent=1, sort_keys=True)``, the same text, with the partition states
         made and written one at a time (their plain form whole is ~250 MB at 333k partitions)."""
-        top = {**self._plain(), "partition_states": None}
+        top = self._plain()
         for i, key in enumerate(sorted(top)):
             f.write(f'{"," if i else "{"}\n {json.dumps(key)}: ')
             if key != "partition_states":
