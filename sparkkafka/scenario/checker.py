@@ -62,7 +62,7 @@ def final_replicas(tables_dir: str) -> pd.DataFrame:
 
 #: rows of the large tables (log, replica_state, produce_results) the checker holds at once: it reads a run
 #: in slices of whole partitions of about this many rows, so a large run's audit does not hold its tables
-#: (~250 MB of driver memory a slice; 100k replicas' 1-second reference run is 2.3M rows)
+#: (~300 MB of driver memory a slice; the 1-second reference run at 100k replicas is 2.3M rows)
 AUDIT_ROWS = 500_000
 #: the columns the rules read, per table (the others stay on disk)
 READ_COLUMNS: dict[str, list[str]] = {
