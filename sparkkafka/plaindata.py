@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
+from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -58,6 +60,10 @@ def to_plain(v: Any) -> Any:
         return {TAG: "tuple", "items": [to_plain(x) for x in v]}
     if isinstance(v, set | frozenset):
         return {TAG: type(v).__name__, "items": [to_plain(x) for x in _ordered(v)]}
+    if isinstance(v, Plain):
+        return v.make()
+    if isinstance(v, Fields):
+        return {k: to_plain(x) for k, x in v.items()}
     if isinstance(v, pd.DataFrame):
         return _frame_to_plain(v)
     if isinstance(v, np.ndarray):
@@ -72,6 +78,143 @@ def to_plain(v: Any) -> Any:
     if dataclasses.is_dataclass(v):
         return {TAG: _tag(cls), **{f.name: to_plain(getattr(v, f.name)) for f in dataclasses.fields(v) if f.init}}
     raise TypeError(f"no plain form for {cls.__module__}.{cls.__qualname__}")
+
+
+class Plain:
+    """A value whose plain form `make()` gives, made only when written (plain_fields, dump_fields)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+class Fields:
+    """An object's plain form as an untagged dict of its `items()` (a plain_fields method), made as written."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        self.items = items
+
+
+#: list items written per json.dumps call by dump_fields (their plain forms exist together, the list's never)
+BATCH = 4096
+_SMALL = 64  # a container item with at most this many members is made plain with its batch, not walked
+
+
+def dump_fields(items: Iterable[tuple[str, Any]], f: IO[str]) -> None:
+    """Write `json.dumps({k: to_plain(v) for k, v in items})` to `f` piece by piece, the same text: lists,
+    tuples, string-keyed dicts, dataclasses and classes with `plain_fields()` (their to_dict's items, Plain
+    where made whole) are walked and written as they go, small items in batches, so the plain form of a
+    large value (the driver's state at 1M replicas: GBs) never exists whole in memory."""
+    for chunk in _mapping(items):
+        f.write(chunk)
+
+
+def _walked(cls: type) -> bool:
+    """Whether dump_fields walks an instance of `cls` rather than making it plain whole (as to_plain would)."""
+    if not cls.__module__.startswith(_PACKAGE) or issubclass(cls, Enum):
+        return False
+    if hasattr(cls, "to_dict") and hasattr(cls, "from_dict"):
+        return hasattr(cls, "plain_fields")
+    return dataclasses.is_dataclass(cls)
+
+
+def _chunks(v: Any) -> Iterator[str]:
+    if isinstance(v, Plain):
+        yield json.dumps(v.make())
+    elif isinstance(v, list):
+        yield from _seq(v)
+    elif isinstance(v, tuple):
+        yield f'{{"{TAG}": "tuple", "items": '
+        yield from _seq(v)
+        yield "}"
+    elif isinstance(v, Fields):
+        yield from _mapping(v.items())
+    elif isinstance(v, dict) and all(isinstance(k, str) for k in v) and TAG not in v:
+        yield from _mapping(v.items())
+    elif isinstance(v, dict):
+        yield f'{{"{TAG}": "map", "items": '
+        yield from _seq([_Pair(k, x) for k, x in v.items()])
+        yield "}"
+    elif _walked(type(v)):
+        yield f'{{"{TAG}": {json.dumps(_tag(type(v)))}'
+        if hasattr(v, "plain_fields"):
+            yield ', "data": '
+            yield from _mapping(v.plain_fields())
+        else:
+            for fl in dataclasses.fields(v):
+                if fl.init:
+                    yield f", {json.dumps(fl.name)}: "
+                    yield from _chunks(getattr(v, fl.name))
+        yield "}"
+    else:
+        yield json.dumps(to_plain(v))
+
+
+class _Pair:
+    """A map's (key, value) item: plain form [to_plain(key), to_plain(value)]."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: Any, value: Any) -> None:
+        self.key, self.value = key, value
+
+
+def _large(v: Any) -> bool:
+    """Whether dump_fields walks `v` on its own rather than making it plain in a batch of list items: a Plain, a
+    container of more than _SMALL members or holding a large one, a walked class with plain_fields or with a
+    large field."""
+    if isinstance(v, Plain | Fields):
+        return True
+    if isinstance(v, _Pair):
+        return _large(v.value)
+    if isinstance(v, list | tuple | dict):
+        return len(v) > _SMALL or any(_large(x) for x in (v.values() if isinstance(v, dict) else v))
+    cls = type(v)
+    if not _walked(cls):
+        return False
+    return hasattr(cls, "plain_fields") or any(_large(getattr(v, f.name)) for f in dataclasses.fields(v) if f.init)
+
+
+def _small(x: Any) -> Any:
+    """The plain form of a batched item (a map's pair as its [key, value] list)."""
+    return [to_plain(x.key), to_plain(x.value)] if isinstance(x, _Pair) else to_plain(x)
+
+
+def _seq(items: list | tuple) -> Iterator[str]:
+    yield "["
+    sep, batch = "", []
+    for x in items:
+        if _large(x):
+            if batch:
+                yield sep + json.dumps([_small(b) for b in batch])[1:-1]
+                sep, batch = ", ", []
+            yield sep
+            if isinstance(x, _Pair):
+                yield f"[{json.dumps(to_plain(x.key))}, "
+                yield from _chunks(x.value)
+                yield "]"
+            else:
+                yield from _chunks(x)
+            sep = ", "
+        else:
+            batch.append(x)
+            if len(batch) == BATCH:
+                yield sep + json.dumps([_small(b) for b in batch])[1:-1]
+                sep, batch = ", ", []
+    if batch:
+        yield sep + json.dumps([_small(b) for b in batch])[1:-1]
+    yield "]"
+
+
+def _mapping(items: Iterable[tuple[str, Any]]) -> Iterator[str]:
+    yield "{"
+    for i, (k, x) in enumerate(items):
+        yield f"{', ' if i else ''}{json.dumps(k)}: "
+        yield from _chunks(x)
+    yield "}"
 
 
 def from_plain(d: Any) -> Any:

@@ -27,14 +27,15 @@ import os
 import shutil
 import uuid
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
 from .controller.control_plane import ControlPlane
 from .errors import ScenarioError
-from .plaindata import from_plain, to_plain
+from .plaindata import dump_fields, from_plain, to_plain
 from .protocol.config import EMULATOR_DEFAULTS
 from .scenario.model import Event, Scenario
 from .scenario.workload import Workload
@@ -114,7 +115,11 @@ class DriverState:
             self.outbox.append((kind, frame, src))
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: to_plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        return {name: to_plain(v) for name, v in self.plain_fields()}
+
+    def plain_fields(self) -> Iterator[tuple[str, Any]]:
+        """The fields to_dict makes plain, as they are (RunDir.save_driver writes them one by one)."""
+        return ((name, getattr(self, name)) for name in self.__dataclass_fields__)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DriverState:
@@ -231,7 +236,7 @@ class RunDir:
         tables' Delta log history older than emulator delta.log.retention.commits before the versions
         it records, thinned (tables.trim_logs)."""
         self._write_json(MANIFEST, {"format_version": RUN_FORMAT_VERSION, "round": d.round})
-        self._write_json(DRIVER_STATE, d.to_dict())
+        self._write(DRIVER_STATE, lambda f: dump_fields(d.plain_fields(), f))  # d.to_dict()'s text, as it goes
         self._tidy(d)
 
     def _tidy(self, d: DriverState) -> None:
@@ -277,4 +282,9 @@ class RunDir:
         return path if os.path.isdir(path) else None
 
     def _write_json(self, name: str, data: Any, **kw: Any) -> None:
-        T.write_durably(self._file(name), json.dumps(data, **kw), tmp=self._file(f".{name}.{uuid.uuid4().hex[:6]}.tmp"))
+        self._write(name, lambda f: json.dump(data, f, **kw))
+
+    def _write(self, name: str, write: Callable[[IO[str]], None]) -> None:
+        """Write file `name` durably and atomically (storage/tables.write_durably): `write` fills a temporary
+        file as it goes, which then replaces it."""
+        T.write_durably(self._file(name), write, tmp=self._file(f".{name}.{uuid.uuid4().hex[:6]}.tmp"))

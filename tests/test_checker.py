@@ -12,6 +12,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from sparkkafka import Cluster
+from sparkkafka.scenario import checker
 from sparkkafka.scenario.checker import KINDS, audit, check, violations
 from sparkkafka.storage import tables as T
 
@@ -302,3 +303,39 @@ def test_unclean_election_loss_is_one_lost_row(g01):
         "offset:bigint,record_id:bigint,detail:string>")
     with open(os.path.join(c.out, "summary.json")) as f:
         assert json.load(f) == s
+
+
+# ---------------------------------------------------------------------- slices
+def test_an_audit_in_slices_of_partitions_finds_what_one_pass_finds(tmp_path):
+    """The checker reads a large run in slices of whole partitions (checker.AUDIT_ROWS rows each, spilled to
+    local files in one pass): one slice per partition gives the same summary and violations as one pass, also for a slice with no final replica
+    (its partitions unjudged) and with a recreated topic elsewhere in the run."""
+    rows: dict[str, list[dict]] = {"log": [], "replica_state": [], "partition_state": [], "produce_results": []}
+
+    def add(base: int, **tables: list[dict]) -> None:  # another case's rows, on partitions base + p
+        for name, rs_ in tables.items():
+            rows[name] += [{**r, "partition": base + r["partition"]} for r in rs_]
+
+    add(0, log=[rec(0, 0, 0), rec(0, 1, 2), rec(0, 2, 4), rec(1, 0, 0), rec(1, 1, 2)],  # lost and pending
+        replica_state=[rs(9, 0, 3, 2), rs(9, 1, 2, 2)],
+        partition_state=[ps(-100, 0, [0, 1]), ps(-100, 0, [0, 1], partition=1),
+                         ps(500, -1, [0], epoch=1, version=1, partition=1)],
+        produce_results=[res(0, 0), res(1, 1, acks=1), res(2, 1), res(3, None, acked=False), res(4, 2),
+                         res(5, 0, partition=1), res(6, 0, acks=0)])
+    add(10, log=[rec(0, o, r) for o, r in enumerate([0, 1, 2])] + [rec(1, o, r) for o, r in enumerate([0, 9, 8])],
+        replica_state=[rs(9, 0, 3, 3), rs(9, 1, 3, 3)], partition_state=[ps(-100, 0, [0, 1])])  # divergent
+    add(20, replica_state=[rs(3, 0, 5, 5), rs(3, 1, 4, 5), rs(4, 1, 5, 5)],  # HwWithinLeo, no final row
+        partition_state=[ps(-100, 0, [0, 1])], produce_results=[res(7, 0)])
+    add(30, replica_state=[rs(1, 0, 6, 5, epoch=1), rs(2, 0, 6, 4, epoch=1), rs(1, 1, 3, 2), rs(2, 1, 0, 0)],
+        partition_state=[ps(-100, 0, [0, 1], epoch=1), ps(100, 1, [0, 1], epoch=1, version=1)])
+    add(40, replica_state=[rs(9, 0, 3, 3)],  # a topic created twice
+        partition_state=[ps(-100, 0, [0, 1]), ps(300, -2, [], epoch=-2, version=-1), ps(500, 1, [1, 0])])
+    out = make_run(str(tmp_path), **rows)
+    meta = json.load(open(os.path.join(out, "run.json")))
+    tables_dir = os.path.join(out, "tables")
+    whole, sliced = audit(tables_dir, meta), audit(tables_dir, meta, rows=1)
+    assert len(checker._slices(tables_dir, 1)) > 5 and checker._slices(tables_dir, 10**9) == [0]
+    assert sliced[0] == whole[0]
+    pd.testing.assert_frame_equal(sliced[1], whole[1])
+    assert set(whole[1]["kind"]) >= {"lost", "pending", "divergent", "HwWithinLeo", "LeaderHwMonotonic",
+                                     "UniqueLeaderPerEpoch", "StrongIsr"}

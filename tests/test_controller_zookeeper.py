@@ -236,6 +236,12 @@ def test_save_load_round_trip(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["zookeeper.json"]  # no temp file left behind
     back = ZooKeeper.load(tmp_path)
     assert back == zk and back.to_dict() == zk.to_dict()
+    # written state by state (its plain form whole is ~250 MB at 333k partitions), as json.dump writes it
+    assert open(path).read() == json.dumps(zk.to_dict(), indent=1, sort_keys=True)
+    assert list(zk.to_dict()) == ["zxid", "controller", "controller_epoch", "brokers", "topics", "partition_states",
+                                  "delete_topics", "isr_change_notifications", "isr_change_sequence", "admin"]
+    empty = ZooKeeper().save(tmp_path / "empty.json")
+    assert open(empty).read() == json.dumps(ZooKeeper().to_dict(), indent=1, sort_keys=True)
     assert back.zxid == zk.zxid and back.controller_epoch() == zk.controller_epoch()
     assert back.live_brokers() == zk.live_brokers() == {1: 2, 2: 3, 3: 1}
     assert back.topic_znode("t") == zk.topic_znode("t")

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from test_controller_handle import _drive
 
+from sparkkafka import plaindata
 from sparkkafka.controller.control_plane import ControlPlane
 from sparkkafka.controller.events import AlterIsrReceived, ApiPartitionReassignment
 from sparkkafka.errors import ScenarioError
@@ -114,6 +115,19 @@ def test_driver_state_round_trips_through_the_run_directory(tmp_path):
         x.control.tick(300, frozenset())
     assert json.dumps(d.to_dict()) == json.dumps(back.to_dict())
     pd.testing.assert_frame_equal(d.workload.batches(300), back.workload.batches(300))
+
+
+@pytest.mark.parametrize("batch, small", [(4096, 64), (2, 1)])
+def test_the_driver_state_file_is_written_as_it_goes_and_holds_to_dicts_text(tmp_path, monkeypatch, batch, small):
+    """RunDir.save_driver streams the state (plaindata.dump_fields: walked containers, items in batches; at
+    1M replicas its plain form whole is GBs): the file is json.dumps(to_dict()), byte for byte."""
+    monkeypatch.setattr(plaindata, "BATCH", batch)
+    monkeypatch.setattr(plaindata, "_SMALL", small)
+    d = _state()
+    d.driver_rows["metrics"] = [{"round": r, "x": (r, [r] * 3)} for r in range(7)]  # items batched around large ones
+    d.tool_state["big"] = [(i, {"k": [i] * 3}) for i in range(5)] + [list(range(100))]
+    RunDir(tmp_path).save_driver(d)
+    assert (tmp_path / DRIVER_STATE).read_text() == json.dumps(d.to_dict())
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..plaindata import from_plain, to_plain
+from ..plaindata import Fields, Plain, from_plain, to_plain
 from ..protocol import frames as F
 from ..protocol.config import broker_config, topic_config
 from ..protocol.rules import rules_for
@@ -437,8 +438,16 @@ class ControlPlane:
     def to_dict(self) -> dict[str, Any]:
         """The control plane as plain data: ZooKeeper, each controller (its ZooKeeper and config hooks are
         this plane's), sessions, channels and configs."""
-        out = {f.name: to_plain(getattr(self, f.name)) for f in fields(self) if f.name not in self._PLAIN_SKIP}
-        return {**out, "zk": self.zk.to_dict(), "controllers": [c.to_dict() for c in self.controllers]}
+        return {k: to_plain(v) for k, v in self.plain_fields()}
+
+    def plain_fields(self) -> Iterator[tuple[str, Any]]:
+        """to_dict's items, each made only when reached (plaindata.dump_fields writes them one by one): the fields as
+        they are, ZooKeeper as Plain, each controller as its own fields."""
+        for f in fields(self):
+            if f.name not in self._PLAIN_SKIP:
+                yield f.name, getattr(self, f.name)
+        yield "zk", Plain(self.zk.to_dict)
+        yield "controllers", [Fields(c.plain_fields) for c in self.controllers]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ControlPlane:

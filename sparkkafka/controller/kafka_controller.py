@@ -15,7 +15,7 @@ requests carry a stale epoch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -769,7 +769,11 @@ class KafkaController:
 
     def to_dict(self) -> dict[str, Any]:
         """This controller's own state as plain data (not the ZooKeeper and config hooks it is given)."""
-        return {f.name: to_plain(getattr(self, f.name)) for f in fields(self) if f.name not in self._HOOKS}
+        return {k: to_plain(v) for k, v in self.plain_fields()}
+
+    def plain_fields(self) -> Iterator[tuple[str, Any]]:
+        """to_dict's fields as they are (plaindata.dump_fields writes them one by one)."""
+        return ((f.name, getattr(self, f.name)) for f in fields(self) if f.name not in self._HOOKS)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], zk: ZooKeeper, **hooks: Callable) -> KafkaController:

@@ -15,9 +15,9 @@ import copy
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 TopicPartition = tuple[str, int]
 FILE_NAME = "zookeeper.json"
@@ -81,6 +81,12 @@ def _state(state: Mapping[str, Any]) -> dict[str, Any]:
     if set(state) != set(STATE_KEYS):
         raise ValueError(f"partition state needs exactly the keys {STATE_KEYS}, got {sorted(state)}")
     return {k: [int(b) for b in state[k]] if k == "isr" else int(state[k]) for k in STATE_KEYS}
+
+
+def _nested(value: Any, depth: int) -> str:
+    """``value`` as json.dump(indent=1, sort_keys=True) writes it `depth` levels deep (JSON text has newlines
+    only between tokens: strings escape theirs)."""
+    return json.dumps(value, indent=1, sort_keys=True).replace("\n", "\n" + " " * depth)
 
 
 def _match(actual: int, expected: int) -> None:
@@ -397,6 +403,17 @@ class ZooKeeper:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-native snapshot (string keys, lists), deterministic order."""
+        out = self._plain()
+        out["partition_states"] = list(self._plain_states())
+        return out
+
+    def _plain_states(self) -> Iterator[dict[str, Any]]:
+        """to_dict's partition_states, made one at a time (save writes them as they come)."""
+        for (t, p), (s, v) in sorted(self._states.items()):
+            yield {"topic": t, "partition": p, "state": copy.deepcopy(s), "version": v}
+
+    def _plain(self) -> dict[str, Any]:
+        """to_dict with partition_states None (in its place: the key order is to_dict's)."""
         return {
             "zxid": self.zxid,
             "controller": self._controller,
@@ -411,10 +428,7 @@ class ZooKeeper:
                 }
                 for t, a in sorted(self._topics.items())
             },
-            "partition_states": [
-                {"topic": t, "partition": p, "state": copy.deepcopy(s), "version": v}
-                for (t, p), (s, v) in sorted(self._states.items())
-            ],
+            "partition_states": None,
             "delete_topics": sorted(self._delete_topics),
             "isr_change_notifications": {
                 n: [list(tp) for tp in tps] for n, tps in sorted(self._isr_changes.items())
@@ -471,7 +485,7 @@ class ZooKeeper:
         fd, tmp = tempfile.mkstemp(prefix=".zookeeper-", suffix=".tmp", dir=os.path.dirname(target) or ".")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump(self.to_dict(), f, indent=1, sort_keys=True)
+                self._dump(f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, target)
@@ -480,6 +494,22 @@ class ZooKeeper:
                 os.unlink(tmp)
             raise
         return target
+
+    def _dump(self, f: IO[str]) -> None:
+        """``json.dump(self.to_dict(), f, indent=1, sort_keys=True)``, the same text, with the partition states
+        made and written one at a time (their plain form whole is ~250 MB at 333k partitions)."""
+        top = self._plain()
+        for i, key in enumerate(sorted(top)):
+            f.write(f'{"," if i else "{"}\n {json.dumps(key)}: ')
+            if key != "partition_states":
+                f.write(_nested(top[key], 1))
+                continue
+            sep = "["
+            for state in self._plain_states():
+                f.write(f"{sep}\n  {_nested(state, 2)}")
+                sep = ","
+            f.write("[]" if sep == "[" else "\n ]")
+        f.write("\n}")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ZooKeeper:

@@ -33,12 +33,15 @@ over the history tables; Python loops run only over the rows found.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..protocol.consumer import visible_records
 from ..storage import tables as T
@@ -57,6 +60,20 @@ def final_replicas(tables_dir: str) -> pd.DataFrame:
     return _final(T.read_table(tables_dir, "replica_state").to_pandas())
 
 
+#: rows of the large tables (log, replica_state, produce_results) the checker holds at once: it reads a run
+#: in slices of whole partitions of about this many rows, so a large run's audit does not hold its tables
+#: (~300 MB of driver memory a slice; the 1-second reference run at 100k replicas is 2.3M rows)
+AUDIT_ROWS = 500_000
+#: the columns the rules read, per table (the others stay on disk)
+READ_COLUMNS: dict[str, list[str]] = {
+    "produce_results": ["topic", "partition", "record_id", "acks", "offset", "error", "acked"],
+    "log": ["broker", "topic", "partition", "offset", "record_id", "is_future"],
+    "replica_state": ["round", "time_ms", "broker", "topic", "partition", "role", "leo", "hw", "leader_epoch"],
+    "partition_state": ["time_ms", "topic", "partition", "leader", "isr", "replicas", "leader_epoch", "version"],
+}
+SLICED = ("log", "replica_state", "produce_results")  # the tables whose rows size the slices
+
+
 @dataclass(frozen=True)
 class RunTables:
     """The tables the checker reads, as pandas frames."""
@@ -68,8 +85,45 @@ class RunTables:
 
     @classmethod
     def read(cls, tables_dir: str) -> RunTables:
-        return cls(*(T.read_table(tables_dir, n).to_pandas()
-                     for n in ("produce_results", "log", "replica_state", "partition_state")))
+        """The columns the rules read (READ_COLUMNS) of every row; each Arrow table is freed as it becomes pandas."""
+        return cls(*(_pandas(T.read_table(tables_dir, n, columns=READ_COLUMNS[n])) for n in TABLES))
+
+    @classmethod
+    def read_spilled(cls, folder: str, i: int) -> RunTables:
+        """Slice `i` of the tables, from the files _spill wrote into `folder`."""
+        return cls(*(_pandas(_read_arrow(os.path.join(folder, f"{n}-{i}.arrow"))) for n in TABLES))
+
+
+TABLES = ("produce_results", "log", "replica_state", "partition_state")  # RunTables' fields
+
+
+def _read_arrow(path: str) -> pa.Table:
+    with pa.OSFile(path) as f:
+        return pa.ipc.open_file(f).read_all()
+
+
+def _pandas(t: pa.Table) -> pd.DataFrame:
+    return t.to_pandas(split_blocks=True, self_destruct=True)  # frees each column's Arrow buffers as it goes
+
+
+@dataclass(frozen=True)
+class Whole:
+    """What the per-partition rules need to know about the whole run when they see a slice of it: the final
+    round (replica_state's newest), and whether some partition was created twice (topic incarnations)."""
+
+    final_round: int | None
+    recreated: bool
+
+    @classmethod
+    def of(cls, t: RunTables) -> Whole:
+        return cls(int(t.replica_state["round"].max()) if len(t.replica_state) else None,
+                   _recreated(t.partition_state))
+
+    @classmethod
+    def read(cls, tables_dir: str) -> Whole:
+        rounds = T.read_table(tables_dir, "replica_state", columns=["round"]).column("round")
+        ps = T.read_table(tables_dir, "partition_state", columns=["topic", "partition", "version"]).to_pandas()
+        return cls(None if len(rounds) == 0 else int(pc.max(rounds).as_py()), _recreated(ps))
 
 
 def check(tables_dir: str, meta: dict) -> dict:
@@ -82,16 +136,87 @@ def violations(tables_dir: str, meta: dict) -> pd.DataFrame:
     return audit(tables_dir, meta)[1]
 
 
-def audit(tables_dir: str, meta: dict) -> tuple[dict, pd.DataFrame]:
-    """The summary and the violations of a run, reading its tables once."""
-    return audit_tables(RunTables.read(tables_dir), meta)
+def audit(tables_dir: str, meta: dict, rows: int = AUDIT_ROWS) -> tuple[dict, pd.DataFrame]:
+    """The summary and the violations of a run, reading its tables once. A run of more than `rows` rows is
+    cut into slices of whole partitions (ranges of partition numbers) of about `rows` rows each, spilled to
+    local files in one pass over each table, and judged slice by slice: every rule judges one partition's
+    rows, so the slices' findings and counts add up to the whole run's, and the driver holds one slice."""
+    whole = Whole.read(tables_dir)
+    starts = _slices(tables_dir, rows)
+    pa.default_memory_pool().release_unused()  # the columns read to plan the slices
+    if len(starts) == 1:
+        return audit_tables(RunTables.read(tables_dir), meta, whole)
+    summary, found = None, []
+    with tempfile.TemporaryDirectory(prefix="sparkkafka-audit-") as folder:
+        _spill(tables_dir, starts, folder)
+        pa.default_memory_pool().release_unused()
+        for i in range(len(starts)):
+            s, f = audit_tables(RunTables.read_spilled(folder, i), meta, whole)
+            summary = s if summary is None else _add(summary, s)
+            found.append(f)
+            pa.default_memory_pool().release_unused()  # the slice's Arrow buffers, back to the system
+    return summary, _conform(pd.concat(found, ignore_index=True))
 
 
-def audit_tables(t: RunTables, meta: dict) -> tuple[dict, pd.DataFrame]:
-    """The summary (every key of the original checker, plus violation counts) and the violations."""
+def _slices(tables_dir: str, rows: int) -> list[int]:
+    """The first partition number of each slice: ranges of partition numbers of about `rows` rows of the
+    SLICED tables each ([0]: one slice, the whole run)."""
+    counts = np.zeros(1, np.int64)
+    for name in SLICED:
+        col = T.read_table(tables_dir, name, columns=["partition"]).column("partition")
+        c = np.bincount(col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)) if len(col) else counts
+        counts = np.pad(counts, (0, max(0, len(c) - len(counts)))) + np.pad(c, (0, max(0, len(counts) - len(c))))
+    cum = np.cumsum(counts)
+    starts = [0]
+    while cum[-1] - (cum[starts[-1] - 1] if starts[-1] else 0) > rows:
+        done = cum[starts[-1] - 1] if starts[-1] else 0
+        starts.append(max(starts[-1] + 1, int(np.searchsorted(cum, done + rows, side="right"))))
+    return starts
+
+
+def _spill(tables_dir: str, starts: list[int], folder: str) -> None:
+    """Write each table's READ_COLUMNS, cut by slice (`starts`), into `folder` as Arrow files
+    `<table>-<slice>.arrow`, in one streaming pass per table (rows keep their order within a slice)."""
+    bounds = np.asarray(starts, np.int64)
+    for name in TABLES:
+        schema, batches = T.scan_table(tables_dir, name, READ_COLUMNS[name])
+        writers = [pa.ipc.new_file(os.path.join(folder, f"{name}-{i}.arrow"), schema) for i in range(len(starts))]
+        try:
+            for batch in batches:
+                part = batch.column("partition").to_numpy(zero_copy_only=False)
+                which = np.searchsorted(bounds, part, side="right") - 1
+                for i in np.unique(which):
+                    writers[i].write_batch(batch.filter(pa.array(which == i)))
+        finally:
+            for w in writers:
+                w.close()
+
+
+def _add(a: dict, b: dict) -> dict:
+    """Two slices' summaries as one: counts add up, the run's own keys are the same in both."""
+    out = {}
+    for k, v in a.items():
+        if isinstance(v, dict):
+            keys = sorted(set(v) | set(b[k])) if k == "errors" else list(v)  # errors: sorted, as value_counts gives
+            out[k] = {x: v.get(x, 0) + b[k].get(x, 0) for x in keys}
+        elif k in RUN_KEYS:
+            out[k] = v
+        else:
+            out[k] = v + b[k]
+    return out
+
+
+RUN_KEYS = ("scenario", "seed", "rounds", "time_ms")  # the summary's keys about the run, not counts
+
+
+def audit_tables(t: RunTables, meta: dict, whole: Whole | None = None) -> tuple[dict, pd.DataFrame]:
+    """The summary (every key of the original checker, plus violation counts) and the violations; `whole`
+    is what the rules need to know of the run when `t` is a slice of it (default: `t` is the whole run)."""
+    whole = Whole.of(t) if whole is None else whole
     results, log = t.produce_results, t.log
-    log = log[~log["is_future"]] if len(log) else log
-    reps = _final(t.replica_state)
+    if len(log) and log["is_future"].any():  # (no copy of the log when it holds no future replica)
+        log = log[~log["is_future"]]
+    reps = _final(t.replica_state, whole.final_round)
     parts = latest_of(t.partition_state)
     live = sorted(set(meta.get("live_brokers", [])))
     offline = parts[~parts["leader"].isin(live)] if len(parts) else parts
@@ -101,9 +226,10 @@ def audit_tables(t: RunTables, meta: dict) -> tuple[dict, pd.DataFrame]:
     now = int(meta.get("time_ms", 0))
     round_ms = int(meta.get("round_ms") or 100)
 
-    lost, pending, unavailable = _lost(acked, log, reps, parts, _unjudged(parts, reps, offline), now)
+    judged = whole.final_round is not None  # the run has final replicas (a slice may hold none of them)
+    lost, pending, unavailable = _lost(acked, log, reps, parts, _unjudged(parts, reps, offline), now, judged)
     divergent, divergent_offsets = _divergent(log, reps, now)
-    ps, rs = _incarnations(t.partition_state, t.replica_state)
+    ps, rs = _incarnations(t.partition_state, t.replica_state, whole.recreated)
     found = pd.concat([f for f in (lost, pending, divergent, _hw_within_leo(rs), _unique_leader(ps, rs, round_ms),
                                    *_history_rules(ps, rs)) if len(f)] or [_empty()], ignore_index=True)
     found = _conform(found)
@@ -138,8 +264,11 @@ def latest_of(ps: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------- final state
-def _final(rs: pd.DataFrame) -> pd.DataFrame:
-    return rs if rs.empty else rs[rs["round"] == rs["round"].max()]
+def _final(rs: pd.DataFrame, last: int | None = None) -> pd.DataFrame:
+    """The rows of round `last` (default: the newest round of `rs`)."""
+    if rs.empty:
+        return rs
+    return rs[rs["round"] == (rs["round"].max() if last is None else last)]
 
 
 def _unjudged(parts: pd.DataFrame, reps: pd.DataFrame, offline: pd.DataFrame) -> pd.DataFrame:
@@ -155,11 +284,13 @@ def _unjudged(parts: pd.DataFrame, reps: pd.DataFrame, offline: pd.DataFrame) ->
 
 
 def _lost(acked: pd.DataFrame, log: pd.DataFrame, reps: pd.DataFrame, parts: pd.DataFrame,
-          offline: pd.DataFrame, now: int) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+          offline: pd.DataFrame, now: int, judged: bool | None = None) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """Acked records missing from the committed log of the partitions judged (not in `offline`: those
     unjudged at the end, see _unjudged), split into the lost ones and the pending ones (still on the
-    serving leader, above its HW); returns both and the count of acked records not judged."""
-    if not len(reps) or not len(acked):
+    serving leader, above its HW); returns both and the count of acked records not judged. `judged` False:
+    the run has no final replicas, nothing is judged (a slice of a run that has some is judged even with
+    none of its own: its partitions are then all unjudged)."""
+    if not (len(reps) if judged is None else judged) or not len(acked):
         return _empty(), _empty(), 0
     committed = visible_records(log, reps)[[*TP, "record_id"]].drop_duplicates().assign(_in=True)
     a = acked[[*TP, "record_id", "acks", "offset"]].merge(committed, how="left", on=[*TP, "record_id"])
@@ -201,6 +332,8 @@ def _divergent(log: pd.DataFrame, reps: pd.DataFrame, now: int) -> tuple[pd.Data
     hw = reps[[*TP, "broker", "hw"]]
     lg = log.merge(hw, on=[*TP, "broker"])
     lg = lg.loc[lg["offset"] < lg["hw"], [*TP, "broker", "offset", "record_id"]]
+    ids = lg.groupby([*TP, "offset"], sort=False)["record_id"]
+    lg = lg[(ids.transform("min") != ids.transform("max")).to_numpy()]  # only offsets whose replicas differ pair up
     pair = lg.merge(lg, on=[*TP, "offset"], suffixes=("", "_o"))
     pair = pair[(pair["broker"] < pair["broker_o"]) & (pair["record_id"] != pair["record_id_o"])]
     if not len(pair):
@@ -222,12 +355,19 @@ def _divergent(log: pd.DataFrame, reps: pd.DataFrame, now: int) -> tuple[pd.Data
 
 
 # ---------------------------------------------------------------------- history
-def _incarnations(ps: pd.DataFrame, rs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _recreated(ps: pd.DataFrame) -> bool:
+    """Whether some partition of partition_state was created (version 0) more than once."""
+    created = (ps["version"] == 0).astype("int64")
+    return bool(len(ps)) and created.groupby([ps["topic"], ps["partition"]]).sum().max() > 1
+
+
+def _incarnations(ps: pd.DataFrame, rs: pd.DataFrame, recreated: bool | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """partition_state sorted in time, and both tables with `_inc`, the topic incarnation
-    (count of version-0 rows so far); constant unless some partition was created twice."""
+    (count of version-0 rows so far); constant unless some partition of the run was created twice
+    (`recreated`, default: one of `ps`)."""
     ps = ps.sort_values([*TP, "time_ms", "version", "leader_epoch"], kind="stable").reset_index(drop=True)
     created = (ps["version"] == 0).astype("int64")
-    if not len(ps) or created.groupby([ps["topic"], ps["partition"]]).sum().max() <= 1:
+    if not len(ps) or not (_recreated(ps) if recreated is None else recreated):
         return ps.assign(_inc=0), rs.assign(_inc=0)
     ps = ps.assign(_inc=created.groupby([ps["topic"], ps["partition"]]).cumsum())
     if not len(rs):
@@ -286,7 +426,7 @@ def _history_rules(ps: pd.DataFrame, rs: pd.DataFrame) -> tuple[pd.DataFrame, pd
     same = np.ones(len(s) - 1, bool)
     for c in ("topic", "partition", "_inc", "broker"):
         same &= col[c][1:] == col[c][:-1]
-    cur = s.iloc[1:].reset_index(drop=True)
+    cur = s.iloc[1:]  # row i + 1 of s, after row i (only the rows picked below are copied)
     prev_hw, prev_leo = col["hw"][:-1], col["leo"][:-1]
 
     back = (same & (col["round"][1:] == col["round"][:-1] + 1) & (col["role"][1:] == "leader")

@@ -447,10 +447,17 @@ def remove_actions(removes: list[dict]) -> list[RemoveAction]:
             for r in removes]
 
 
-def read_table(tables_dir: str, name: str, version: int | None = None) -> pa.Table:
-    """Read a whole table's current snapshot as Arrow (partition columns included)."""
+def read_table(tables_dir: str, name: str, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
+    """Read a whole table's current snapshot as Arrow (partition columns included), or its `columns`."""
     dt = DeltaTable(table_path(tables_dir, name), version=version)
-    return dt.to_pyarrow_table()
+    return dt.to_pyarrow_table(columns=columns)
+
+
+def scan_table(tables_dir: str, name: str, columns: list[str]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """A table's current snapshot as a stream of Arrow batches of `columns`, in read_table's row order, and
+    their schema: for a reader that must not hold the whole table."""
+    scanner = DeltaTable(table_path(tables_dir, name)).to_pyarrow_dataset().scanner(columns=columns)
+    return scanner.projected_schema, scanner.to_batches()
 
 
 def snapshot_files(tables_dir: str, name: str) -> list[str]:
