@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..protocol import leader_epoch
-from .tables import LogSnapshot, log_file_actions, path_component, table_path, write_durably
+from .tables import LogSnapshot, durable_batch, log_file_actions, path_component, table_path, write_durably
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 PARTITIONS = "partitions"
@@ -127,26 +127,32 @@ def rollback(brokers_dir: str, round_no: int) -> int:
 def settle(brokers_dir: str, round_no: int) -> None:
     """Fold each file's versions of rounds before `round_no` into the file under its Kafka name (a
     tombstone removes the log's folder). Every step leaves what `_read` returns unchanged, so a kill
-    anywhere in it is harmless, and running it again finishes the job."""
-    for path, versions in sorted(_versioned(brokers_dir).items()):
-        done = [(r, f) for r, f in versions if r < round_no]
-        if not done:
-            continue
-        for _, f in done[:-1]:
-            os.unlink(f)
-        newest = done[-1][1]
-        with open(newest) as f:
-            text = f.read()
-        if text.startswith(_DATA):
-            write_durably(path, text[len(_DATA):], make_dirs=True)
-            os.unlink(newest)
-        else:
-            if os.path.exists(path):
-                os.unlink(path)
-            os.unlink(newest)
-            folder = os.path.dirname(path)
-            if not os.listdir(folder):
-                os.rmdir(folder)
+    anywhere in it is harmless, and running it again finishes the job: the Kafka-named files are written
+    first, synced together (a 1M-replica run folds ~1M checkpoints: one fsync each took minutes), and
+    only then are the versions they replace removed."""
+    folded = []
+    with durable_batch():
+        for path, versions in sorted(_versioned(brokers_dir).items()):
+            done = [(r, f) for r, f in versions if r < round_no]
+            if not done:
+                continue
+            for _, f in done[:-1]:
+                os.unlink(f)
+            newest = done[-1][1]
+            with open(newest) as f:
+                text = f.read()
+            if text.startswith(_DATA):
+                write_durably(path, text[len(_DATA):], make_dirs=True)
+                folded.append(newest)
+            else:
+                if os.path.exists(path):
+                    os.unlink(path)
+                os.unlink(newest)
+                folder = os.path.dirname(path)
+                if not os.listdir(folder):
+                    os.rmdir(folder)
+    for newest in folded:
+        os.unlink(newest)
 
 
 def format_checkpoint(entries: Iterable[tuple[str, int, int]]) -> str:
