@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .config import LONG_MAX
-from .frames import REPLICA, conform, from_rows
+from .frames import REPLICA, conform, from_rows, per_value
 
 
 def maybe_flush(replicas: pd.DataFrame, topic_flush: Mapping[str, tuple[int, int | None]], now: int,
@@ -32,10 +32,14 @@ def maybe_flush(replicas: pd.DataFrame, topic_flush: Mapping[str, tuple[int, int
     Returns (replicas, which rows flushed)."""
     if replicas.empty:
         return replicas, np.zeros(0, dtype=bool)
-    topic = replicas["topic"]
-    msgs = topic.map({t: min(int(m), LONG_MAX) for t, (m, _) in topic_flush.items()}).fillna(LONG_MAX)
-    ms = topic.map({t: LONG_MAX if x is None else min(int(x), LONG_MAX) for t, (_, x) in topic_flush.items()})
-    msgs, ms = msgs.to_numpy("int64"), ms.fillna(LONG_MAX).to_numpy("int64")
+    # per distinct topic, in int64 throughout (a NaN fill through float64 would turn LONG_MAX into INT64_MIN);
+    # a topic with no entry never flushes by count or time (Kafka's defaults: Long.MAX_VALUE)
+    def limits(topics: np.ndarray, i: int) -> np.ndarray:
+        got = (topic_flush.get(t, (None, None))[i] for t in topics)
+        return np.fromiter((LONG_MAX if x is None else min(int(x), LONG_MAX) for x in got), "int64", len(topics))
+
+    msgs = per_value(replicas["topic"], lambda t: limits(t, 0), null=LONG_MAX)
+    ms = per_value(replicas["topic"], lambda t: limits(t, 1), null=LONG_MAX)
     leo, rp = replicas["leo"].to_numpy(), replicas["recovery_point"].to_numpy()
     last = replicas["last_flush_ms"].to_numpy()
     dirty = leo > rp

@@ -230,8 +230,9 @@ def audit_tables(t: RunTables, meta: dict, whole: Whole | None = None) -> tuple[
     lost, pending, unavailable = _lost(acked, log, reps, parts, _unjudged(parts, reps, offline), now, judged)
     divergent, divergent_offsets = _divergent(log, reps, now)
     ps, rs = _incarnations(t.partition_state, t.replica_state, whole.recreated)
-    found = pd.concat([f for f in (lost, pending, divergent, _hw_within_leo(rs), _unique_leader(ps, rs, round_ms),
-                                   *_history_rules(ps, rs)) if len(f)] or [_empty()], ignore_index=True)
+    # typed before the concat: a rule whose offsets are all NA would otherwise leave the result's dtype to pandas
+    found = pd.concat([_typed(f) for f in (lost, pending, divergent, _hw_within_leo(rs), _unique_leader(ps, rs, round_ms),
+                                           *_history_rules(ps, rs)) if len(f)] or [_empty()], ignore_index=True)
     found = _conform(found)
     by_acks = lost["_acks"].value_counts() if len(lost) else pd.Series(dtype="int64")
     summary = {
@@ -476,10 +477,9 @@ def _empty() -> pd.DataFrame:
     return _conform(pd.DataFrame({c: [] for c in COLUMNS}))
 
 
-def _conform(df: pd.DataFrame) -> pd.DataFrame:
-    """Column types of the violations schema, rows in a canonical order (round, topic, partition,
-    kind, brokers, offset, record_id), so equal runs give equal tables."""
-    out = pd.DataFrame({
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """The violations schema's columns and types, rows in their order."""
+    return pd.DataFrame({
         "round": df["round"].astype("int64"), "time_ms": df["time_ms"].astype("int64"),
         "kind": df["kind"].astype(object), "topic": df["topic"].astype(object),
         "partition": df["partition"].astype("int32"),
@@ -487,6 +487,12 @@ def _conform(df: pd.DataFrame) -> pd.DataFrame:
         "offset": pd.array(df["offset"], dtype="Int64"), "record_id": pd.array(df["record_id"], dtype="Int64"),
         "detail": df["detail"].astype(object),
     })
+
+
+def _conform(df: pd.DataFrame) -> pd.DataFrame:
+    """Column types of the violations schema, rows in a canonical order (round, topic, partition,
+    kind, brokers, offset, record_id), so equal runs give equal tables."""
+    out = _typed(df)
     out = out.assign(_b=[tuple(b) for b in out["brokers"]])
     out = out.sort_values(["round", "topic", "partition", "kind", "_b", "offset", "record_id"], kind="stable")
     return out.drop(columns="_b").reset_index(drop=True)
