@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -144,6 +145,8 @@ class ResidentRounds:
         from .exchange import Mesh, exchange_parts
 
         w = self.window
+        t0 = time.perf_counter()
+        spent: dict[str, float] = defaultdict(float)  # the task's own time outside the rounds' steps, by phase
         ctx = BarrierTaskContext.get()
         mesh = Mesh.rendezvous(ctx) if w.meet is None else Mesh.rendezvous_files(ctx, w.meet)
         frames = [b for b in batches if len(b)]
@@ -157,8 +160,10 @@ class ResidentRounds:
         snap = LogSnapshot(int(w.first.log_version))
         held = WindowFiles(writer=mesh.rank)  # the window's log and history rows, written at its end
         msgs: dict[int, pd.DataFrame] = {}  # the messages in flight to this task's brokers, by kind
+        spent["resident.start"] += time.perf_counter() - t0
         try:
             for k in range(w.rounds):
+                t = time.perf_counter()
                 now = w.first.now + k * w.round_ms
                 p = replace(w.first, round_no=w.first.round_no + k, now=now, log_version=snap)
                 if k > 0 and w.workload is not None:
@@ -167,11 +172,14 @@ class ResidentRounds:
                           & (b["broker"] % mesh.size == mesh.rank)] if len(b) else b
                     if len(b):
                         inbox = replace(inbox, produce=concat([inbox.produce, conform(b, PRODUCE)], PRODUCE))
+                spent["resident.produce"] += time.perf_counter() - t
+                t = time.perf_counter()
                 if present_brokers(state, inbox):  # a task with no rows runs no round
                     done, adds = run(p, state, inbox, "", held)
                     parts, state, summary = wire_parts(done, adds), done.state, done.outbox.summary
                 else:
                     parts, adds, summary = [], [], {"timings": {}, "halted": []}
+                spent["resident.round"] += time.perf_counter() - t
                 snap = snap.then(adds)
                 summary = {**summary, "round": p.round_no}
                 kinds = {kind for kind, f in parts if len(f)}
@@ -184,17 +192,24 @@ class ResidentRounds:
                 # each kind travels in its own columns: no packing into the wire schema and splitting again
                 out = route(W.by_kind([(kind, f) for kind, f in parts if kind in W.MESSAGE_KINDS], empty=False),
                             w.crashed, w.isolations)
+                t = time.perf_counter()
                 headers, got = exchange_parts(mesh, out, "broker", {"stop": stop, "idle": report})
+                spent["resident.exchange"] += time.perf_counter() - t
                 arrived = W.by_kind((kind, f) for kind, pieces in got.items() for f in pieces)
                 inbox, msgs = unpack_inbox(arrived), {kind: f for kind, f in arrived.items() if len(f)}
                 if any(h.get("stop") for h in headers) or driver_jumps(w, headers, p.round_no + 1):
                     break
         finally:
             mesh.close()
+        t = time.perf_counter()
         written = held.flush(w.first.tables_dir)
         snap = snap.then(written)
         merged = written + merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
         if merged:
             driver.append(W.pack(W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
         wire = W.pack_all([*((kind, getattr(state, f)) for f, kind in STATE.items()), *msgs.items()])
+        spent["resident.end"] += time.perf_counter() - t
+        # the window's own costs (start, producers, exchange, end) as one more summary of its last round
+        driver.append(W.pack(W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1, "payload": json.dumps(
+            {"round": p.round_no, "timings": spent})}])))
         yield W.concat([wire, *driver])
