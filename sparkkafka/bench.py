@@ -75,7 +75,7 @@ def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> 
         walls.append(time.perf_counter() - t)
     c.flush()
     phases = {k: v / rounds * 1000 for k, v in c.timings.items()}
-    state = c.loop.route(c.state).localCheckpoint(eager=True)
+    state = c.loop.route(c.loop.state_rows()).localCheckpoint(eager=True)
     n_rows = state.count()
     floors = []
     for _ in range(rounds):

@@ -11,6 +11,7 @@ import yaml
 from test_determinism import assert_same, tables
 
 from sparkkafka import Cluster
+from sparkkafka.engine import rows as W
 from sparkkafka.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,3 +118,22 @@ def test_local_engine_gives_the_round_engines_tables(tmp_path, round_engine):
     want_tables, want_summary = round_engine(name)
     assert_same(tables(out), want_tables)
     assert c.summary() == want_summary
+
+
+def test_carried_frames_lose_what_a_crash_or_a_partition_loses_between_windows():
+    # as RoundLoop.route filters the brokers' rows between jobs: a crashed broker's state and what is sent
+    # to it; messages across a network partition; but a parked fetch (state) stays on a cut link
+    from sparkkafka.engine.resident import arrive
+    from sparkkafka.protocol import frames as F
+
+    def frame(spec, rows):
+        return F.conform(pd.DataFrame([{c: "t" if t == F.STR else 0 for c, t in spec.items()} | r for r in rows]), spec)
+
+    reps = F.new_replicas(pd.DataFrame({"broker": [1, 2, 3], "topic": "t", "partition": 0, "log_dir": "d"}))
+    msgs = frame(F.FETCH, [{"broker": b, "src": s} for b, s in ((1, 2), (2, 3), (3, 1))])
+    parked = frame(F.FETCH, [{"broker": 1, "src": 2}, {"broker": 3, "src": 2}])
+    got = arrive({W.REPLICA: reps, W.FETCH: msgs, W.PARKED_FETCH: parked}, frozenset({3}), (({1}, {2}),))
+    assert got[W.REPLICA]["broker"].tolist() == [1, 2]
+    assert got[W.FETCH][["broker", "src"]].values.tolist() == [[2, 3]]  # 1<-2 cut, 3 crashed
+    assert got[W.PARKED_FETCH][["broker", "src"]].values.tolist() == [[1, 2]]
+    assert arrive({W.FETCH: msgs}, frozenset(), ())[W.FETCH] is msgs

@@ -61,3 +61,23 @@ def test_by_kind_is_split_of_the_packed_parts_without_the_wire():
     assert got[W.FETCH]["broker"].tolist()[-3:] == [9, 9, 9]
     only = W.by_kind(parts, empty=False)
     assert list(only) == [W.FETCH, W.START]  # the kinds with rows, in wire kind order
+
+
+def test_state_blobs_carry_each_kinds_frame_in_chunks_and_unblob_to_the_same_wire(monkeypatch):
+    # a resident window's carried frames travel to the next window as a few binary rows (STATE_BLOB)
+    monkeypatch.setattr(W, "BLOB_ROWS", 2)
+    fetches, parked = _fetches(5), _fetches(3)
+    blobs = W.state_blobs({W.FETCH: fetches, W.PARKED_FETCH: parked, W.PRODUCE: F.empty(F.PRODUCE)})
+    assert blobs["kind"].tolist() == [W.STATE_BLOB] * 5  # 3 + 2 chunks; an empty frame has none
+    assert list(blobs.columns) == list(W.BLOB_WIRE)
+    summary = W.pack(W.RESULT_SUMMARY, pd.DataFrame({"broker": [-1], "payload": ["{}"]})).assign(blob=None)
+    out = F.concat([blobs.iloc[:3], summary, blobs.iloc[3:]], W.BLOB_WIRE)
+    parts, rest = W.blob_parts([out.iloc[:4], out.iloc[4:]])  # as Spark may cut it into batches
+    k = W.by_kind(parts)
+    pd.testing.assert_frame_equal(k[W.FETCH], fetches, check_dtype=True)
+    pd.testing.assert_frame_equal(k[W.PARKED_FETCH], parked, check_dtype=True)
+    assert len(rest) == 1 and rest[0]["kind"].tolist() == [W.RESULT_SUMMARY] and list(rest[0].columns) == list(W.WIRE)
+    wire = W.unblob([out])
+    expected = W.concat([W.pack_all([(W.FETCH, fetches), (W.PARKED_FETCH, parked)]), W.pack(
+        W.RESULT_SUMMARY, pd.DataFrame({"broker": [-1], "payload": ["{}"]}))])
+    pd.testing.assert_frame_equal(wire, expected, check_dtype=True)

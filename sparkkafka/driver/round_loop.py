@@ -135,7 +135,7 @@ class RoundLoop(Timeline, IdleJumps):
 
                 local.save_state(self.state, path)
             else:
-                self.state.where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(path)
+                self.state_rows().where(Fn.col("kind").isin(list(W.CARRY_KINDS))).write.parquet(path)
             self.driver.state_folder = folder
             self._saved_state = self.state
         self.save_driver()
@@ -224,6 +224,18 @@ class RoundLoop(Timeline, IdleJumps):
     def save_meta(self) -> None:
         self.meta = self.driver.meta()
         self.run_dir.write_meta(self.meta)
+
+    @staticmethod
+    def _blobs(state: DataFrame | pd.DataFrame | None) -> bool:
+        """Whether `state` is a resident window's output: the carried frames in STATE_BLOB rows."""
+        return state is not None and not isinstance(state, pd.DataFrame) and "blob" in state.columns
+
+    def state_rows(self) -> DataFrame | pd.DataFrame | None:
+        """The brokers' rows as wire rows (SPARK_DDL), whichever engine left them: a resident window's
+        blobs are unpacked in a narrow map (each partition stays where it is)."""
+        if self._blobs(self.state):
+            return self.state.mapInPandas(W.Unblob(), W.SPARK_DDL)
+        return self.state
 
     def route(self, prev: DataFrame) -> DataFrame:
         """Last round's output as this round's input: state and messages in flight, less what a
@@ -322,7 +334,7 @@ class RoundLoop(Timeline, IdleJumps):
         """The round's input: the brokers' state and messages in flight, plus (`outbox`) the driver's."""
         parts = []
         if self.state is not None:
-            parts.append(self.route(self.state))
+            parts.append(self.route(self.state_rows()))
         wire = self.outbox_wire() if outbox else None
         if self.local:
             return pd.concat([*parts, *([] if wire is None else [wire])], ignore_index=True) if parts or (
@@ -370,7 +382,8 @@ class RoundLoop(Timeline, IdleJumps):
         out, side, where = self._job(params, limit, horizon - jumped, clock)
         clock.lap("job")
         if not self.local:  # one Spark job: collecting the driver's rows materialises the lazy local checkpoint
-            side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).collect(), columns=list(W.WIRE))
+            side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).select(*W.WIRE).collect(),
+                                columns=list(W.WIRE))
         clock.lap("collect")
         if where is not None:  # a resident window's job has run: its tasks have met
             shutil.rmtree(self._meetings, ignore_errors=True)
@@ -412,7 +425,10 @@ class RoundLoop(Timeline, IdleJumps):
             # the slots.) Otherwise (the first window, a reopened run) everything is shuffled into place;
             # the input is then never empty, which Spark Connect would plan as no tasks at all.
             placed = self._placed == tasks
-            inp = self.input(outbox=not placed)
+            if placed and self._blobs(self.state):  # the last window's output as it is: its tasks route it
+                inp = self.state
+            else:
+                inp = self.input(outbox=not placed)
             if not placed:
                 inp = inp.repartitionById(tasks, "broker")
             window = Window(first=params, rounds=n, round_ms=self.round_ms,
@@ -423,7 +439,7 @@ class RoundLoop(Timeline, IdleJumps):
                             jump_last=self.jump_last(self.round, horizon),
                             cycle=self.fetch_cycle(), meet=self._meeting_folder())
             clock.lap("driver")
-            out = inp.mapInPandas(ResidentRounds(window), W.SPARK_DDL, barrier=True).localCheckpoint(eager=False)
+            out = inp.mapInPandas(ResidentRounds(window), W.BLOB_DDL, barrier=True).localCheckpoint(eager=False)
             where: int | None = tasks
         elif self.local:
             from ..engine import local

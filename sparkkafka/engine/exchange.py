@@ -218,7 +218,7 @@ def from_ipc(data: bytes) -> pd.DataFrame | None:
 _PART = struct.Struct("!qQ")  # a part's key, then its IPC stream's length
 
 
-def _pack_parts(parts: Mapping[int, pd.DataFrame]) -> bytes:
+def pack_parts(parts: Mapping[int, pd.DataFrame]) -> bytes:
     """Several frames, each in its own schema, as one body: (key, length, IPC stream) per non-empty frame."""
     out = []
     for key, frame in parts.items():
@@ -228,7 +228,7 @@ def _pack_parts(parts: Mapping[int, pd.DataFrame]) -> bytes:
     return b"".join(out)
 
 
-def _unpack_parts(body: bytes) -> Iterator[tuple[int, pd.DataFrame]]:
+def unpack_parts(body: bytes) -> Iterator[tuple[int, pd.DataFrame]]:
     at = 0
     while at < len(body):
         key, n = _PART.unpack_from(body, at)
@@ -244,14 +244,14 @@ def exchange_parts(mesh: Mesh, parts: Mapping[int, pd.DataFrame], dest: str, hea
     frames for this task): non-empty, by source rank, each as its source sent it (so every run sees the
     same order). A frame keeps its own columns: nothing is widened into a shared schema to travel."""
     owners = {k: f[dest].to_numpy() % mesh.size for k, f in parts.items() if len(f)}
-    bodies = {j: _pack_parts({k: parts[k][o == j] for k, o in owners.items()}) for j in mesh.peers}
+    bodies = {j: pack_parts({k: parts[k][o == j] for k, o in owners.items()}) for j in mesh.peers}
     headers, got = mesh.exchange(header or {}, bodies)
     mine: dict[int, list[pd.DataFrame]] = {}
     for j in range(mesh.size):
         if j == mesh.rank:
             pieces: Iterable[tuple[int, pd.DataFrame]] = ((k, parts[k][o == j]) for k, o in owners.items())
         else:
-            pieces = _unpack_parts(got.get(j, b""))
+            pieces = unpack_parts(got.get(j, b""))
         for k, f in pieces:
             if len(f):
                 mine.setdefault(k, []).append(f)

@@ -100,6 +100,17 @@ def route(msgs: dict[int, pd.DataFrame], crashed: frozenset, isolations: tuple) 
     return out
 
 
+def arrive(carried: dict[int, pd.DataFrame], crashed: frozenset, isolations: tuple) -> dict[int, pd.DataFrame]:
+    """A task's carried frames (by kind) less what was lost since its window ended, as RoundLoop.route
+    filters them between jobs: everything of a crashed broker and sent to it, and the messages a network
+    partition cuts (state such as a parked fetch is not a message: only a crash drops it)."""
+    if not crashed and not isolations:
+        return carried
+    down = sorted(crashed)
+    msgs = route({k: f for k, f in carried.items() if k in W.MESSAGE_KINDS}, crashed, isolations)
+    return {k: msgs[k] if k in msgs else f[~np.isin(f["broker"].to_numpy(), down)] for k, f in carried.items()}
+
+
 def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
     """The round's produce batches with their leader (-1 for none), as RoundLoop.produce_batches makes
     them; `workload` advances (record ids, round-robin cursors)."""
@@ -150,10 +161,15 @@ class ResidentRounds:
         ctx = BarrierTaskContext.get()
         mesh = Mesh.rendezvous(ctx) if w.meet is None else Mesh.rendezvous_files(ctx, w.meet)
         frames = [b for b in batches if len(b)]
+        carried: dict[int, pd.DataFrame] = {}
+        if frames and "blob" in frames[0].columns:  # the previous window's output, as its task left it
+            parts, frames = W.blob_parts(frames)
+            carried = arrive(W.by_kind(parts, empty=False), w.crashed, w.isolations)
         if w.inbox is not None:
             frames.append(w.inbox[w.inbox["broker"].to_numpy() % mesh.size == mesh.rank])
-        wire = W.concat(frames)
-        k0 = W.split(wire, only=W.CARRY_KINDS)
+        k0 = W.split(W.concat(frames), only=W.CARRY_KINDS)
+        if carried:  # each kind's carried rows first, then the driver's: as one wire frame would give them
+            k0 = W.by_kind([*carried.items(), *k0.items()])
         # the brokers' state stays unpacked between rounds; only messages are packed, for the exchange
         state, inbox = unpack_state(k0), unpack_inbox(k0)
         driver: list[pd.DataFrame] = []
@@ -207,9 +223,9 @@ class ResidentRounds:
         merged = written + merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
         if merged:
             driver.append(W.pack(W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
-        wire = W.pack_all([*((kind, getattr(state, f)) for f, kind in STATE.items()), *msgs.items()])
+        blobs = W.state_blobs({**{kind: getattr(state, f) for f, kind in STATE.items()}, **msgs})
         spent["resident.end"] += time.perf_counter() - t
         # the window's own costs (start, producers, exchange, end) as one more summary of its last round
         driver.append(W.pack(W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1, "payload": json.dumps(
             {"round": p.round_no, "timings": spent})}])))
-        yield W.concat([wire, *driver])
+        yield concat([blobs, W.concat(driver).assign(blob=None)], W.BLOB_WIRE)
