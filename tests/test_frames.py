@@ -229,3 +229,14 @@ def test_str_len_is_pandas_str_len_with_nulls_as_empty():
 
 def test_isr_size_counts_ids_and_treats_nulls_as_empty():
     assert F.isr_size(pd.Series(["1,2,3", "", None, "4", np.nan])).tolist() == [3, 0, 0, 1, 0]
+
+
+def test_rows_are_itertuples_of_python_values(replicas):
+    frame = replicas.assign(flag=replicas["partition"] % 2 == 0, size=replicas["partition"] * 1.5,
+                            dir=np.where(replicas["partition"] % 3 == 0, None, "d"))
+    cols = ["topic", "broker", "flag", "size", "dir"]
+    for f in (frame, frame.iloc[::7], frame.iloc[:0], F.from_rows([], cols)):
+        want = [tuple(t) for t in f[cols].itertuples(index=False)]
+        got = list(F.rows(f, cols))
+        assert got == want
+        assert [list(map(type, t)) for t in got] == [list(map(type, t)) for t in want]

@@ -247,6 +247,12 @@ def new_replicas(df: pd.DataFrame) -> pd.DataFrame:
     return conform(df.assign(**{c: v for c, v in REPLICA_DEFAULTS.items() if c not in df.columns}), REPLICA)
 
 
+def rows(frame: pd.DataFrame, cols: list[str]) -> Iterable[tuple]:
+    """The rows of `frame`'s `cols` as tuples of Python values (frame[cols].itertuples(index=False)):
+    itertuples builds a frame of the columns and a namedtuple class on every call."""
+    return zip(*(frame[c].to_numpy().tolist() for c in cols), strict=True)
+
+
 def ids(csv: str | None) -> list[int]:
     """Parse a comma-joined broker id list."""
     return [int(x) for x in csv.split(",")] if csv else []
