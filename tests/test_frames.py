@@ -61,7 +61,9 @@ def test_distinct_is_pandas_factorize():
                    np.array([a, a, a], dtype=object), np.array([None] * 3, dtype=object),
                    np.array(["z", "y", "z"], dtype=object)[::-1],  # a non-contiguous view
                    np.array([], dtype=object), np.array([3, 1, 3], dtype="int64"),
-                   np.array([1, "1", 1.0, True], dtype=object)):
+                   np.array([1, "1", 1.0, True], dtype=object),
+                   np.array([b, a, b, b, a, None, "x", None, "x", a, np.nan, b], dtype=object),  # few objects, shared
+                   np.array([",".join(["1", str(i % 3)]) for i in range(12)], dtype=object)):  # an object per row
         codes, uniques = F.distinct(values)
         want, want_uniques = pd.factorize(values)
         assert codes.tolist() == want.tolist() and list(uniques) == list(want_uniques)
