@@ -136,6 +136,8 @@ def test_per_topic_is_a_map_with_a_default():
     assert F.per_topic(topics, values, 1).tolist() == want.tolist() == [3, 1, 1, 2, 3]
     assert F.per_topic(topics, pd.Series(dtype="int64"), 1).tolist() == [1] * 5
     assert F.per_topic(np.empty(0, dtype=object), values, 1).dtype == "int64"
+    holes = pd.Series({"a": 2.0, "b": np.nan, "c": 4.0})  # a NaN value takes the default, as fillna gives it
+    assert F.per_topic(topics, holes, 1).tolist() == topics.map(holes).fillna(1).astype("int64").tolist()
 
 
 def test_contains_with_repeated_keys():
