@@ -121,8 +121,9 @@ def test_join_gives_the_rows_and_order_of_an_inner_merge():
 def test_sort_order_is_a_stable_sort_values_with_nulls_last():
     rng = np.random.default_rng(9)
     f = pd.DataFrame({"t": rng.choice(["b", "a", None, "c"], 200), "p": rng.integers(0, 3, 200).astype("int32"),
-                      "x": np.where(rng.random(200) < 0.1, np.nan, rng.integers(0, 2, 200)), "f": rng.random(200) < 0.5})
-    for cols in (["t", "p"], ["p", "x", "t"], ["f", "t"], ["x"]):
+                      "x": np.where(rng.random(200) < 0.1, np.nan, rng.integers(0, 2, 200)), "f": rng.random(200) < 0.5,
+                      "s": [None if i % 7 == 0 else "".join(["k", str(i % 5)]) for i in range(200)]})  # an object a row
+    for cols in (["t", "p"], ["p", "x", "t"], ["f", "t"], ["x"], ["s", "p"], ["t", "s"]):
         want = f.sort_values(cols, kind="stable").index.to_numpy()
         assert (F.sort_order([f[c].to_numpy() for c in cols]) == want).all()
         pd.testing.assert_frame_equal(F.sorted_by(f, cols), f.sort_values(cols, kind="stable"))

@@ -442,13 +442,15 @@ def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[
 
 def sort_order(columns: list[np.ndarray]) -> np.ndarray:
     """Positions that sort rows by `columns` (first the most significant) ascending, stably, nulls
-    last: frame.sort_values(cols, kind="stable") as positions. Object columns are ranked by one sorted
-    factorize each; pandas builds a Categorical per column."""
+    last: frame.sort_values(cols, kind="stable") as positions. Object columns are ranked by their
+    distinct values (`distinct`), sorted as a sorted factorize sorts them; pandas builds a Categorical
+    per column, and a sorted factorize of every row hashes every string (a topic column: one object)."""
     keys = []
     for v in columns:
         if v.dtype.kind not in "iub":
-            codes, uniques = pd.factorize(v, sort=True)
-            v = np.where(codes < 0, len(uniques), codes)
+            codes, uniques = distinct(v)
+            rank = pd.factorize(uniques, sort=True)[0]  # each distinct value's place in sorted order
+            v = np.append(rank, len(uniques))[codes]  # a null (-1) after every value
         keys.append(v)
     return np.lexsort(keys[::-1])
 
