@@ -30,6 +30,19 @@ def test_locate_finds_what_a_multiindex_finds(replicas):
     assert (got[-2:] == -1).all() and (got[:-2] >= 0).all()
 
 
+def test_locate_of_a_frame_in_itself_or_an_earlier_version_is_what_a_multiindex_finds(replicas):
+    later = replicas.assign(leo=1)  # other columns replaced: the same key arrays
+    rebuilt = pd.DataFrame({"broker": replicas["broker"].to_numpy().copy(),  # equal keys, other arrays and objects
+                            "topic": np.array(["".join(t) for t in replicas["topic"]], dtype=object),
+                            "partition": replicas["partition"].to_numpy().copy()})
+    shifted = rebuilt.assign(partition=np.roll(rebuilt["partition"].to_numpy(), 1))
+    for probe in (replicas, later, rebuilt, shifted, replicas.iloc[::-1]):
+        got = F.locate(replicas, probe)
+        assert got.tolist() == _multiindex_locate(replicas, probe, F.KEY).tolist()
+    nulls = pd.DataFrame({"topic": ["a", None, "b"], "partition": [1, 2, 3]})
+    assert F.locate(nulls, nulls.copy(), on=["topic", "partition"]).tolist() == [0, 1, 2]
+
+
 def test_locate_keys_of_mixed_types_and_nulls():
     table = pd.DataFrame({"topic": ["a", None, "b"], "partition": [1.0, 2.0, np.nan]})
     probe = pd.DataFrame({"topic": [None, "b", "a", "a"], "partition": [2, np.nan, 1, 3]})

@@ -336,7 +336,7 @@ def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     values = np.ascontiguousarray(values)
     if values.dtype != object or len(values) == 0:
         return pd.factorize(values)
-    address = np.frombuffer((ctypes.c_char * values.nbytes).from_address(values.ctypes.data), dtype=np.intp)
+    address = _addresses(values)
     if (address == address[0]).all():  # one object in every row (a topic column of one topic)
         codes, uniques = pd.factorize(values[:1])
         return np.repeat(codes, len(values)), uniques
@@ -347,6 +347,11 @@ def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     one[at] = np.arange(len(at))  # a row of each distinct pointer (any: they all hold the one object)
     codes, uniques = pd.factorize(values[one])  # in the pointers' order of first appearance, as the rows'
     return codes[at], uniques
+
+
+def _addresses(values: np.ndarray) -> np.ndarray:
+    """The pointers a C-contiguous object array holds, as integers (a view of its memory, no copy)."""
+    return np.frombuffer((ctypes.c_char * values.nbytes).from_address(values.ctypes.data), dtype=np.intp)
 
 
 def per_value(values: pd.Series | np.ndarray, fn, null=0) -> np.ndarray:
@@ -377,7 +382,8 @@ def group_any(flag: np.ndarray, ids: np.ndarray) -> np.ndarray:
 def locate(table: pd.DataFrame, probe: pd.DataFrame, on: list[str] = KEY,
            probe_on: list[str] | None = None) -> np.ndarray:
     """Row positions in `table` of each `probe` row's key (-1 where absent). Keys in `table`
-    are unique. A hash lookup, much cheaper than merging or MultiIndex .loc on every step."""
+    are unique (a table probed with its own keys, row for row, is not checked for repeats). A hash
+    lookup, much cheaper than merging or MultiIndex .loc on every step."""
     if table.empty or probe.empty:
         return np.full(len(probe), -1, dtype="int64")
     return _positions([table[c].to_numpy() for c in on], [probe[c].to_numpy() for c in (probe_on or on)])
@@ -400,6 +406,8 @@ def _positions(table: list[np.ndarray], probe: list[np.ndarray]) -> np.ndarray:
     """`locate` on key columns: the folded keys (`_fold`) of table and probe together, found by one
     integer hash lookup: ~4x cheaper than a MultiIndex, which builds a Categorical per level."""
     n = len(table[0])
+    if _same_rows(table, probe):  # a frame's rows looked up in an earlier version of itself
+        return np.arange(n)
     key = _fold([np.concatenate([x, y]) for x, y in zip(table, probe, strict=True)])
     if key is None:  # too wide to fold: the MultiIndex handles any width
         return pd.MultiIndex.from_arrays(table).get_indexer(pd.MultiIndex.from_arrays(probe))
@@ -410,6 +418,22 @@ def _positions(table: list[np.ndarray], probe: list[np.ndarray]) -> np.ndarray:
         if (at[key[:n]] == np.arange(n)).all():  # the table's keys are unique (else the Index raises)
             return at[key[n:]]
     return pd.Index(key[:n]).get_indexer(key[n:])
+
+
+def _same_rows(table: list[np.ndarray], probe: list[np.ndarray]) -> bool:
+    """Whether the probe's key columns hold the table's keys row for row: the same arrays, equal numbers,
+    or the same objects (cheap; equal strings held by other objects answer no, and the lookup decides)."""
+    for x, y in zip(table, probe, strict=True):
+        if x is y:
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.dtype == object:
+            if len(x) and not (_addresses(np.ascontiguousarray(x)) == _addresses(np.ascontiguousarray(y))).all():
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
 
 
 def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[str] | None = None,
