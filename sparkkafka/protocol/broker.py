@@ -452,7 +452,8 @@ def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame
     out = []
     if len(replicas):
         r = F.sorted_by(replicas, ["topic", "partition", "broker"])
-        role = np.where(r["leader"] == r["broker"], "leader", np.where(r["leader"] >= 0, "follower", "none"))
+        leader = r["leader"].to_numpy()
+        role = np.where(leader == r["broker"].to_numpy(), "leader", np.where(leader >= 0, "follower", "none"))
         r["role"] = role  # r is the sort's own new frame: no copy needed
         out.append(HistoryRows("replica_state", r))
     if len(remotes):
