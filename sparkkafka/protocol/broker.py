@@ -392,7 +392,8 @@ def checkpoint_epochs(before: pd.DataFrame, found: np.ndarray, replicas: pd.Data
     """leader-epoch-checkpoint for every log (`future`: future log) whose cache changed this round."""
     old = F.take(before, "epoch_cache", found, None)
     new = replicas["epoch_cache"].to_numpy()
-    changed = np.flatnonzero((new != old) & ((new != "") | pd.notna(old)))  # a new log's empty cache needs no file
+    changed = np.flatnonzero(new != old)  # then, of those only (comparing strings costs ~30 ns a row):
+    changed = changed[(new[changed] != "") | pd.notna(old[changed])]  # a new log's empty cache needs no file
     cols = [replicas[c].to_numpy()[changed] for c in ("broker", "log_dir", "topic", "partition")]
     return [WriteEpochCheckpoint(int(b), d, t, int(part), tuple(leader_epoch.decode(text)), future)
             for b, d, t, part, text in zip(*cols, new[changed], strict=True)]
