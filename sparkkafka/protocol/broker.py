@@ -359,7 +359,7 @@ def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures
     interval = config.cfg["replica.high.watermark.checkpoint.interval.ms"]
     due = brokers["hw_checkpoint_ms"].to_numpy() + interval <= now
     due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
-    due |= brokers["broker"].isin(list(force)).to_numpy()
+    due |= np.isin(brokers["broker"].to_numpy(), list(force))
     effects = hw_checkpoints(config, replicas, futures, brokers.loc[due, "broker"])
     return F.with_values(brokers, "hw_checkpoint_ms", due, now), effects
 
@@ -370,7 +370,7 @@ def flush_logs(config: RoundConfig, now: int, replicas: pd.DataFrame, before: pd
     """Kafka's flush rules (protocol/flush.py) and a clean shutdown's flush of every log, future logs
     included; the dirs whose flushed offsets moved, or were cut by a truncation, or gained or lost a log
     by a move (`touched`), get their flushed-offsets file rewritten. Returns (replicas, futures, effects)."""
-    force = replicas["broker"].isin(list(stopping)).to_numpy()
+    force = np.isin(replicas["broker"].to_numpy(), list(stopping))  # ~10x cheaper than Series.isin
     replicas, _ = flush.maybe_flush(replicas, config.cfg.get("topic_flush", {}), now, force)
     old = F.take(before, "recovery_point", found, -1)
     moved = replicas["recovery_point"].to_numpy() != old
