@@ -447,6 +447,10 @@ def log_rows(replicas: pd.DataFrame, futures: pd.DataFrame, appended: pd.DataFra
     return pd.concat([cur, fut], ignore_index=True)
 
 
+_ROLES = np.array(["none", "follower", "leader"], dtype=object)  # three strings shared by every row, not one
+# built per row from a unicode array when the frame takes the column
+
+
 def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame,
             lines: pd.DataFrame) -> list[HistoryRows]:
     """This round's rows of replica_state, follower_state, produce_results and state_change_log."""
@@ -454,8 +458,8 @@ def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame
     if len(replicas):
         r = F.sorted_by(replicas, ["topic", "partition", "broker"])
         leader = r["leader"].to_numpy()
-        role = np.where(leader == r["broker"].to_numpy(), "leader", np.where(leader >= 0, "follower", "none"))
-        r["role"] = role  # r is the sort's own new frame: no copy needed
+        role = np.where(leader == r["broker"].to_numpy(), 2, np.where(leader >= 0, 1, 0))
+        r["role"] = _ROLES[role]  # r is the sort's own new frame: no copy needed
         out.append(HistoryRows("replica_state", r))
     if len(remotes):
         r = F.sorted_by(remotes, ["topic", "partition", "replica"])
