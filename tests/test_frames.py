@@ -258,3 +258,13 @@ def test_rows_are_itertuples_of_python_values(replicas):
         got = list(F.rows(f, cols))
         assert got == want
         assert [list(map(type, t)) for t in got] == [list(map(type, t)) for t in want]
+
+
+def test_select_str_is_np_select_as_an_object_column():
+    rng = np.random.default_rng(3)
+    conds = [rng.random(50) < 0.2, rng.random(50) < 0.3, np.zeros(50, dtype=bool)]
+    for cs in (conds, [c[:0] for c in conds]):
+        got = F.select_str(cs, ["A", "B", "C"], default="")
+        want = np.select(cs, ["A", "B", "C"], default="")
+        assert got.dtype == object and got.tolist() == want.tolist()
+        assert pd.Series(got).equals(pd.Series(want))  # the column a frame makes of either

@@ -39,6 +39,7 @@ from .frames import (
     locate,
     owned,
     positional,
+    select_str,
     sort_order,
     str_len,
     take,
@@ -125,7 +126,7 @@ def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
     cle = m["current_leader_epoch"].to_numpy()
     le = m["leader_epoch"].fillna(-1).to_numpy()
     leader = hosted & (m["leader"].fillna(-1).to_numpy() == m["broker"].to_numpy())
-    return np.select(
+    return select_str(
         [~hosted, (cle >= 0) & (cle < le), (cle >= 0) & (cle > le), ~leader],
         [errors.UNKNOWN_TOPIC_OR_PARTITION, "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH",
          errors.NOT_LEADER_OR_FOLLOWER],

@@ -253,6 +253,14 @@ def rows(frame: pd.DataFrame, cols: list[str]) -> Iterable[tuple]:
     return zip(*(frame[c].to_numpy().tolist() for c in cols), strict=True)
 
 
+def select_str(conditions: list[np.ndarray], choices: list[str], default: str) -> np.ndarray:
+    """np.select(conditions, choices, default) for string choices, as the object array a frame column
+    holds: each row points to one of the few strings. np.select gives a unicode array, which a frame
+    turns into a new string per row (~60 ns each)."""
+    codes = np.select(conditions, np.arange(1, len(choices) + 1), 0)
+    return np.array([default, *choices], dtype=object)[codes]
+
+
 def ids(csv: str | None) -> list[int]:
     """Parse a comma-joined broker id list."""
     return [int(x) for x in csv.split(",")] if csv else []
