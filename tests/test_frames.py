@@ -30,6 +30,19 @@ def test_locate_finds_what_a_multiindex_finds(replicas):
     assert (got[-2:] == -1).all() and (got[:-2] >= 0).all()
 
 
+def test_locate_of_a_frame_in_itself_or_an_earlier_version_is_what_a_multiindex_finds(replicas):
+    later = replicas.assign(leo=1)  # other columns replaced: the same key arrays
+    rebuilt = pd.DataFrame({"broker": replicas["broker"].to_numpy().copy(),  # equal keys, other arrays and objects
+                            "topic": np.array(["".join(t) for t in replicas["topic"]], dtype=object),
+                            "partition": replicas["partition"].to_numpy().copy()})
+    shifted = rebuilt.assign(partition=np.roll(rebuilt["partition"].to_numpy(), 1))
+    for probe in (replicas, later, rebuilt, shifted, replicas.iloc[::-1]):
+        got = F.locate(replicas, probe)
+        assert got.tolist() == _multiindex_locate(replicas, probe, F.KEY).tolist()
+    nulls = pd.DataFrame({"topic": ["a", None, "b"], "partition": [1, 2, 3]})
+    assert F.locate(nulls, nulls.copy(), on=["topic", "partition"]).tolist() == [0, 1, 2]
+
+
 def test_locate_keys_of_mixed_types_and_nulls():
     table = pd.DataFrame({"topic": ["a", None, "b"], "partition": [1.0, 2.0, np.nan]})
     probe = pd.DataFrame({"topic": [None, "b", "a", "a"], "partition": [2, np.nan, 1, 3]})
@@ -61,7 +74,9 @@ def test_distinct_is_pandas_factorize():
                    np.array([a, a, a], dtype=object), np.array([None] * 3, dtype=object),
                    np.array(["z", "y", "z"], dtype=object)[::-1],  # a non-contiguous view
                    np.array([], dtype=object), np.array([3, 1, 3], dtype="int64"),
-                   np.array([1, "1", 1.0, True], dtype=object)):
+                   np.array([1, "1", 1.0, True], dtype=object),
+                   np.array([b, a, b, b, a, None, "x", None, "x", a, np.nan, b], dtype=object),  # few objects, shared
+                   np.array([",".join(["1", str(i % 3)]) for i in range(12)], dtype=object)):  # an object per row
         codes, uniques = F.distinct(values)
         want, want_uniques = pd.factorize(values)
         assert codes.tolist() == want.tolist() and list(uniques) == list(want_uniques)
@@ -119,8 +134,9 @@ def test_join_gives_the_rows_and_order_of_an_inner_merge():
 def test_sort_order_is_a_stable_sort_values_with_nulls_last():
     rng = np.random.default_rng(9)
     f = pd.DataFrame({"t": rng.choice(["b", "a", None, "c"], 200), "p": rng.integers(0, 3, 200).astype("int32"),
-                      "x": np.where(rng.random(200) < 0.1, np.nan, rng.integers(0, 2, 200)), "f": rng.random(200) < 0.5})
-    for cols in (["t", "p"], ["p", "x", "t"], ["f", "t"], ["x"]):
+                      "x": np.where(rng.random(200) < 0.1, np.nan, rng.integers(0, 2, 200)), "f": rng.random(200) < 0.5,
+                      "s": [None if i % 7 == 0 else "".join(["k", str(i % 5)]) for i in range(200)]})  # an object a row
+    for cols in (["t", "p"], ["p", "x", "t"], ["f", "t"], ["x"], ["s", "p"], ["t", "s"]):
         want = f.sort_values(cols, kind="stable").index.to_numpy()
         assert (F.sort_order([f[c].to_numpy() for c in cols]) == want).all()
         pd.testing.assert_frame_equal(F.sorted_by(f, cols), f.sort_values(cols, kind="stable"))
@@ -134,6 +150,8 @@ def test_per_topic_is_a_map_with_a_default():
     assert F.per_topic(topics, values, 1).tolist() == want.tolist() == [3, 1, 1, 2, 3]
     assert F.per_topic(topics, pd.Series(dtype="int64"), 1).tolist() == [1] * 5
     assert F.per_topic(np.empty(0, dtype=object), values, 1).dtype == "int64"
+    holes = pd.Series({"a": 2.0, "b": np.nan, "c": 4.0})  # a NaN value takes the default, as fillna gives it
+    assert F.per_topic(topics, holes, 1).tolist() == topics.map(holes).fillna(1).astype("int64").tolist()
 
 
 def test_contains_with_repeated_keys():
@@ -229,3 +247,24 @@ def test_str_len_is_pandas_str_len_with_nulls_as_empty():
 
 def test_isr_size_counts_ids_and_treats_nulls_as_empty():
     assert F.isr_size(pd.Series(["1,2,3", "", None, "4", np.nan])).tolist() == [3, 0, 0, 1, 0]
+
+
+def test_rows_are_itertuples_of_python_values(replicas):
+    frame = replicas.assign(flag=replicas["partition"] % 2 == 0, size=replicas["partition"] * 1.5,
+                            dir=np.where(replicas["partition"] % 3 == 0, None, "d"))
+    cols = ["topic", "broker", "flag", "size", "dir"]
+    for f in (frame, frame.iloc[::7], frame.iloc[:0], F.from_rows([], cols)):
+        want = [tuple(t) for t in f[cols].itertuples(index=False)]
+        got = list(F.rows(f, cols))
+        assert got == want
+        assert [list(map(type, t)) for t in got] == [list(map(type, t)) for t in want]
+
+
+def test_select_str_is_np_select_as_an_object_column():
+    rng = np.random.default_rng(3)
+    conds = [rng.random(50) < 0.2, rng.random(50) < 0.3, np.zeros(50, dtype=bool)]
+    for cs in (conds, [c[:0] for c in conds]):
+        got = F.select_str(cs, ["A", "B", "C"], default="")
+        want = np.select(cs, ["A", "B", "C"], default="")
+        assert got.dtype == object and got.tolist() == want.tolist()
+        assert pd.Series(got).equals(pd.Series(want))  # the column a frame makes of either

@@ -359,7 +359,7 @@ def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures
     interval = config.cfg["replica.high.watermark.checkpoint.interval.ms"]
     due = brokers["hw_checkpoint_ms"].to_numpy() + interval <= now
     due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
-    due |= brokers["broker"].isin(list(force)).to_numpy()
+    due |= np.isin(brokers["broker"].to_numpy(), list(force))
     effects = hw_checkpoints(config, replicas, futures, brokers.loc[due, "broker"])
     return F.with_values(brokers, "hw_checkpoint_ms", due, now), effects
 
@@ -370,7 +370,7 @@ def flush_logs(config: RoundConfig, now: int, replicas: pd.DataFrame, before: pd
     """Kafka's flush rules (protocol/flush.py) and a clean shutdown's flush of every log, future logs
     included; the dirs whose flushed offsets moved, or were cut by a truncation, or gained or lost a log
     by a move (`touched`), get their flushed-offsets file rewritten. Returns (replicas, futures, effects)."""
-    force = replicas["broker"].isin(list(stopping)).to_numpy()
+    force = np.isin(replicas["broker"].to_numpy(), list(stopping))  # ~10x cheaper than Series.isin
     replicas, _ = flush.maybe_flush(replicas, config.cfg.get("topic_flush", {}), now, force)
     old = F.take(before, "recovery_point", found, -1)
     moved = replicas["recovery_point"].to_numpy() != old
@@ -392,7 +392,8 @@ def checkpoint_epochs(before: pd.DataFrame, found: np.ndarray, replicas: pd.Data
     """leader-epoch-checkpoint for every log (`future`: future log) whose cache changed this round."""
     old = F.take(before, "epoch_cache", found, None)
     new = replicas["epoch_cache"].to_numpy()
-    changed = np.flatnonzero((new != old) & ((new != "") | pd.notna(old)))  # a new log's empty cache needs no file
+    changed = np.flatnonzero(new != old)  # then, of those only (comparing strings costs ~30 ns a row):
+    changed = changed[(new[changed] != "") | pd.notna(old[changed])]  # a new log's empty cache needs no file
     cols = [replicas[c].to_numpy()[changed] for c in ("broker", "log_dir", "topic", "partition")]
     return [WriteEpochCheckpoint(int(b), d, t, int(part), tuple(leader_epoch.decode(text)), future)
             for b, d, t, part, text in zip(*cols, new[changed], strict=True)]
@@ -402,9 +403,10 @@ def list_logs(config: RoundConfig, before: pd.DataFrame, after: pd.DataFrame,
               future: bool = False) -> list[WritePartitionsListing]:
     """A dir's `partitions` listing (`future`: `future-partitions`) when logs were created in it or
     deleted from it. A failed dir is not written."""
+    if before is after or (before.empty and after.empty):  # no log created or deleted (futures: most rounds)
+        return []
     key = ["broker", "log_dir", "topic", "partition"]
-    old = set(map(tuple, before[key].to_numpy().tolist()))
-    new = set(map(tuple, after[key].to_numpy().tolist()))
+    old, new = set(F.rows(before, key)), set(F.rows(after, key))
     out = []
     for b, d in sorted({(b, d) for b, d, _, _ in old ^ new}):
         if d in config.offline_dirs.get(int(b), ()):
@@ -418,12 +420,13 @@ def move_files(replicas: pd.DataFrame, swaps: pd.DataFrame, dropped: pd.DataFram
     """A move's swap on the broker's files: the log's leader-epoch-checkpoint in its new dir, the old log's
     and the future log's folders removed; dropped (cancelled, deleted) future logs' folders removed."""
     out: list = []
+    if swaps.empty and dropped.empty:  # the common round: itertuples builds a namedtuple class per call (~2 ms)
+        return out
     at = F.locate(replicas, swaps)
-    for (b, t, part, old, new), i in zip(swaps[alter_log_dirs.SWAPS].itertuples(index=False), at, strict=True):
+    for (b, t, part, old, new), i in zip(F.rows(swaps, alter_log_dirs.SWAPS), at, strict=True):
         out += [WriteEpochCheckpoint(int(b), new, t, int(part), tuple(leader_epoch.decode(replicas["epoch_cache"].iat[i]))),
                 RemoveLogFiles(int(b), old, t, int(part)), RemoveLogFiles(int(b), new, t, int(part), future=True)]
-    out += [RemoveLogFiles(int(b), d, t, int(part), future=True)
-            for b, t, part, d in dropped[alter_log_dirs.LOGS].itertuples(index=False)]
+    out += [RemoveLogFiles(int(b), d, t, int(part), future=True) for b, t, part, d in F.rows(dropped, alter_log_dirs.LOGS)]
     return out
 
 
@@ -444,14 +447,19 @@ def log_rows(replicas: pd.DataFrame, futures: pd.DataFrame, appended: pd.DataFra
     return pd.concat([cur, fut], ignore_index=True)
 
 
+_ROLES = np.array(["none", "follower", "leader"], dtype=object)  # three strings shared by every row, not one
+# built per row from a unicode array when the frame takes the column
+
+
 def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame,
             lines: pd.DataFrame) -> list[HistoryRows]:
     """This round's rows of replica_state, follower_state, produce_results and state_change_log."""
     out = []
     if len(replicas):
         r = F.sorted_by(replicas, ["topic", "partition", "broker"])
-        role = np.where(r["leader"] == r["broker"], "leader", np.where(r["leader"] >= 0, "follower", "none"))
-        r["role"] = role  # r is the sort's own new frame: no copy needed
+        leader = r["leader"].to_numpy()
+        role = np.where(leader == r["broker"].to_numpy(), 2, np.where(leader >= 0, 1, 0))
+        r["role"] = _ROLES[role]  # r is the sort's own new frame: no copy needed
         out.append(HistoryRows("replica_state", r))
     if len(remotes):
         r = F.sorted_by(remotes, ["topic", "partition", "replica"])
@@ -661,9 +669,10 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     appended = log_rows(replicas, futures, F.concat([appended_f, appended_l], F.RECORD), copied, swaps)
     if len(appended):
         effects.append(AppendRecords(appended))
-    future_cuts = pd.concat([future_cuts, alter_log_dirs.dir_cuts(dropped_f),
-                             alter_log_dirs.dir_cuts(swaps[["broker", "topic", "partition", "old_dir"]].rename(
-                                 columns={"old_dir": "log_dir"}))], ignore_index=True)
+    if len(dropped_f) or len(swaps):  # else no cuts to add (and an empty frame adds nothing to all_cuts: ~1 ms)
+        future_cuts = pd.concat([future_cuts, alter_log_dirs.dir_cuts(dropped_f),
+                                 alter_log_dirs.dir_cuts(swaps[["broker", "topic", "partition", "old_dir"]].rename(
+                                     columns={"old_dir": "log_dir"}))], ignore_index=True)
     all_cuts = _concat([cuts, future_cuts])
     flips = swaps[["broker", "log_dir", "topic", "partition"]]
     if len(all_cuts) or len(flips):

@@ -39,6 +39,7 @@ from .frames import (
     locate,
     owned,
     positional,
+    select_str,
     sort_order,
     str_len,
     take,
@@ -125,7 +126,7 @@ def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
     cle = m["current_leader_epoch"].to_numpy()
     le = m["leader_epoch"].fillna(-1).to_numpy()
     leader = hosted & (m["leader"].fillna(-1).to_numpy() == m["broker"].to_numpy())
-    return np.select(
+    return select_str(
         [~hosted, (cle >= 0) & (cle < le), (cle >= 0) & (cle > le), ~leader],
         [errors.UNKNOWN_TOPIC_OR_PARTITION, "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH",
          errors.NOT_LEADER_OR_FOLLOWER],
@@ -200,7 +201,7 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     always at least one record for the first partition with data (KIP-74). In (request, partition,
     offset) order: the log's columns but src, then _dst (the fetching follower), sent_ms, fetch_offset
     and leo. Joined and cut with numpy over positions: the merges and groupbys cost ~10x more."""
-    want = m.loc[(m["_err"] == "") & (m["_de"] < 0), REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
+    want = m.loc[(m["_err"].to_numpy() == "") & (m["_de"].to_numpy() < 0), REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
     if want.empty or log.empty:
         return empty(RECORD).assign(sent_ms=pd.Series(dtype="int64"), _dst=pd.Series(dtype="int32"))
     li, wi = join(log, want, ["broker", "topic", "partition"])
@@ -355,7 +356,7 @@ def serve_fetch(
     _diverging(m)
     _out_of_range(m)
     m["_hw_snapshot"] = m["hw"]
-    new_ok = m[m["_new"] & (m["_err"] == "") & (m["_de"] < 0)]
+    new_ok = m[m["_new"].to_numpy(dtype=bool) & (m["_err"].to_numpy() == "") & (m["_de"].to_numpy() < 0)]
     remotes = _update_followers(remotes, new_ok, now)
     replicas = maybe_increment_leader_hw(replicas, remotes, rules_of(cfg), cfg["replica.lag.time.max.ms"], now)
     m["hw"] = take(replicas, "hw", pos, -1)  # replicas keep their rows: pos still holds
@@ -551,7 +552,7 @@ def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame,
     follower LEO (at most `cap` records back from the LEO). Older records are read from storage."""
     if tail.empty:
         return tail
-    leads = (replicas["leader"] == replicas["broker"]).to_numpy()
+    leads = replicas["leader"].to_numpy() == replicas["broker"].to_numpy()
     floor = np.maximum(replicas["leo"].to_numpy().astype("int64") - cap, replicas["log_start_offset"].to_numpy())
     remote_leo = remotes["leo"].to_numpy().astype("int64")
     low = np.full(len(replicas), np.iinfo("int64").max)

@@ -247,6 +247,20 @@ def new_replicas(df: pd.DataFrame) -> pd.DataFrame:
     return conform(df.assign(**{c: v for c, v in REPLICA_DEFAULTS.items() if c not in df.columns}), REPLICA)
 
 
+def rows(frame: pd.DataFrame, cols: list[str]) -> Iterable[tuple]:
+    """The rows of `frame`'s `cols` as tuples of Python values (frame[cols].itertuples(index=False)):
+    itertuples builds a frame of the columns and a namedtuple class on every call."""
+    return zip(*(frame[c].to_numpy().tolist() for c in cols), strict=True)
+
+
+def select_str(conditions: list[np.ndarray], choices: list[str], default: str) -> np.ndarray:
+    """np.select(conditions, choices, default) for string choices, as the object array a frame column
+    holds: each row points to one of the few strings. np.select gives a unicode array, which a frame
+    turns into a new string per row (~60 ns each)."""
+    codes = np.select(conditions, np.arange(1, len(choices) + 1), 0)
+    return np.array([default, *choices], dtype=object)[codes]
+
+
 def ids(csv: str | None) -> list[int]:
     """Parse a comma-joined broker id list."""
     return [int(x) for x in csv.split(",")] if csv else []
@@ -324,19 +338,28 @@ def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """pd.factorize(values): (codes, uniques), nulls -1. An object array holds pointers to its values:
     the pointers are factorized as integers, then only the distinct pointers' values as objects (equal
-    strings held by several objects get one code), ~4x cheaper on few distinct strings."""
+    strings held by several objects get one code), ~4x cheaper on few distinct strings. When most rows
+    hold an object of their own (an ISR column: each row's string built apart) the values are factorized
+    as they are: the pointers would save nothing and the detour costs ~2x."""
     values = np.ascontiguousarray(values)
     if values.dtype != object or len(values) == 0:
         return pd.factorize(values)
-    address = np.frombuffer((ctypes.c_char * values.nbytes).from_address(values.ctypes.data), dtype=np.intp)
+    address = _addresses(values)
     if (address == address[0]).all():  # one object in every row (a topic column of one topic)
         codes, uniques = pd.factorize(values[:1])
         return np.repeat(codes, len(values)), uniques
-    at = pd.factorize(address)[0]
-    first = np.full(at.max() + 1, len(at), dtype=np.intp)
-    np.minimum.at(first, at, np.arange(len(at)))  # each distinct pointer's first row
-    codes, uniques = pd.factorize(values[first])
+    at, pointers = pd.factorize(address)
+    if 2 * len(pointers) > len(values):
+        return pd.factorize(values)
+    one = np.empty(len(pointers), dtype=np.intp)
+    one[at] = np.arange(len(at))  # a row of each distinct pointer (any: they all hold the one object)
+    codes, uniques = pd.factorize(values[one])  # in the pointers' order of first appearance, as the rows'
     return codes[at], uniques
+
+
+def _addresses(values: np.ndarray) -> np.ndarray:
+    """The pointers a C-contiguous object array holds, as integers (a view of its memory, no copy)."""
+    return np.frombuffer((ctypes.c_char * values.nbytes).from_address(values.ctypes.data), dtype=np.intp)
 
 
 def per_value(values: pd.Series | np.ndarray, fn, null=0) -> np.ndarray:
@@ -367,7 +390,8 @@ def group_any(flag: np.ndarray, ids: np.ndarray) -> np.ndarray:
 def locate(table: pd.DataFrame, probe: pd.DataFrame, on: list[str] = KEY,
            probe_on: list[str] | None = None) -> np.ndarray:
     """Row positions in `table` of each `probe` row's key (-1 where absent). Keys in `table`
-    are unique. A hash lookup, much cheaper than merging or MultiIndex .loc on every step."""
+    are unique (a table probed with its own keys, row for row, is not checked for repeats). A hash
+    lookup, much cheaper than merging or MultiIndex .loc on every step."""
     if table.empty or probe.empty:
         return np.full(len(probe), -1, dtype="int64")
     return _positions([table[c].to_numpy() for c in on], [probe[c].to_numpy() for c in (probe_on or on)])
@@ -390,6 +414,8 @@ def _positions(table: list[np.ndarray], probe: list[np.ndarray]) -> np.ndarray:
     """`locate` on key columns: the folded keys (`_fold`) of table and probe together, found by one
     integer hash lookup: ~4x cheaper than a MultiIndex, which builds a Categorical per level."""
     n = len(table[0])
+    if _same_rows(table, probe):  # a frame's rows looked up in an earlier version of itself
+        return np.arange(n)
     key = _fold([np.concatenate([x, y]) for x, y in zip(table, probe, strict=True)])
     if key is None:  # too wide to fold: the MultiIndex handles any width
         return pd.MultiIndex.from_arrays(table).get_indexer(pd.MultiIndex.from_arrays(probe))
@@ -400,6 +426,22 @@ def _positions(table: list[np.ndarray], probe: list[np.ndarray]) -> np.ndarray:
         if (at[key[:n]] == np.arange(n)).all():  # the table's keys are unique (else the Index raises)
             return at[key[n:]]
     return pd.Index(key[:n]).get_indexer(key[n:])
+
+
+def _same_rows(table: list[np.ndarray], probe: list[np.ndarray]) -> bool:
+    """Whether the probe's key columns hold the table's keys row for row: the same arrays, equal numbers,
+    or the same objects (cheap; equal strings held by other objects answer no, and the lookup decides)."""
+    for x, y in zip(table, probe, strict=True):
+        if x is y:
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.dtype == object:
+            if len(x) and not (_addresses(np.ascontiguousarray(x)) == _addresses(np.ascontiguousarray(y))).all():
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
 
 
 def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[str] | None = None,
@@ -432,13 +474,15 @@ def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[
 
 def sort_order(columns: list[np.ndarray]) -> np.ndarray:
     """Positions that sort rows by `columns` (first the most significant) ascending, stably, nulls
-    last: frame.sort_values(cols, kind="stable") as positions. Object columns are ranked by one sorted
-    factorize each; pandas builds a Categorical per column."""
+    last: frame.sort_values(cols, kind="stable") as positions. Object columns are ranked by their
+    distinct values (`distinct`), sorted as a sorted factorize sorts them; pandas builds a Categorical
+    per column, and a sorted factorize of every row hashes every string (a topic column: one object)."""
     keys = []
     for v in columns:
         if v.dtype.kind not in "iub":
-            codes, uniques = pd.factorize(v, sort=True)
-            v = np.where(codes < 0, len(uniques), codes)
+            codes, uniques = distinct(v)
+            rank = pd.factorize(uniques, sort=True)[0]  # each distinct value's place in sorted order
+            v = np.append(rank, len(uniques))[codes]  # a null (-1) after every value
         keys.append(v)
     return np.lexsort(keys[::-1])
 
@@ -457,9 +501,12 @@ def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarr
 
 def per_topic(topics: pd.Series | np.ndarray, values: pd.Series, default: int) -> np.ndarray:
     """values[topic] of each row as int64, `default` where the topic (or a null) is not in `values`:
-    topics.map(values).fillna(default), mapping each distinct topic once."""
+    topics.map(values).fillna(default), mapping each distinct topic once by the lookup map does
+    (values.index.get_indexer) without its Series (a map costs ~150 us, most rounds have one topic)."""
     codes, uniques = distinct(np.asarray(topics))
-    found = pd.Series(uniques, dtype=object).map(values).fillna(default).to_numpy().astype("int64")
+    at = values.index.get_indexer(uniques)
+    got = values.to_numpy()[np.maximum(at, 0)] if len(values) else np.full(len(at), default)
+    found = np.where((at >= 0) & pd.notna(got), got, default).astype("int64")
     return np.append(found, np.int64(default))[codes]  # a null's code -1 takes the default
 
 

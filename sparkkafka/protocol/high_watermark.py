@@ -35,7 +35,7 @@ def maybe_increment_leader_hw(
     An unknown remote LEO (-1, right after becoming leader) keeps the HW where it is until that
     follower fetches. The leader's HW never decreases and never exceeds its LEO.
     """
-    leaders = (replicas["leader"] == replicas["broker"]).to_numpy()
+    leaders = replicas["leader"].to_numpy() == replicas["broker"].to_numpy()
     if not leaders.any():
         return replicas
     cand = replicas["leo"].to_numpy().copy()

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .config import LONG_MAX
-from .frames import FETCHING, REMOTE, REPLICA, conform, ids, locate
+from .frames import FETCHING, REMOTE, REPLICA, conform, ids, locate, str_len
 from .rules import rules_of
 
 MASK = (1 << 64) - 1  # signatures are sums of 64-bit hashes, mod 2**64
@@ -90,7 +90,8 @@ def _cut(src: np.ndarray, dst: np.ndarray, unreachable: Mapping[int, frozenset])
 
 
 def _followers(replicas: pd.DataFrame) -> np.ndarray:
-    return ((replicas["leader"] >= 0) & (replicas["leader"] != replicas["broker"])).to_numpy()
+    leader = replicas["leader"].to_numpy()
+    return (leader >= 0) & (leader != replicas["broker"].to_numpy())
 
 
 def live_remotes(remotes: pd.DataFrame, now: int, cycle_ms: int, unreachable: Mapping[int, frozenset]) -> np.ndarray:
@@ -112,14 +113,15 @@ def quiescence(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFra
     cycle_ms = fetch_cycle_rounds(cfg, round_ms) * round_ms
     r = replicas
     fol = _followers(r)
-    lead = (r["leader"] == r["broker"]).to_numpy()
+    lead = r["leader"].to_numpy() == r["broker"].to_numpy()
     role = r["leader"].to_numpy() >= 0
     flush_ms = cfg.get("topic_flush", {})
-    timed = r["topic"].isin([t for t, (_, x) in flush_ms.items() if x is not None and int(x) < LONG_MAX]).to_numpy()
+    timed_topics = [t for t, (_, x) in flush_ms.items() if x is not None and int(x) < LONG_MAX]
+    timed = r["topic"].isin(timed_topics).to_numpy() if timed_topics else np.zeros(len(r), dtype=bool)
     dirty = r["leo"].to_numpy() > r["recovery_point"].to_numpy()
     blockers = [
         others, len(pending), len(futures), len(records),
-        int((r["pending_isr"].fillna("").to_numpy() != "").sum()),
+        int((str_len(r["pending_isr"].to_numpy()) > 0).sum()),  # fillna("") != "", per distinct value
         int((role & (r["hw"].to_numpy() != r["leo"].to_numpy())).sum()),  # a HW still to move
         int((dirty & timed).sum()), int((r["last_flush_ms"].to_numpy() < 0).sum()),  # a flush due
         int((lead & (r["isr_check_ms"].to_numpy() < 0)).sum()),

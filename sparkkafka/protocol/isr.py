@@ -73,7 +73,7 @@ def _proposals(rep: pd.DataFrame, new_isr: list[str], kind: str) -> pd.DataFrame
 
 
 def _leaders(replicas: pd.DataFrame) -> np.ndarray:
-    return (replicas["leader"] == replicas["broker"]).to_numpy()
+    return replicas["leader"].to_numpy() == replicas["broker"].to_numpy()
 
 
 def maybe_expand_isr(
