@@ -185,8 +185,8 @@ def test_campaign_on_spark_finds_a_loss_under_0_10_and_its_file_replays_it(spark
     assert sorted(bad["schedule"]) == s["failing_schedules"]
     r = bad[bad["lost"] > 0].iloc[0]
     path = out / "failing" / f"{r['schedule']}.yaml"
-    c = Cluster.from_scenario(str(path), spark=spark, out=str(tmp_path / "replay")).run()  # the round engine
-    assert c.scenario.emulator["engine"] == "rounds"
+    c = Cluster.from_scenario(str(path), spark=spark, out=str(tmp_path / "replay")).run()
+    assert c.scenario.emulator["engine"] == "resident"  # the default Spark engine, not the campaign's local one
     got = c.summary()
     assert {k: got["violations"][k] for k in KINDS} == {k: int(r[k]) for k in KINDS}
     assert json.loads(r["faults"]) == [e for e in yaml.safe_load(path.read_text())["timeline"]

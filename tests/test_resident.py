@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -65,6 +66,38 @@ def test_unknown_engine_is_a_scenario_error():
 
     with pytest.raises(ScenarioError, match=r"cluster\.emulator\.engine.*warp"):
         _scenario("quickstart", "warp")
+
+
+class _Conf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+
+class _Session:
+    def __init__(self, **values: str) -> None:
+        self.conf = _Conf({k.replace("_", "."): v for k, v in values.items()})
+
+
+@pytest.mark.parametrize(("master", "dynamic", "engine", "window"), [
+    ("local[2]", "false", "resident", 100),
+    ("spark://host:7077", "false", "resident", 100),
+    ("spark://host:7077", "true", "rounds", 1),  # Spark refuses barrier jobs with dynamic allocation
+    ("local[2]", "true", "resident", 100),  # which local mode ignores
+])
+def test_resident_is_the_default_engine_except_under_dynamic_allocation(master, dynamic, engine, window):
+    from sparkkafka.driver.round_loop import RoundLoop
+
+    raw = yaml.safe_load((ROOT / "conf" / "scenarios" / "failures.yaml").read_text())
+    raw["cluster"].get("emulator", {}).pop("engine", None)
+    sc = parse_scenario(raw, name="failures")
+    assert sc.emulator["engine"] == "resident"
+    loop = object.__new__(RoundLoop)  # only the two things the choice reads: the scenario and the session
+    loop.driver = SimpleNamespace(scenario=sc)
+    loop.spark = _Session(spark_master=master, spark_dynamicAllocation_enabled=dynamic)
+    assert (loop.engine, loop.window_limit()) == (engine, window)
 
 
 def test_window_log_files_merge_into_one_per_broker_dir(tmp_path):

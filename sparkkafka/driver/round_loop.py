@@ -360,9 +360,29 @@ class RoundLoop(Timeline, IdleJumps):
         return b not in self._cut.get(a, ()) and a not in self.crashed
 
     @property
+    def engine(self) -> str:
+        """The engine the rounds run on: the scenario's `emulator.engine`, except that Spark refuses barrier
+        jobs while dynamic allocation is on (BarrierJobRunWithDynamicAllocationException), so on such a
+        cluster the resident engine's windows become one job per round (same tables, slower)."""
+        engine = self.scenario.emulator.get("engine", "resident")
+        if engine == "resident" and self.spark is not None and self._dynamic_allocation():
+            return "rounds"
+        return engine
+
+    def _dynamic_allocation(self) -> bool:
+        if not hasattr(self, "_dynamic"):
+            try:
+                on = str(self.spark.conf.get("spark.dynamicAllocation.enabled", "false")).lower() == "true"
+                master = str(self.spark.conf.get("spark.master", "") or "")
+            except Exception:  # a session whose conf cannot be read: assume a plain cluster
+                on, master = False, ""
+            self._dynamic = on and not master.startswith("local")  # Spark ignores it in local mode
+        return self._dynamic
+
+    @property
     def local(self) -> bool:
         """Whether rounds run in this process (engine/local.py) rather than as Spark jobs."""
-        return self.scenario.emulator.get("engine") == "local"
+        return self.engine == "local"
 
     def advance(self, limit: int, horizon: int | None = None) -> int:
         """Run the next round, or with the resident engine (emulator.engine: resident) a window of up to
@@ -414,7 +434,7 @@ class RoundLoop(Timeline, IdleJumps):
         """Start the round's (or window's) job: (the brokers' rows out, the driver's rows when they are
         already here, the resident tasks the rows are placed over)."""
         side = None
-        if self.scenario.emulator.get("engine") == "resident":
+        if self.engine == "resident":
             from ..engine.resident import ResidentRounds, Window
 
             n = self.quiet_rounds(params.now, limit)
@@ -531,8 +551,7 @@ class RoundLoop(Timeline, IdleJumps):
         return ran
 
     def window_limit(self) -> int:
-        emu = self.scenario.emulator
-        return int(emu.get("resident.rounds", 1)) if emu.get("engine") == "resident" else 1
+        return int(self.scenario.emulator.get("resident.rounds", 1)) if self.engine == "resident" else 1
 
     def resident_tasks(self) -> int:
         """Tasks of a resident window: the Spark partitions, but no more than the cluster's task slots

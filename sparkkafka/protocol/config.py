@@ -94,10 +94,11 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     # Kafka 2.8 runs no auto leader rebalance while any partition is being reassigned; later Kafka
     # (the controller tests golden I-03 b, c come from) does: true selects that behaviour
     "auto.rebalance.during.reassignment": False,
-    # "rounds": one Spark job per round; "resident": broker state stays in long-lived barrier tasks that
-    # run many rounds per job and exchange messages directly (engine/resident.py); "local": every round in
-    # the driver's own process, no Spark job (engine/local.py; what a fault campaign runs in each task)
-    "engine": "rounds",
+    # "resident" (the default): broker state stays in long-lived barrier tasks that run many rounds per
+    # job and exchange messages directly (engine/resident.py); "rounds": one Spark job per round (also
+    # what "resident" becomes on a cluster with dynamic allocation, which refuses barrier jobs); "local":
+    # every round in the driver's own process, no Spark job (engine/local.py; a fault campaign's tasks)
+    "engine": "resident",
     "resident.rounds": 100,  # the most rounds one resident job runs before returning to the driver
     # skip the rounds of an idle cluster by jumping the clock to the next thing due (protocol/idle.py)
     "idle.jump": True,
