@@ -126,6 +126,46 @@ def test_repartition_by_id_places_broker_mod_2_and_workers_import_sparkkafka(spa
     result = _load_job().run_check(spark, brokers=12, partitions=2)
     _assert_placement(result)
     assert all(path.endswith("sparkkafka/engine/session.py") for path in result["sparkkafka_files"])
+    # the fastdaemon's workers import the pip-installed pyspark (cached bytecode), not Spark's zip of it
+    import pyspark
+
+    assert result["pyspark_files"] == [pyspark.__file__]
+
+
+def _fake_pip_pyspark(site: Path, installed: str, zipped: str) -> list[str]:
+    """A site dir holding pyspark and py4j at `installed`, and pyspark's copies of both zipped at `zipped`."""
+    import zipfile
+
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    for pkg in ("pyspark", "py4j"):
+        (site / pkg).mkdir(exist_ok=True)
+        (site / pkg / "__init__.py").write_text("")
+        (site / pkg / "version.py").write_text(f'__version__ = "{installed}"\n')
+    zips = [str(lib / "pyspark.zip"), str(lib / f"py4j-{zipped}-src.zip")]
+    for path, pkg in zip(zips, ("pyspark", "py4j"), strict=True):
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr(f"{pkg}/__init__.py", "")
+            z.writestr(f"{pkg}/version.py", f"__version__: str = '{zipped}'\n")
+    return zips
+
+
+def test_daemon_prefers_the_installed_pyspark_over_sparks_zip_of_the_same_version(tmp_path):
+    site = tmp_path / "site-packages"
+    zips = _fake_pip_pyspark(site, "4.3.0", "4.3.0")
+    path = [*zips, "/somewhere", str(site)]
+    assert fastdaemon.prefer_installed_pyspark(path) == ["/somewhere", str(site), *zips]
+    assert fastdaemon.prefer_installed_pyspark([*zips, "/somewhere"]) == [*zips, "/somewhere"]  # site not on it
+
+
+def test_daemon_keeps_sparks_zip_of_another_version_or_a_distributions_zip(tmp_path):
+    site = tmp_path / "site-packages"
+    zips = _fake_pip_pyspark(site, "4.3.0", "4.2.0")
+    assert fastdaemon.prefer_installed_pyspark([*zips, str(site)]) == [*zips, str(site)]
+    dist = tmp_path / "spark-4.3.0-bin" / "python" / "lib"  # $SPARK_HOME of a Spark distribution
+    dist.mkdir(parents=True)
+    path = [str(dist / "pyspark.zip"), str(site)]
+    assert fastdaemon.prefer_installed_pyspark(path) == path
 
 
 # --------------------------------------------------------------------------------------------

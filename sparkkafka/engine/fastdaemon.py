@@ -48,12 +48,60 @@ from __future__ import annotations
 import gc
 import io
 import os
+import re
 import stat
 import sys
 import time
+import zipfile
 from typing import Any
 
-from pyspark import daemon as _pyspark_daemon
+
+def _version_in(text: str) -> str | None:
+    m = re.search(r"""^__version__[^=]*=\s*["']([^"']+)["']""", text, re.M)
+    return m.group(1) if m else None
+
+
+def _same_package(zip_path: str, site: str, package: str) -> bool:
+    """Whether `zip_path` (Spark's zip of `package`) holds the version installed under `site`."""
+    try:
+        with open(os.path.join(site, package, "version.py"), encoding="utf-8") as f:
+            installed = _version_in(f.read())
+        with zipfile.ZipFile(zip_path) as z:
+            zipped = _version_in(z.read(f"{package}/version.py").decode("utf-8"))
+    except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError):
+        return False
+    return installed is not None and installed == zipped
+
+
+def prefer_installed_pyspark(path: list[str]) -> list[str]:
+    """`path` (a sys.path) with Spark's zips of pyspark and py4j moved to its end when they are the copies a
+    pip-installed pyspark carries (``<site>/pyspark/python/lib/pyspark.zip``) and the same versions are
+    installed in ``<site>``, which is on `path` too.
+
+    Why: Spark puts these zips first on its Python workers' PYTHONPATH, and Python cannot cache bytecode
+    for modules imported from a zip, so the daemon (and each forked worker, for the modules it imports
+    lazily) compiled pyspark's sources at every start: ~1.2 s of CPU per daemon here, before a first
+    task could run. The installed package is the same files with their .pyc cached. A Spark
+    distribution's own zips (``$SPARK_HOME/python/lib`` of a cluster, Databricks) are left alone."""
+    on_path = {os.path.abspath(p) for p in path if p}
+    moved = []
+    for entry in path:
+        lib = os.path.dirname(os.path.abspath(entry)) if entry.endswith(".zip") else ""
+        home = os.path.dirname(os.path.dirname(lib)) if lib else ""  # <site>/pyspark
+        if not home or os.path.basename(home) != "pyspark" or os.path.basename(lib) != "lib":
+            continue
+        site = os.path.dirname(home)
+        name = os.path.basename(entry)
+        package = "pyspark" if name == "pyspark.zip" else "py4j" if name.startswith("py4j-") else None
+        if package and site in on_path and os.path.isfile(os.path.join(home, "__init__.py")) \
+                and _same_package(entry, site, package):
+            moved.append(entry)
+    return [p for p in path if p not in moved] + moved
+
+
+sys.path[:] = prefer_installed_pyspark(sys.path)  # before pyspark is imported below
+
+from pyspark import daemon as _pyspark_daemon  # noqa: E402
 
 #: A later post-task collection slower than this re-freezes the survivors (milliseconds).
 REFREEZE_AFTER_MS = 5.0

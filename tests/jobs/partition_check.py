@@ -50,11 +50,12 @@ def run_check(spark, brokers: int = 12, partitions: int = 2) -> dict:
                     "daemon": [getattr(main_spec, "name", None) or ""] * n,
                     "frozen": [gc.get_freeze_count()] * n,
                     "sparkkafka": [sk_session.__file__] * n,
+                    "pyspark": [pyspark.__file__] * n,
                 }
             )
 
     src = spark.createDataFrame(pd.DataFrame({"broker": pd.Series(range(brokers), dtype="int32")}))
-    schema = "broker int, partition int, pid long, daemon string, frozen long, sparkkafka string"
+    schema = "broker int, partition int, pid long, daemon string, frozen long, sparkkafka string, pyspark string"
     t0 = time.perf_counter()
     out = src.repartitionById(partitions, "broker").mapInPandas(where_am_i, schema).toPandas()
     job_s = time.perf_counter() - t0
@@ -77,6 +78,7 @@ def run_check(spark, brokers: int = 12, partitions: int = 2) -> dict:
         "daemons": sorted(set(out["daemon"])),
         "max_frozen": int(out["frozen"].max()),
         "sparkkafka_files": sorted(set(out["sparkkafka"])),
+        "pyspark_files": sorted(set(out["pyspark"])),
     }
 
 
