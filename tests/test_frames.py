@@ -268,3 +268,19 @@ def test_select_str_is_np_select_as_an_object_column():
         want = np.select(cs, ["A", "B", "C"], default="")
         assert got.dtype == object and got.tolist() == want.tolist()
         assert pd.Series(got).equals(pd.Series(want))  # the column a frame makes of either
+
+
+def test_array_is_the_columns_to_numpy_without_a_series():
+    df = pd.DataFrame({"a": np.arange(3, dtype="int64"), "s": ["x", "y", "z"],
+                       "n": pd.array([1, None, 3], dtype="Int64")})
+    for c in ("a", "s"):
+        got = F.array(df, c)
+        assert got.dtype == df[c].to_numpy().dtype and (got == df[c].to_numpy()).all()
+        assert np.shares_memory(got, df[c].to_numpy())  # the frame's own array, as to_numpy gives it
+    # what is not one plain numpy column takes pandas' way: an extension dtype, a repeated name, a Series
+    assert F.array(df, "n").tolist()[::2] == df["n"].to_numpy().tolist()[::2]
+    twice = pd.DataFrame([[1, 2]], columns=["k", "k"])
+    assert F.array(twice, "k").shape == (1, 2)
+    assert F.array({"a": pd.Series([4])}, "a").tolist() == [4]
+    with pytest.raises(KeyError):
+        F.array(df, "missing")

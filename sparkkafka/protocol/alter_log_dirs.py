@@ -46,6 +46,7 @@ from .frames import (
     RECORD,
     REPLICA,
     TRUNCATING,
+    array,
     concat,
     conform,
     empty,
@@ -223,7 +224,7 @@ def on_leader_and_isr(futures: pd.DataFrame, replicas: pd.DataFrame, entries: pd
     epoch = take(replicas, "leader_epoch", pos, -1)
     epos = locate(entries.drop_duplicates(KEY), f)
     applied = (epos >= 0) & (pos >= 0) & (take(entries.drop_duplicates(KEY), "leader_epoch", epos, -2) == epoch)
-    reset = applied & ((f["leader_epoch"].to_numpy() != epoch) | (f["fetch_state"].to_numpy() == FUTURE_IDLE))
+    reset = applied & ((array(f, "leader_epoch") != epoch) | (array(f, "fetch_state") == FUTURE_IDLE))
     if not reset.any():
         return futures
     f.loc[reset, "fetch_state"] = TRUNCATING
@@ -259,10 +260,10 @@ def mark_for_truncation(futures: pd.DataFrame, cuts: pd.DataFrame) -> pd.DataFra
     c = cuts.groupby(KEY, as_index=False)["offset"].min()
     f = futures.reset_index(drop=True)
     pos = locate(c, f)
-    hit = (pos >= 0) & (f["fetch_state"].to_numpy() != FUTURE_IDLE)
+    hit = (pos >= 0) & (array(f, "fetch_state") != FUTURE_IDLE)
     if not hit.any():
         return futures
-    own = np.where(f["fetch_state"].to_numpy() == TRUNCATING, f["fetch_offset"].to_numpy(), f["leo"].to_numpy())
+    own = np.where(array(f, "fetch_state") == TRUNCATING, array(f, "fetch_offset"), array(f, "leo"))
     f.loc[hit, "fetch_offset"] = np.minimum(take(c, "offset", pos, 0), own)[hit]
     f.loc[hit, "fetch_state"] = TRUNCATING
     return conform(f, FUTURE)
@@ -280,7 +281,7 @@ def _as_replicas(futures: pd.DataFrame) -> pd.DataFrame:
 def _log_back(futures: pd.DataFrame, logs: pd.DataFrame) -> pd.DataFrame:
     f = futures.reset_index(drop=True).copy()
     for c in ("leo", "hw", "log_start_offset", "recovery_point", "last_fetched_epoch", "epoch_cache"):
-        f[c] = logs[c].to_numpy()
+        f[c] = array(logs, c)
     return conform(f, FUTURE)
 
 
@@ -293,7 +294,7 @@ def local_epoch_answers(futures: pd.DataFrame, replicas: pd.DataFrame, rules: Ru
     f = futures.reset_index(drop=True)
     pos = locate(replicas, f)
     cur = take(replicas, "leader_epoch", pos, -1)
-    mine = f["leader_epoch"].to_numpy()
+    mine = array(f, "leader_epoch")
     err = np.select([pos < 0, (mine >= 0) & (mine < cur), (mine >= 0) & (mine > cur)],
                     [errors.KAFKA_STORAGE_ERROR, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH], "")
     caches = take(replicas, "epoch_cache", pos, "")
@@ -301,7 +302,7 @@ def local_epoch_answers(futures: pd.DataFrame, replicas: pd.DataFrame, rules: Ru
     rules = rules_for(rules)
     ans = [leader_epoch.offsets_for_leader_epoch(leader_epoch.decode(c), int(lo), int(e), rules)
            if ok else leader_epoch.UNDEFINED
-           for c, lo, e, ok in zip(caches, leos, f["last_fetched_epoch"].to_numpy(), err == "", strict=True)]
+           for c, lo, e, ok in zip(caches, leos, array(f, "last_fetched_epoch"), err == "", strict=True)]
     return pd.DataFrame({"leader_epoch": [a[0] for a in ans], "end_offset": [a[1] for a in ans],
                          "error": np.where(err == "", None, err)})
 
@@ -316,7 +317,7 @@ def truncation_step(futures: pd.DataFrame, replicas: pd.DataFrame, rules: Rules 
     the partition Truncating. Returns (futures, cuts (with the future log's dir), how many truncated but
     are not done: they ask again)."""
     f = futures.reset_index(drop=True)
-    todo = np.flatnonzero(f["fetch_state"].to_numpy() == TRUNCATING)
+    todo = np.flatnonzero(array(f, "fetch_state") == TRUNCATING)
     if len(todo) == 0:
         return futures, no_cuts(), 0
     rules = rules_for(rules)
@@ -364,11 +365,11 @@ def out_of_range(futures: pd.DataFrame, replicas: pd.DataFrame) -> tuple[pd.Data
     LEO truncates to it; one below the current log start restarts empty at that start
     (truncateFullyAndStartAt). Returns (futures, cuts)."""
     f = futures.reset_index(drop=True)
-    fetching = f["fetch_state"].to_numpy() == FETCHING
+    fetching = array(f, "fetch_state") == FETCHING
     pos = locate(replicas, f)
     cur_leo = take(replicas, "leo", pos, -1)
     cur_start = take(replicas, "log_start_offset", pos, 0)
-    leo = f["leo"].to_numpy()
+    leo = array(f, "leo")
     past = fetching & (pos >= 0) & (leo > cur_leo)
     before = fetching & (pos >= 0) & ~past & (cur_start > leo)
     if not (past.any() or before.any()):
@@ -378,7 +379,7 @@ def out_of_range(futures: pd.DataFrame, replicas: pd.DataFrame) -> tuple[pd.Data
     rp = np.flatnonzero(before)
     logs, c2 = truncate(logs, rp, np.zeros(len(rp), dtype="int64"))
     for col in ("leo", "hw", "log_start_offset", "recovery_point"):
-        v = logs[col].to_numpy().copy()
+        v = array(logs, col).copy()
         v[rp] = cur_start[rp]
         logs[col] = v
     return _log_back(f, logs), pd.concat([c1, c2], ignore_index=True)
@@ -395,11 +396,11 @@ def select_for_copy(futures: pd.DataFrame, replicas: pd.DataFrame, threads: int)
     f = futures.reset_index(drop=True)
     if f.empty:
         return futures, np.zeros(0, dtype=bool)
-    ready = (f["fetch_state"].to_numpy() == FETCHING) & (locate(replicas, f) >= 0)
+    ready = (array(f, "fetch_state") == FETCHING) & (locate(replicas, f) >= 0)
     thread = np.array([fetcher_id(t, p, threads) for t, p in zip(f["topic"], f["partition"], strict=True)])
-    order = pd.DataFrame({"b": f["broker"].to_numpy(), "th": thread, "ready": ready,
+    order = pd.DataFrame({"b": array(f, "broker"), "th": thread, "ready": ready,
                           "sticky": ready & f["in_progress"].to_numpy(dtype=bool),
-                          "t": f["topic"].to_numpy(), "p": f["partition"].to_numpy()})
+                          "t": array(f, "topic"), "p": array(f, "partition")})
     order = order[order["ready"]].sort_values(["b", "th", "sticky", "t", "p"], ascending=[True, True, False, True, True])
     first = order.groupby(["b", "th"], sort=False).head(1).index.to_numpy()
     selected = np.zeros(len(f), dtype=bool)
@@ -414,16 +415,16 @@ def copy_ranges(futures: pd.DataFrame, replicas: pd.DataFrame, selected: np.ndar
     `max_records` of them (broker, topic, partition, from_offset, to_offset)."""
     f = futures.reset_index(drop=True)[selected]
     pos = locate(replicas, f)
-    to = np.minimum(take(replicas, "leo", pos, 0), f["leo"].to_numpy() + int(max_records))
-    r = pd.DataFrame({"broker": f["broker"].to_numpy(), "topic": f["topic"].to_numpy(),
-                      "partition": f["partition"].to_numpy(), "from_offset": f["leo"].to_numpy(), "to_offset": to})
+    to = np.minimum(take(replicas, "leo", pos, 0), array(f, "leo") + int(max_records))
+    r = pd.DataFrame({"broker": array(f, "broker"), "topic": array(f, "topic"),
+                      "partition": array(f, "partition"), "from_offset": array(f, "leo"), "to_offset": to})
     return r[r["to_offset"] > r["from_offset"]].reset_index(drop=True)
 
 
 def record_bytes(records: pd.DataFrame) -> np.ndarray:
     """Bytes a record costs (value plus key, at least one), as fetch.record_bytes counts them."""
     key = records["key"].fillna("").astype(str).str.len().to_numpy()
-    return np.maximum(records["value_bytes"].to_numpy().astype("int64") + key, 1)
+    return np.maximum(array(records, "value_bytes").astype("int64") + key, 1)
 
 
 def append_copies(
@@ -446,7 +447,7 @@ def append_copies(
     r = r[r["offset"] >= r["leo"]].sort_values(["broker", "_th", "topic", "partition", "offset"], kind="stable")
     r = r.reset_index(drop=True)
     rank = r.groupby(KEY, sort=False).cumcount().to_numpy()
-    r = r[r["offset"].to_numpy() == r["leo"].to_numpy() + rank].reset_index(drop=True)  # contiguous from the LEO
+    r = r[array(r, "offset") == array(r, "leo") + rank].reset_index(drop=True)  # contiguous from the LEO
     size = record_bytes(r)
     within = r.assign(_s=size).groupby(KEY, sort=False)["_s"].cumsum().to_numpy()
     r = r[within - size < int(fetch_max_bytes)].reset_index(drop=True)
@@ -460,14 +461,14 @@ def append_copies(
     last = copied.groupby(KEY, as_index=False)["offset"].max()
     logs = _as_replicas(f)
     at = locate(logs, last)
-    leo = logs["leo"].to_numpy().copy()
-    leo[at] = last["offset"].to_numpy() + 1
+    leo = array(logs, "leo").copy()
+    leo[at] = array(last, "offset") + 1
     logs["leo"] = leo
     logs = leader_epoch.on_append(logs, copied, rules)
     f = _log_back(f, logs)
     pos = locate(replicas, f)
-    f.loc[at, "hw"] = np.minimum(take(replicas, "hw", pos, 0), f["leo"].to_numpy())[at]
-    f.loc[at, "log_start_offset"] = np.maximum(f["log_start_offset"].to_numpy(),
+    f.loc[at, "hw"] = np.minimum(take(replicas, "hw", pos, 0), array(f, "leo"))[at]
+    f.loc[at, "log_start_offset"] = np.maximum(array(f, "log_start_offset"),
                                                take(replicas, "log_start_offset", pos, 0))[at]
     return conform(f, FUTURE), copied
 
@@ -482,22 +483,22 @@ def swap(replicas: pd.DataFrame, futures: pd.DataFrame, selected: np.ndarray
     if f.empty or not selected.any():
         return replicas, futures, from_rows([], SWAPS)
     pos = locate(replicas, f)
-    done = selected & (pos >= 0) & (f["fetch_state"].to_numpy() == FETCHING) \
-        & (f["leo"].to_numpy() == take(replicas, "leo", pos, -1))
+    done = selected & (pos >= 0) & (array(f, "fetch_state") == FETCHING) \
+        & (array(f, "leo") == take(replicas, "leo", pos, -1))
     if not done.any():
         return replicas, futures, from_rows([], SWAPS)
     r = replicas.reset_index(drop=True).copy()
     at = pos[done]
-    swaps = pd.DataFrame({"broker": f["broker"].to_numpy()[done], "topic": f["topic"].to_numpy()[done],
-                          "partition": f["partition"].to_numpy()[done], "old_dir": r["log_dir"].to_numpy()[at],
-                          "log_dir": f["log_dir"].to_numpy()[done]})
+    swaps = pd.DataFrame({"broker": array(f, "broker")[done], "topic": array(f, "topic")[done],
+                          "partition": array(f, "partition")[done], "old_dir": array(r, "log_dir")[at],
+                          "log_dir": array(f, "log_dir")[done]})
     for col in ("log_dir", "epoch_cache", "last_fetched_epoch", "log_start_offset", "recovery_point"):
-        v = r[col].to_numpy().copy()
-        v[at] = f[col].to_numpy()[done]
+        v = array(r, col).copy()
+        v[at] = array(f, col)[done]
         r[col] = v
     return conform(r, REPLICA), conform(f[~done], FUTURE), swaps
 
 
 def dir_cuts(logs: pd.DataFrame) -> pd.DataFrame:
     """Cuts deleting whole logs (LOGS rows): offset 0 in their dir."""
-    return pd.DataFrame({c: logs[c].to_numpy() for c in CUTS[:-1]}).assign(offset=0) if len(logs) else no_cuts()
+    return pd.DataFrame({c: array(logs, c) for c in CUTS[:-1]}).assign(offset=0) if len(logs) else no_cuts()

@@ -259,7 +259,7 @@ def load(disk: pd.DataFrame, log: pd.DataFrame, how: str) -> pd.DataFrame:
 
 def _cut_caches(r: pd.DataFrame) -> pd.DataFrame:
     has = np.flatnonzero(r["epoch_cache"].str.len().to_numpy() > 0)
-    return leader_epoch.on_truncate(r, has, r["leo"].to_numpy()[has])
+    return leader_epoch.on_truncate(r, has, F.array(r, "leo")[has])
 
 
 def recover(recovered: Mapping[int, RecoveredLogs]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -283,7 +283,7 @@ def recover(recovered: Mapping[int, RecoveredLogs]) -> tuple[pd.DataFrame, pd.Da
     fl = _cut_caches(F.new_replicas(fd))
     fut = alter_log_dirs.new_futures(fl[["broker", "topic", "partition", "log_dir", "leo", "hw", "log_start_offset",
                                          "recovery_point", "last_fetched_epoch", "epoch_cache"]].assign(
-        fetch_state=F.FUTURE_IDLE, fetch_offset=fl["hw"].to_numpy()))
+        fetch_state=F.FUTURE_IDLE, fetch_offset=F.array(fl, "hw")))
     return r, fut
 
 
@@ -326,10 +326,10 @@ def _dir_entries(replicas: pd.DataFrame, futures: pd.DataFrame, dirs: list[tuple
             continue
         group = F.group_ids(f, ["broker", "log_dir"])
         order = np.argsort(group, kind="stable")
-        b, d, group = f["broker"].to_numpy()[order], f["log_dir"].to_numpy()[order], group[order]
+        b, d, group = F.array(f, "broker")[order], F.array(f, "log_dir")[order], group[order]
         starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
         ends = np.r_[starts[1:], len(order)].tolist()
-        t, p, v = (f[c].to_numpy()[order] for c in ("topic", "partition", col))
+        t, p, v = (F.array(f, c)[order] for c in ("topic", "partition", col))
         for at, end in zip(starts.tolist(), ends, strict=True):
             rows = found.get((int(b[at]), d[at]))
             if rows is not None:
@@ -357,9 +357,9 @@ def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures
     whose replica.high.watermark.checkpoint.interval.ms has passed (and, at a clean shutdown or a log-dir
     move's swap, for the brokers concerned). A failed dir is not written. Returns (brokers, effects)."""
     interval = config.cfg["replica.high.watermark.checkpoint.interval.ms"]
-    due = brokers["hw_checkpoint_ms"].to_numpy() + interval <= now
-    due |= brokers["hw_checkpoint_ms"].to_numpy() < 0
-    due |= np.isin(brokers["broker"].to_numpy(), list(force))
+    due = F.array(brokers, "hw_checkpoint_ms") + interval <= now
+    due |= F.array(brokers, "hw_checkpoint_ms") < 0
+    due |= np.isin(F.array(brokers, "broker"), list(force))
     effects = hw_checkpoints(config, replicas, futures, brokers.loc[due, "broker"])
     return F.with_values(brokers, "hw_checkpoint_ms", due, now), effects
 
@@ -370,17 +370,17 @@ def flush_logs(config: RoundConfig, now: int, replicas: pd.DataFrame, before: pd
     """Kafka's flush rules (protocol/flush.py) and a clean shutdown's flush of every log, future logs
     included; the dirs whose flushed offsets moved, or were cut by a truncation, or gained or lost a log
     by a move (`touched`), get their flushed-offsets file rewritten. Returns (replicas, futures, effects)."""
-    force = np.isin(replicas["broker"].to_numpy(), list(stopping))  # ~10x cheaper than Series.isin
+    force = np.isin(F.array(replicas, "broker"), list(stopping))  # ~10x cheaper than Series.isin
     replicas, _ = flush.maybe_flush(replicas, config.cfg.get("topic_flush", {}), now, force)
     old = F.take(before, "recovery_point", found, -1)
-    moved = replicas["recovery_point"].to_numpy() != old
-    dirs = set(zip(replicas["broker"].to_numpy()[moved], replicas["log_dir"].to_numpy()[moved], strict=True))
+    moved = F.array(replicas, "recovery_point") != old
+    dirs = set(zip(F.array(replicas, "broker")[moved], F.array(replicas, "log_dir")[moved], strict=True))
     if stopping and len(futures):
         stop_f = futures["broker"].isin(list(stopping)).to_numpy() & (futures["recovery_point"] < futures["leo"]).to_numpy()
         if stop_f.any():
             futures = futures.copy()
             futures.loc[stop_f, "recovery_point"] = futures.loc[stop_f, "leo"]
-            dirs |= set(zip(futures["broker"].to_numpy()[stop_f], futures["log_dir"].to_numpy()[stop_f], strict=True))
+            dirs |= set(zip(F.array(futures, "broker")[stop_f], F.array(futures, "log_dir")[stop_f], strict=True))
     write = [(int(b), d) for b, d in sorted(dirs | set(touched)) if d not in config.offline_dirs.get(int(b), ())]
     effects = [WriteFlushedOffsets(b, d, e)
                for (b, d), e in zip(write, _dir_entries(replicas, futures, write, "recovery_point"), strict=True)]
@@ -391,10 +391,10 @@ def checkpoint_epochs(before: pd.DataFrame, found: np.ndarray, replicas: pd.Data
                       future: bool = False) -> list[WriteEpochCheckpoint]:
     """leader-epoch-checkpoint for every log (`future`: future log) whose cache changed this round."""
     old = F.take(before, "epoch_cache", found, None)
-    new = replicas["epoch_cache"].to_numpy()
+    new = F.array(replicas, "epoch_cache")
     changed = np.flatnonzero(new != old)  # then, of those only (comparing strings costs ~30 ns a row):
     changed = changed[(new[changed] != "") | pd.notna(old[changed])]  # a new log's empty cache needs no file
-    cols = [replicas[c].to_numpy()[changed] for c in ("broker", "log_dir", "topic", "partition")]
+    cols = [F.array(replicas, c)[changed] for c in ("broker", "log_dir", "topic", "partition")]
     return [WriteEpochCheckpoint(int(b), d, t, int(part), tuple(leader_epoch.decode(text)), future)
             for b, d, t, part, text in zip(*cols, new[changed], strict=True)]
 
@@ -438,7 +438,7 @@ def log_rows(replicas: pd.DataFrame, futures: pd.DataFrame, appended: pd.DataFra
     if len(swaps):
         appended = appended[F.locate(swaps, appended) < 0]
     cur = appended.copy(deep=False)  # new columns only: no copy of the records
-    cur["log_dir"], cur["is_future"] = replicas["log_dir"].to_numpy()[F.locate(replicas, appended)], False
+    cur["log_dir"], cur["is_future"] = F.array(replicas, "log_dir")[F.locate(replicas, appended)], False
     if copied.empty:
         return cur
     fpos, spos = F.locate(futures, copied), F.locate(swaps, copied)
@@ -457,8 +457,8 @@ def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame
     out = []
     if len(replicas):
         r = F.sorted_by(replicas, ["topic", "partition", "broker"])
-        leader = r["leader"].to_numpy()
-        role = np.where(leader == r["broker"].to_numpy(), 2, np.where(leader >= 0, 1, 0))
+        leader = F.array(r, "leader")
+        role = np.where(leader == F.array(r, "broker"), 2, np.where(leader >= 0, 1, 0))
         r["role"] = _ROLES[role]  # r is the sort's own new frame: no copy needed
         out.append(HistoryRows("replica_state", r))
     if len(remotes):

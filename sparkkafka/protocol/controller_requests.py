@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .frames import BROKER, KEY, REMOTE, conform, from_rows, locate, take
+from .frames import BROKER, KEY, REMOTE, array, conform, from_rows, locate, take
 
 LINES = ["broker", "controller_epoch", "topic", "partition", "message"]
 
@@ -19,11 +19,11 @@ def update_metadata(brokers: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFra
     """Adopt the controller id and epoch of UpdateMetadata requests that are not stale."""
     if requests.empty or brokers.empty:
         return brokers
-    fresh = requests[requests["controller_epoch"].to_numpy() >= _known_epoch(brokers, requests)]
+    fresh = requests[array(requests, "controller_epoch") >= _known_epoch(brokers, requests)]
     last = fresh.sort_values("controller_epoch").groupby("broker").tail(1)
     b = brokers.set_index("broker")
-    b.loc[last["broker"], "controller_epoch"] = last["controller_epoch"].to_numpy()
-    b.loc[last["broker"], "controller_id"] = last["controller_id"].to_numpy()
+    b.loc[last["broker"], "controller_epoch"] = array(last, "controller_epoch")
+    b.loc[last["broker"], "controller_id"] = array(last, "controller_id")
     return conform(b.reset_index(), BROKER)
 
 
@@ -37,7 +37,7 @@ def stop_replicas(replicas: pd.DataFrame, remotes: pd.DataFrame, brokers: pd.Dat
     empty_del = from_rows([], [*KEY, "log_dir"])
     if requests.empty:
         return replicas, remotes, empty_del, from_rows(lines, LINES)
-    stale = requests["controller_epoch"].to_numpy() < _known_epoch(brokers, requests)
+    stale = array(requests, "controller_epoch") < _known_epoch(brokers, requests)
     for e in requests[stale].itertuples():
         lines.append((e.broker, e.controller_epoch, e.topic, e.partition,
                       f"Ignoring StopReplica request from controller with epoch {e.controller_epoch} since its "
@@ -45,7 +45,7 @@ def stop_replicas(replicas: pd.DataFrame, remotes: pd.DataFrame, brokers: pd.Dat
     req = requests[~stale].reset_index(drop=True)
     pos = locate(replicas, req)
     local = take(replicas, "leader_epoch", pos, -1)
-    ep = req["leader_epoch"].to_numpy()
+    ep = array(req, "leader_epoch")
     fenced = (pos >= 0) & (ep >= 0) & (ep < local)
     for e in req[fenced].itertuples():
         lines.append((e.broker, e.controller_epoch, e.topic, e.partition,

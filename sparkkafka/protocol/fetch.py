@@ -28,6 +28,7 @@ from .frames import (
     RECORD,
     REMOTE,
     TRUNCATING,
+    array,
     concat,
     conform,
     contains,
@@ -57,7 +58,7 @@ RESPONSE = ["_dst", "broker", "sent_ms"]  # the same request, seen from the reco
 def record_bytes(records: pd.DataFrame) -> np.ndarray:
     """Bytes a record costs against fetch limits (value plus key; at least one byte)."""
     key = str_len(records["key"])
-    return np.maximum(records["value_bytes"].to_numpy().astype("int64") + key, 1)
+    return np.maximum(array(records, "value_bytes").astype("int64") + key, 1)
 
 
 def _cut_off(src: np.ndarray, dst: np.ndarray, unreachable: Mapping[int, frozenset[int]]) -> np.ndarray:
@@ -82,27 +83,27 @@ def fetch_requests(
     Returns (replicas, fetch requests, OffsetsForLeaderEpoch requests).
     """
     r = replicas.copy(deep=False)  # its columns are replaced below, not written into
-    broker, leader = r["broker"].to_numpy(), r["leader"].to_numpy()
+    broker, leader = array(r, "broker"), array(r, "leader")
     follower = (leader >= 0) & (leader != broker)
     cut = _cut_off(broker, leader, unreachable)
     in_flight = r["fetch_in_flight"].to_numpy(dtype=bool).copy()
     timeout = cfg["replica.socket.timeout.ms"] + cfg["replica.fetch.wait.max.ms"]
-    dropped = follower & in_flight & (cut | (now - r["fetch_sent_ms"].to_numpy() >= timeout))
+    dropped = follower & in_flight & (cut | (now - array(r, "fetch_sent_ms") >= timeout))
     in_flight[dropped] = False
-    backoff = r["backoff_until_ms"].to_numpy().copy()
+    backoff = array(r, "backoff_until_ms").copy()
     backoff[dropped & cut] = now + cfg["replica.fetch.backoff.ms"]
     r["fetch_in_flight"], r["backoff_until_ms"] = in_flight, backoff
     busy = group_any(in_flight, group_ids(r, ["broker", "leader"]))  # a request out to that leader
     send = follower & ~busy & ~cut & (backoff <= now)
     if not send.any():
         return r, empty(FETCH), empty(EPOCH_REQUEST)
-    truncating = r["fetch_state"].to_numpy() == TRUNCATING
+    truncating = array(r, "fetch_state") == TRUNCATING
     rules = rules_of(cfg)
     epoch_reqs = offsets_for_leader_epoch.requests(r, send & truncating, now, rules)
     rows = np.flatnonzero(send & ~truncating)
 
     def sending(c: str) -> np.ndarray:
-        return r[c].to_numpy()[rows]
+        return array(r, c)[rows]
 
     req = owned({
         "broker": sending("leader"), "src": sending("broker"), "topic": sending("topic"),
@@ -114,7 +115,7 @@ def fetch_requests(
         "quota_bytes": replication_quota.allowances(cfg, "follower", sending("broker"), now, quota),
     }, FETCH)
     in_flight[send] = True
-    sent_ms = r["fetch_sent_ms"].to_numpy().copy()
+    sent_ms = array(r, "fetch_sent_ms").copy()
     sent_ms[send] = now
     r["fetch_in_flight"], r["fetch_sent_ms"] = in_flight, sent_ms
     return r, req, epoch_reqs
@@ -123,9 +124,9 @@ def fetch_requests(
 def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
     """Per-partition errors of a follower fetch found before reading, in Partition.fetchRecords'
     order. The read's own range check comes after the divergence check (_out_of_range)."""
-    cle = m["current_leader_epoch"].to_numpy()
+    cle = array(m, "current_leader_epoch")
     le = m["leader_epoch"].fillna(-1).to_numpy()
-    leader = hosted & (m["leader"].fillna(-1).to_numpy() == m["broker"].to_numpy())
+    leader = hosted & (m["leader"].fillna(-1).to_numpy() == array(m, "broker"))
     return select_str(
         [~hosted, (cle >= 0) & (cle < le), (cle >= 0) & (cle > le), ~leader],
         [errors.UNKNOWN_TOPIC_OR_PARTITION, "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH",
@@ -138,10 +139,10 @@ def _out_of_range(m: pd.DataFrame) -> None:
     """Log.read's range check, in place: a fetch offset outside [logStart, LEO] is OFFSET_OUT_OF_RANGE.
     Partition.readRecords runs it after the lastFetchedEpoch check, so a diverging follower whose
     fetch offset is past the leader's LEO gets its DivergingEpoch (golden C-TR-03 b, C-TR-04 (10,18))."""
-    off = m["fetch_offset"].to_numpy()
+    off = array(m, "fetch_offset")
     bad = (off < m["_lls"].fillna(0).to_numpy()) | (off > m["leo"].fillna(0).to_numpy())
-    bad &= (m["_err"].to_numpy() == "") & (m["_de"].to_numpy() < 0)
-    m["_err"] = np.where(bad, errors.OFFSET_OUT_OF_RANGE, m["_err"].to_numpy())
+    bad &= (array(m, "_err") == "") & (array(m, "_de") < 0)
+    m["_err"] = np.where(bad, errors.OFFSET_OUT_OF_RANGE, array(m, "_err"))
 
 
 def _diverging(m: pd.DataFrame) -> None:
@@ -151,13 +152,13 @@ def _diverging(m: pd.DataFrame) -> None:
     fetch offset is past the leader's LEO (endOffsetFor gives (latest, LEO)), so only the few other
     rows reach the epoch cache."""
     m["_de"], m["_do"] = -1, -1
-    lfe = m["last_fetched_epoch"].to_numpy()
-    past_leo = m["fetch_offset"].to_numpy() > m["leo"].fillna(0).to_numpy()
-    check = np.flatnonzero((m["_err"].to_numpy() == "") & (lfe >= 0)
+    lfe = array(m, "last_fetched_epoch")
+    past_leo = array(m, "fetch_offset") > m["leo"].fillna(0).to_numpy()
+    check = np.flatnonzero((array(m, "_err") == "") & (lfe >= 0)
                            & ((lfe != m["_lle"].fillna(-1).to_numpy()) | past_leo))
     if len(check) == 0:
         return
-    de, do, err = m["_de"].to_numpy().copy(), m["_do"].to_numpy().copy(), m["_err"].to_numpy().copy()
+    de, do, err = array(m, "_de").copy(), array(m, "_do").copy(), array(m, "_err").copy()
     for i in check:
         d = leader_epoch.diverging_epoch(leader_epoch.decode(m["_cache"].iat[i]), int(m["leo"].iat[i]), int(lfe[i]),
                                          int(m["fetch_offset"].iat[i]), log_start_offset=int(m["_lls"].iat[i]))
@@ -177,10 +178,10 @@ def _update_followers(remotes: pd.DataFrame, ok: pd.DataFrame, now: int) -> pd.D
     hit = ri >= 0
     if not hit.any():
         return remotes
-    m = {c: remotes[c].to_numpy()[li] for c in REMOTE}
+    m = {c: array(remotes, c)[li] for c in REMOTE}
 
     def fetched(c: str) -> np.ndarray:
-        return np.where(hit, ok[c].to_numpy()[ri], -1).astype("int64")
+        return np.where(hit, array(ok, c)[ri], -1).astype("int64")
 
     f, lnow = fetched("fetch_offset"), fetched("leo")
     caught = m["last_caught_up_ms"]
@@ -201,15 +202,15 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     always at least one record for the first partition with data (KIP-74). In (request, partition,
     offset) order: the log's columns but src, then _dst (the fetching follower), sent_ms, fetch_offset
     and leo. Joined and cut with numpy over positions: the merges and groupbys cost ~10x more."""
-    want = m.loc[(m["_err"].to_numpy() == "") & (m["_de"].to_numpy() < 0), REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
+    want = m.loc[(array(m, "_err") == "") & (array(m, "_de") < 0), REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
     if want.empty or log.empty:
         return empty(RECORD).assign(sent_ms=pd.Series(dtype="int64"), _dst=pd.Series(dtype="int32"))
     li, wi = join(log, want, ["broker", "topic", "partition"])
-    off = log["offset"].to_numpy()[li]
-    inside = (off >= want["fetch_offset"].to_numpy()[wi]) & (off < want["leo"].to_numpy()[wi])
+    off = array(log, "offset")[li]
+    inside = (off >= array(want, "fetch_offset")[wi]) & (off < array(want, "leo")[wi])
     li, wi = li[inside], wi[inside]
-    cols = {c: log[c].to_numpy()[li] for c in log.columns if c != "src"}
-    cols.update({"_dst" if c == "src" else c: want[c].to_numpy()[wi] for c in ("src", "sent_ms", "fetch_offset", "leo")})
+    cols = {c: array(log, c)[li] for c in log.columns if c != "src"}
+    cols.update({"_dst" if c == "src" else c: array(want, c)[wi] for c in ("src", "sent_ms", "fetch_offset", "leo")})
     part = ["_dst", "broker", "sent_ms", "topic", "partition"]
     order = sort_order([cols[c] for c in (*part, "offset")])
     cols = {c: v[order] for c, v in cols.items()}
@@ -275,11 +276,11 @@ def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: 
     hw = np.where(m["_new"].to_numpy(dtype=bool), m["_hw_snapshot"], m["hw"]).astype(float)
     isr = take(replicas, "isr", locate(replicas, m), "")
     info = pd.DataFrame({
-        "_dst": m["src"].to_numpy(), "broker": m["broker"].to_numpy(), "sent_ms": m["sent_ms"].to_numpy(),
-        "topic": m["topic"].to_numpy(), "partition": m["partition"].to_numpy(),
-        "_lag": np.nan_to_num(hw, nan=-1).astype("int64") - m["fetch_offset"].to_numpy(),
-        "_isr": replication_quota.in_csv(isr, m["src"].to_numpy()),
-        "_fq": m["quota_bytes"].to_numpy(),
+        "_dst": array(m, "src"), "broker": array(m, "broker"), "sent_ms": array(m, "sent_ms"),
+        "topic": array(m, "topic"), "partition": array(m, "partition"),
+        "_lag": np.nan_to_num(hw, nan=-1).astype("int64") - array(m, "fetch_offset"),
+        "_isr": replication_quota.in_csv(isr, array(m, "src")),
+        "_fq": array(m, "quota_bytes"),
     })
     cols = list(recs.columns)
     r = recs.merge(info, on=["_dst", "broker", "sent_ms", "topic", "partition"], how="left") \
@@ -288,9 +289,9 @@ def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: 
     q = replication_quota
     size = record_bytes(r)
     # the quota the follower had left when it sent, grown by its rate for the time the request waited parked
-    fb = replication_quota.grown(r["_fq"].to_numpy(), cfg, r["_dst"], now - r["sent_ms"].to_numpy())
+    fb = replication_quota.grown(array(r, "_fq"), cfg, r["_dst"], now - array(r, "sent_ms"))
     f_thr = q.is_throttled(cfg, "follower", r["topic"], r["partition"], r["_dst"])
-    lag = r["_lag"].to_numpy()
+    lag = array(r, "_lag")
     f_hold = q.should_follower_throttle(f_thr, lag, fb < q.UNLIMITED)
     if f_hold.any():
         req = r.groupby(["_dst", "broker", "sent_ms"], sort=False).ngroup().to_numpy()
@@ -302,7 +303,7 @@ def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: 
     in_isr = r["_isr"].to_numpy(dtype=bool)
     l_hold = q.should_leader_throttle(l_thr, in_isr, lb < q.UNLIMITED)
     if l_hold.any():
-        leader = r["broker"].to_numpy()
+        leader = array(r, "broker")
         in_sync = q.group_sum(np.where(l_thr & in_isr, size, 0), leader)
         r = r[q.within_budget(size, leader, l_hold, np.maximum(lb - in_sync, 0))]
     return r[cols]
@@ -319,12 +320,12 @@ def _cap_appends(appended: pd.DataFrame, now: int, cfg: Mapping, quota: pd.DataF
     q = replication_quota
     fb = q.allowances(cfg, "follower", appended["broker"], now, quota)
     thr = q.is_throttled(cfg, "follower", appended["topic"], appended["partition"], appended["broker"])
-    lag = appended["hw"].to_numpy() - appended["fetch_offset"].to_numpy()
+    lag = array(appended, "hw") - array(appended, "fetch_offset")
     hold = q.should_follower_throttle(thr, lag, fb < q.UNLIMITED)
     if not hold.any():
         return appended
     size = record_bytes(appended)
-    follower = appended["broker"].to_numpy()
+    follower = array(appended, "broker")
     in_sync = q.group_sum(np.where(thr & (lag <= 0), size, 0), follower)
     return appended[q.within_budget(size, follower, hold, np.maximum(fb - in_sync, 0))]
 
@@ -347,7 +348,7 @@ def serve_fetch(
     pos = locate(replicas, reqs)
     hosted = pos >= 0
     m = pd.DataFrame({
-        **{"req_log_start" if c == "log_start_offset" else c: reqs[c].to_numpy() for c in FETCH},
+        **{"req_log_start" if c == "log_start_offset" else c: array(reqs, c) for c in FETCH},
         "_new": np.arange(len(reqs)) < len(requests),
         **{name: take(replicas, col, pos, default) for col, name, default in (
             ("leader", "leader", -1), ("leader_epoch", "leader_epoch", -1), ("leo", "leo", -1), ("hw", "hw", -1),
@@ -356,7 +357,7 @@ def serve_fetch(
     _diverging(m)
     _out_of_range(m)
     m["_hw_snapshot"] = m["hw"]
-    new_ok = m[m["_new"].to_numpy(dtype=bool) & (m["_err"].to_numpy() == "") & (m["_de"].to_numpy() < 0)]
+    new_ok = m[m["_new"].to_numpy(dtype=bool) & (array(m, "_err") == "") & (array(m, "_de") < 0)]
     remotes = _update_followers(remotes, new_ok, now)
     replicas = maybe_increment_leader_hw(replicas, remotes, rules_of(cfg), cfg["replica.lag.time.max.ms"], now)
     m["hw"] = take(replicas, "hw", pos, -1)  # replicas keep their rows: pos still holds
@@ -364,19 +365,19 @@ def serve_fetch(
     if replication_quota.active(cfg):
         recs = _throttle(m, recs, replicas, now, cfg, quota)
     req = group_ids(m, REQUEST)
-    has_err = group_any(m["_err"].to_numpy() != "", req)
+    has_err = group_any(array(m, "_err") != "", req)
     # one request: any partition with data answers all
     has_data = contains(recs, m, RESPONSE, REQUEST)
     is_new = m["_new"].to_numpy(dtype=bool)
-    expired = ~is_new & (m["deadline_ms"].to_numpy() <= now)
-    has_div = group_any(m["_de"].to_numpy() >= 0, req)
+    expired = ~is_new & (array(m, "deadline_ms") <= now)
+    has_div = group_any(array(m, "_de") >= 0, req)
     respond = has_err | has_data | has_div | expired | (cfg["replica.fetch.wait.max.ms"] <= 0)
     # New requests answered at once report the HW read before this fetch moved it; parked ones
     # re-read at completion and report the current HW (protocol.md 3.2, 3.3).
     done = np.flatnonzero(respond)
 
     def answered(c: str) -> np.ndarray:
-        return m[c].to_numpy()[done]
+        return array(m, c)[done]
 
     hw = np.where(is_new[done], answered("_hw_snapshot"), answered("hw"))
     err = answered("_err")
@@ -389,8 +390,8 @@ def serve_fetch(
     }, FETCH_RESPONSE)
     # the records of the answered requests, sent back: from the leader (src) to the follower (broker)
     sent = contains(m.iloc[done], recs, REQUEST, RESPONSE)
-    out_recs = owned({**{c: recs[c].to_numpy()[sent] for c in RECORD if c not in ("broker", "src")},
-                      "broker": recs["_dst"].to_numpy()[sent], "src": recs["broker"].to_numpy()[sent]}, RECORD)
+    out_recs = owned({**{c: array(recs, c)[sent] for c in RECORD if c not in ("broker", "src")},
+                      "broker": array(recs, "_dst")[sent], "src": array(recs, "broker")[sent]}, RECORD)
     # the rest wait in the purgatory: the new ones (first) until replica.fetch.wait.max.ms from now
     wait = np.r_[np.flatnonzero(~respond & is_new), np.flatnonzero(~respond & ~is_new)]
     still = {c: m["req_log_start" if c == "log_start_offset" else c].to_numpy()[wait] for c in FETCH}
@@ -421,13 +422,13 @@ def apply_fetch_responses(
     pos = locate(replicas, responses)
     leader = take(replicas, "leader", pos, -1)
     leo = take(replicas, "leo", pos, -1)
-    same_request = take(replicas, "fetch_sent_ms", pos, -2) == responses["sent_ms"].to_numpy()
+    same_request = take(replicas, "fetch_sent_ms", pos, -2) == array(responses, "sent_ms")
     waiting = take(replicas, "fetch_in_flight", pos, False).astype(bool)
-    mine = (pos >= 0) & (leader == responses["src"].to_numpy()) & waiting & same_request
-    error = responses["error"].to_numpy()
+    mine = (pos >= 0) & (leader == array(responses, "src")) & waiting & same_request
+    error = array(responses, "error")
     has_err = pd.notna(error)
-    diverging = ~has_err & (responses["diverging_end_offset"].to_numpy() >= 0)
-    ok = mine & ~has_err & ~diverging & (responses["fetch_offset"].to_numpy() == leo)
+    diverging = ~has_err & (array(responses, "diverging_end_offset") >= 0)
+    ok = mine & ~has_err & ~diverging & (array(responses, "fetch_offset") == leo)
     out_of_range = mine & has_err & (error == errors.OFFSET_OUT_OF_RANGE)
     err = mine & has_err & ~out_of_range
     r = with_values(replicas, "fetch_in_flight", pos[mine], False)
@@ -447,27 +448,27 @@ def apply_fetch_responses(
     if len(records):
         # the records of the ok responses from their fetch offsets, in (broker, topic, partition, offset) order
         li, ri = join(records, okr, ["broker", "topic", "partition", "src"])
-        off = records["offset"].to_numpy()[li]
-        li, ri = li[off >= okr["fetch_offset"].to_numpy()[ri]], ri[off >= okr["fetch_offset"].to_numpy()[ri]]
-        order = sort_order([records[c].to_numpy()[li] for c in ("broker", "topic", "partition", "offset")])
+        off = array(records, "offset")[li]
+        li, ri = li[off >= array(okr, "fetch_offset")[ri]], ri[off >= array(okr, "fetch_offset")[ri]]
+        order = sort_order([array(records, c)[li] for c in ("broker", "topic", "partition", "offset")])
         li, ri = li[order], ri[order]
-        cols = {c: records[c].to_numpy()[li] for c in RECORD}
+        cols = {c: array(records, c)[li] for c in RECORD}
         at = pos[ok][ri]  # each record's replica: its response's (r keeps the rows of replicas)
         if replication_quota.active(cfg):
-            cols.update(fetch_offset=okr["fetch_offset"].to_numpy()[ri], hw=okr["hw"].to_numpy()[ri], _at=at)
+            cols.update(fetch_offset=array(okr, "fetch_offset")[ri], hw=array(okr, "hw")[ri], _at=at)
             capped = _cap_appends(pd.DataFrame(cols, copy=False), now, cfg, quota)
-            appended, at = conform(capped, RECORD), capped["_at"].to_numpy()
+            appended, at = conform(capped, RECORD), array(capped, "_at")
         else:
             appended = owned(cols, RECORD)
     if len(appended):
         end = np.full(len(r), -1, dtype="int64")
-        np.maximum.at(end, at, appended["offset"].to_numpy().astype("int64") + 1)
-        r["leo"] = np.where(end >= 0, end, r["leo"].to_numpy())
+        np.maximum.at(end, at, array(appended, "offset").astype("int64") + 1)
+        r["leo"] = np.where(end >= 0, end, array(r, "leo"))
         r = leader_epoch.on_append(r, appended, rules_of(cfg))
     op = pos[ok]
-    ls = np.maximum(r["log_start_offset"].to_numpy()[op], okr["log_start_offset"].to_numpy())
+    ls = np.maximum(array(r, "log_start_offset")[op], array(okr, "log_start_offset"))
     r = with_values(r, "log_start_offset", op, ls)
-    r = with_values(r, "hw", op, follower_hw(okr["hw"].to_numpy(), r["leo"].to_numpy()[op], ls))
+    r = with_values(r, "hw", op, follower_hw(array(okr, "hw"), array(r, "leo")[op], ls))
     return r, appended, cuts, halts
 
 
@@ -516,15 +517,15 @@ def out_of_range_recovery(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, 
     Leader LEO below the follower's: truncate to it, except before 2.1 (KAFKA-7414) on a topic with
     unclean election disabled, where the broker exits ("log truncation is not allowed"). Leader log
     start above the follower's LEO: the log is emptied and restarts at the leader's log start."""
-    leader_leo = resp["leo"].to_numpy()
-    leader_ls = resp["log_start_offset"].to_numpy()
-    own = r["leo"].to_numpy()[pos]
+    leader_leo = array(resp, "leo")
+    leader_ls = array(resp, "log_start_offset")
+    own = array(r, "leo")[pos]
     behind = leader_leo < own
     unclean = cfg.get("topic_unclean", {})
     old = rules_of(cfg).halt_on_out_of_range_truncation  # KAFKA-7414
     halt = behind & old & ~np.array([bool(unclean.get(t, cfg["unclean.leader.election.enable"]))
                                      for t in resp["topic"]], dtype=bool)
-    halts = _halts(r, pos[halt], leader_leo[halt], resp["src"].to_numpy()[halt])
+    halts = _halts(r, pos[halt], leader_leo[halt], array(resp, "src")[halt])
     cut_pos = pos[behind & ~halt]
     r, cuts = truncate(r, cut_pos, leader_leo[behind & ~halt])
     reset = ~behind & (leader_ls > own)
@@ -552,17 +553,17 @@ def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame,
     follower LEO (at most `cap` records back from the LEO). Older records are read from storage."""
     if tail.empty:
         return tail
-    leads = replicas["leader"].to_numpy() == replicas["broker"].to_numpy()
-    floor = np.maximum(replicas["leo"].to_numpy().astype("int64") - cap, replicas["log_start_offset"].to_numpy())
-    remote_leo = remotes["leo"].to_numpy().astype("int64")
+    leads = array(replicas, "leader") == array(replicas, "broker")
+    floor = np.maximum(array(replicas, "leo").astype("int64") - cap, array(replicas, "log_start_offset"))
+    remote_leo = array(remotes, "leo").astype("int64")
     low = np.full(len(replicas), np.iinfo("int64").max)
     at = locate(replicas, remotes)
     known = (at >= 0) & (remote_leo >= 0)
     np.minimum.at(low, at[known], remote_leo[known])
     floor = np.maximum(floor, np.where(low == np.iinfo("int64").max, 0, low))
     pos = locate(replicas, tail)
-    keep = (pos >= 0) & leads[np.maximum(pos, 0)] & (tail["offset"].to_numpy() >= floor[np.maximum(pos, 0)])
-    return owned({c: tail[c].to_numpy()[keep] for c in RECORD}, RECORD)
+    keep = (pos >= 0) & leads[np.maximum(pos, 0)] & (array(tail, "offset") >= floor[np.maximum(pos, 0)])
+    return owned({c: array(tail, c)[keep] for c in RECORD}, RECORD)
 
 
 def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFrame, max_records: int) -> pd.DataFrame:
@@ -571,17 +572,17 @@ def tail_misses(requests: pd.DataFrame, tail: pd.DataFrame, replicas: pd.DataFra
     if requests.empty:
         return from_rows([], cols)
     # the tail's first offset per replica row (none: the LEO)
-    first = replicas["leo"].to_numpy().astype("int64")
+    first = array(replicas, "leo").astype("int64")
     if len(tail):
         none = np.iinfo("int64").max
         start = np.full(len(replicas), none)
         at = locate(replicas, tail)
-        np.minimum.at(start, at[at >= 0], tail["offset"].to_numpy().astype("int64")[at >= 0])
+        np.minimum.at(start, at[at >= 0], array(tail, "offset").astype("int64")[at >= 0])
         first = np.where(start == none, first, start)
     pos = locate(replicas, requests)
     hosted = pos >= 0
     ts = first[pos[hosted]]
-    need = requests["fetch_offset"].to_numpy()[hosted] < ts
+    need = array(requests, "fetch_offset")[hosted] < ts
     if not need.any():  # the common round: the tails hold every fetch (no frame built)
         return from_rows([], cols)
     q = requests.loc[hosted, ["broker", "topic", "partition", "fetch_offset"]]

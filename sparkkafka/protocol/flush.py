@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .config import LONG_MAX
-from .frames import REPLICA, conform, from_rows, per_value
+from .frames import REPLICA, array, conform, from_rows, per_value
 
 
 def maybe_flush(replicas: pd.DataFrame, topic_flush: Mapping[str, tuple[int, int | None]], now: int,
@@ -40,8 +40,8 @@ def maybe_flush(replicas: pd.DataFrame, topic_flush: Mapping[str, tuple[int, int
 
     msgs = per_value(replicas["topic"], lambda t: limits(t, 0), null=LONG_MAX)
     ms = per_value(replicas["topic"], lambda t: limits(t, 1), null=LONG_MAX)
-    leo, rp = replicas["leo"].to_numpy(), replicas["recovery_point"].to_numpy()
-    last = replicas["last_flush_ms"].to_numpy()
+    leo, rp = array(replicas, "leo"), array(replicas, "recovery_point")
+    last = array(replicas, "last_flush_ms")
     dirty = leo > rp
     by_time = (last >= 0) & (ms < LONG_MAX) & (now - np.maximum(last, 0) >= ms)
     due = dirty & ((leo - rp >= msgs) | by_time)
@@ -66,6 +66,6 @@ def power_loss_cuts(log: pd.DataFrame, flushed: Mapping[tuple[str, str, int], in
         return from_rows([], cols)
     keys = list(zip(log["log_dir"], log["topic"], log["partition"], strict=True))
     fl = np.array([flushed.get((d, t, int(p)), 0) for d, t, p in keys], dtype="int64")
-    durable = (log["offset"].to_numpy() < fl) | (log["append_ms"].to_numpy() + writeback_ms <= crash_ms)
+    durable = (array(log, "offset") < fl) | (array(log, "append_ms") + writeback_ms <= crash_ms)
     lost = log[~durable]
     return lost.groupby(["log_dir", "topic", "partition"], as_index=False)["offset"].min()[cols]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .frames import locate
+from .frames import array, locate
 from .rules import Rules, rules_for
 
 
@@ -21,10 +21,10 @@ def counts_for_hw(remotes: pd.DataFrame, rules: Rules | str, lag_ms: int, now: i
     in_isr = remotes["in_isr"].to_numpy(dtype=bool)
     if not rules_for(rules).hw_counts_caught_up_followers:
         return in_isr
-    recent = (now - remotes["last_caught_up_ms"].to_numpy()) <= lag_ms
+    recent = (now - array(remotes, "last_caught_up_ms")) <= lag_ms
     # Kafka resets lastCaughtUpTimeMs to 0 (the epoch) for "never"; emulated time starts at 0, so
     # the emulator uses -1 for never.
-    return in_isr | (recent & (remotes["last_caught_up_ms"].to_numpy() >= 0))
+    return in_isr | (recent & (array(remotes, "last_caught_up_ms") >= 0))
 
 
 def maybe_increment_leader_hw(
@@ -35,17 +35,17 @@ def maybe_increment_leader_hw(
     An unknown remote LEO (-1, right after becoming leader) keeps the HW where it is until that
     follower fetches. The leader's HW never decreases and never exceeds its LEO.
     """
-    leaders = replicas["leader"].to_numpy() == replicas["broker"].to_numpy()
+    leaders = array(replicas, "leader") == array(replicas, "broker")
     if not leaders.any():
         return replicas
-    cand = replicas["leo"].to_numpy().copy()
+    cand = array(replicas, "leo").copy()
     if len(remotes):
         counts = counts_for_hw(remotes, rules, lag_ms, now)
         if counts.any():
             pos = locate(replicas, remotes)
             hit = counts & (pos >= 0)
-            np.minimum.at(cand, pos[hit], remotes["leo"].to_numpy().astype("int64")[hit])
-    hw = replicas["hw"].to_numpy()
+            np.minimum.at(cand, pos[hit], array(remotes, "leo").astype("int64")[hit])
+    hw = array(replicas, "hw")
     new = np.where(leaders & (cand > hw), cand, hw)
     out = replicas.copy(deep=False)  # only hw changes: a new column, the others shared
     out["hw"] = new.astype("int64")

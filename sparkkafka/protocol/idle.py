@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .config import LONG_MAX
-from .frames import FETCHING, REMOTE, REPLICA, conform, ids, locate, str_len
+from .frames import FETCHING, REMOTE, REPLICA, array, conform, ids, locate, str_len
 from .rules import rules_of
 
 MASK = (1 << 64) - 1  # signatures are sums of 64-bit hashes, mod 2**64
@@ -90,15 +90,15 @@ def _cut(src: np.ndarray, dst: np.ndarray, unreachable: Mapping[int, frozenset])
 
 
 def _followers(replicas: pd.DataFrame) -> np.ndarray:
-    leader = replicas["leader"].to_numpy()
-    return (leader >= 0) & (leader != replicas["broker"].to_numpy())
+    leader = array(replicas, "leader")
+    return (leader >= 0) & (leader != array(replicas, "broker"))
 
 
 def live_remotes(remotes: pd.DataFrame, now: int, cycle_ms: int, unreachable: Mapping[int, frozenset]) -> np.ndarray:
     """The leader's views of followers that fetch in the idle cycle: fetched within the last cycle and
     reachable (a crashed or cut-off follower fetches no more; its view must not be refreshed)."""
-    recent = remotes["last_fetch_ms"].to_numpy() > now - cycle_ms
-    return recent & ~_cut(remotes["broker"].to_numpy(), remotes["replica"].to_numpy(), unreachable)
+    recent = array(remotes, "last_fetch_ms") > now - cycle_ms
+    return recent & ~_cut(array(remotes, "broker"), array(remotes, "replica"), unreachable)
 
 
 def quiescence(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFrame, pending: pd.DataFrame,
@@ -113,22 +113,22 @@ def quiescence(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFra
     cycle_ms = fetch_cycle_rounds(cfg, round_ms) * round_ms
     r = replicas
     fol = _followers(r)
-    lead = r["leader"].to_numpy() == r["broker"].to_numpy()
-    role = r["leader"].to_numpy() >= 0
+    lead = array(r, "leader") == array(r, "broker")
+    role = array(r, "leader") >= 0
     flush_ms = cfg.get("topic_flush", {})
     timed_topics = [t for t, (_, x) in flush_ms.items() if x is not None and int(x) < LONG_MAX]
     timed = r["topic"].isin(timed_topics).to_numpy() if timed_topics else np.zeros(len(r), dtype=bool)
-    dirty = r["leo"].to_numpy() > r["recovery_point"].to_numpy()
+    dirty = array(r, "leo") > array(r, "recovery_point")
     blockers = [
         others, len(pending), len(futures), len(records),
-        int((str_len(r["pending_isr"].to_numpy()) > 0).sum()),  # fillna("") != "", per distinct value
-        int((role & (r["hw"].to_numpy() != r["leo"].to_numpy())).sum()),  # a HW still to move
-        int((dirty & timed).sum()), int((r["last_flush_ms"].to_numpy() < 0).sum()),  # a flush due
-        int((lead & (r["isr_check_ms"].to_numpy() < 0)).sum()),
-        int((fol & ((r["fetch_state"].to_numpy() != FETCHING) | ~r["fetch_in_flight"].to_numpy(dtype=bool)
-                    | (r["backoff_until_ms"].to_numpy() > now))).sum()),
-        int((brokers["hw_checkpoint_ms"].to_numpy() < 0).sum()),
-        int(responses["error"].notna().sum() + (responses["diverging_end_offset"].to_numpy() >= 0).sum()),
+        int((str_len(array(r, "pending_isr")) > 0).sum()),  # fillna("") != "", per distinct value
+        int((role & (array(r, "hw") != array(r, "leo"))).sum()),  # a HW still to move
+        int((dirty & timed).sum()), int((array(r, "last_flush_ms") < 0).sum()),  # a flush due
+        int((lead & (array(r, "isr_check_ms") < 0)).sum()),
+        int((fol & ((array(r, "fetch_state") != FETCHING) | ~r["fetch_in_flight"].to_numpy(dtype=bool)
+                    | (array(r, "backoff_until_ms") > now))).sum()),
+        int((array(brokers, "hw_checkpoint_ms") < 0).sum()),
+        int(responses["error"].notna().sum() + (array(responses, "diverging_end_offset") >= 0).sum()),
     ]
     if sum(blockers):
         return {"idle_checked": 1, "idle_blockers": int(sum(blockers))}
@@ -136,32 +136,32 @@ def quiescence(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFra
     live = live_remotes(remotes, now, cycle_ms, unreachable)
     pos = locate(r, remotes)
     ok = pos >= 0
-    leo = np.where(ok, r["leo"].to_numpy()[np.maximum(pos, 0)] if len(r) else -1, -1)
-    isr = np.where(ok, r["isr"].to_numpy()[np.maximum(pos, 0)] if len(r) else "", "")
+    leo = np.where(ok, array(r, "leo")[np.maximum(pos, 0)] if len(r) else -1, -1)
+    isr = np.where(ok, array(r, "isr")[np.maximum(pos, 0)] if len(r) else "", "")
     in_isr = np.array([int(x) in ids(s) for x, s in zip(remotes["replica"], isr, strict=True)], dtype=bool)
-    blockers.append(int((~ok | (live & (~in_isr | (remotes["leo"].to_numpy() != leo)))
+    blockers.append(int((~ok | (live & (~in_isr | (array(remotes, "leo") != leo)))
                          | (~live & (in_isr | remotes["in_isr"].to_numpy(dtype=bool)))).sum()))
     # both ends of every fetch cycle: (follower, leader, topic, partition[, request's sent_ms])
     f = r[fol]
-    out_f = fetches[~_cut(fetches["src"].to_numpy(), fetches["broker"].to_numpy(), unreachable)]
-    out_r = responses[~_cut(responses["src"].to_numpy(), responses["broker"].to_numpy(), unreachable)]
+    out_f = fetches[~_cut(array(fetches, "src"), array(fetches, "broker"), unreachable)]
+    out_r = responses[~_cut(array(responses, "src"), array(responses, "broker"), unreachable)]
     entries = [np.concatenate(x) for x in zip(
-        (out_f["src"].to_numpy(), out_f["broker"].to_numpy(), out_f["topic"].to_numpy(), out_f["partition"].to_numpy(),
-         out_f["sent_ms"].to_numpy()),
-        (parked["src"].to_numpy(), parked["broker"].to_numpy(), parked["topic"].to_numpy(),
-         parked["partition"].to_numpy(), parked["sent_ms"].to_numpy()),
-        (out_r["broker"].to_numpy(), out_r["src"].to_numpy(), out_r["topic"].to_numpy(), out_r["partition"].to_numpy(),
-         out_r["sent_ms"].to_numpy()), strict=True)]
+        (array(out_f, "src"), array(out_f, "broker"), array(out_f, "topic"), array(out_f, "partition"),
+         array(out_f, "sent_ms")),
+        (array(parked, "src"), array(parked, "broker"), array(parked, "topic"),
+         array(parked, "partition"), array(parked, "sent_ms")),
+        (array(out_r, "broker"), array(out_r, "src"), array(out_r, "topic"), array(out_r, "partition"),
+         array(out_r, "sent_ms")), strict=True)]
     entries[2] = entries[2].astype(object)
-    pair = [f["broker"].to_numpy(), f["leader"].to_numpy(), f["topic"].to_numpy(), f["partition"].to_numpy()]
+    pair = [array(f, "broker"), array(f, "leader"), array(f, "topic"), array(f, "partition")]
     lr = remotes[live]
     return {
         "idle_checked": 1, "idle_blockers": int(sum(blockers)),
-        "idle_fetch_sig": _signature([*pair, f["fetch_sent_ms"].to_numpy()]),
+        "idle_fetch_sig": _signature([*pair, array(f, "fetch_sent_ms")]),
         "idle_entry_sig": _signature(entries),
         "idle_pair_sig": _signature(pair),
-        "idle_remote_sig": _signature([lr["replica"].to_numpy(), lr["broker"].to_numpy(), lr["topic"].to_numpy(),
-                                       lr["partition"].to_numpy()]),
+        "idle_remote_sig": _signature([array(lr, "replica"), array(lr, "broker"), array(lr, "topic"),
+                                       array(lr, "partition")]),
     }
 
 
@@ -207,6 +207,6 @@ def shift_time(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFra
     fet = fetches.assign(sent_ms=fetches["sent_ms"] + dt)
     resp = responses.assign(sent_ms=responses["sent_ms"] + dt)
     b = brokers.assign(hw_checkpoint_ms=advance_timer(
-        brokers["hw_checkpoint_ms"].to_numpy(), int(cfg["replica.high.watermark.checkpoint.interval.ms"]),
+        array(brokers, "hw_checkpoint_ms"), int(cfg["replica.high.watermark.checkpoint.interval.ms"]),
         round_ms, until))
     return conform(r, REPLICA), conform(rem, REMOTE), park, fet, resp, b

@@ -27,6 +27,7 @@ from .frames import (
     KEY,
     REMOTE,
     REPLICA,
+    array,
     conform,
     csv,
     empty,
@@ -65,15 +66,15 @@ def _proposals(rep: pd.DataFrame, new_isr: list[str], kind: str) -> pd.DataFrame
     if rep.empty:
         return empty(ISR_CHANGE)
     return conform(pd.DataFrame({
-        "broker": rep["broker"].to_numpy(), "topic": rep["topic"].to_numpy(),
-        "partition": rep["partition"].to_numpy(), "leader_epoch": rep["leader_epoch"].to_numpy(),
-        "zk_version": rep["zk_version"].to_numpy(), "controller_epoch": rep["controller_epoch"].to_numpy(),
+        "broker": array(rep, "broker"), "topic": array(rep, "topic"),
+        "partition": array(rep, "partition"), "leader_epoch": array(rep, "leader_epoch"),
+        "zk_version": array(rep, "zk_version"), "controller_epoch": array(rep, "controller_epoch"),
         "isr": np.array(new_isr, dtype=object), "kind": kind,
     }), ISR_CHANGE)
 
 
 def _leaders(replicas: pd.DataFrame) -> np.ndarray:
-    return replicas["leader"].to_numpy() == replicas["broker"].to_numpy()
+    return array(replicas, "leader") == array(replicas, "broker")
 
 
 def maybe_expand_isr(
@@ -101,23 +102,23 @@ def maybe_expand_isr(
     if not ok.any():
         return replicas, remotes, empty(ISR_CHANGE)
     rp = pos[ok]
-    leo = remotes["leo"].to_numpy()[ok]
+    leo = array(remotes, "leo")[ok]
     # Remote rows exist only for assigned followers, and with no change in flight their in_isr
     # flag is exactly committed-ISR membership, so no list parsing is needed here.
     cand = (~remotes["in_isr"].to_numpy(dtype=bool)[ok]
-            & (leo >= 0) & (leo >= replicas["hw"].to_numpy()[rp])
-            & (remotes["last_fetch_ms"].to_numpy()[ok] == now))
+            & (leo >= 0) & (leo >= array(replicas, "hw")[rp])
+            & (array(remotes, "last_fetch_ms")[ok] == now))
     if rules_for(rules).isr_expand_needs_epoch_start:  # KAFKA-7128
-        cand &= leo >= replicas["epoch_start_offset"].to_numpy()[rp]
+        cand &= leo >= array(replicas, "epoch_start_offset")[rp]
     if not cand.any():
         return replicas, remotes, empty(ISR_CHANGE)
     rows = np.flatnonzero(ok)[cand]
-    pick = pd.DataFrame({"_pos": pos[rows], "_row": rows, "_who": remotes["replica"].to_numpy()[rows]})
+    pick = pd.DataFrame({"_pos": pos[rows], "_row": rows, "_who": array(remotes, "replica")[rows]})
     pick = pick.sort_values(["_pos", "_who"], kind="stable").drop_duplicates("_pos")
-    p = pick["_pos"].to_numpy()
+    p = array(pick, "_pos")
     new_isr = [csv([*ids(s), w]) for s, w in zip(_strs(replicas["isr"])[p], pick["_who"], strict=True)]
     replicas = with_values(replicas, "pending_isr", p, np.array(new_isr, dtype=object))
-    remotes = with_values(remotes, "in_isr", pick["_row"].to_numpy(), True)
+    remotes = with_values(remotes, "in_isr", array(pick, "_row"), True)
     return replicas, conform(remotes, REMOTE, copy=False), _proposals(replicas.iloc[p], new_isr, "expand")
 
 
@@ -141,18 +142,18 @@ def out_of_sync_replicas(
     ok[ok] = _leaders(replicas)[pos[ok]]
     r = remotes[ok]
     rp = pos[ok]
-    who = r["replica"].to_numpy()
-    in_isr = _member(_strs(replicas["isr"])[rp], who) & (who != replicas["broker"].to_numpy()[rp])
+    who = array(r, "replica")
+    in_isr = _member(_strs(replicas["isr"])[rp], who) & (who != array(replicas, "broker")[rp])
     lag = cfg["replica.lag.time.max.ms"]
-    leo = r["leo"].to_numpy()
-    leader_leo = replicas["leo"].to_numpy()[rp]
+    leo = array(r, "leo")
+    leader_leo = array(replicas, "leo")[rp]
     rules = rules_for(rules)
     if rules.isr_lag_by_messages:
-        stuck = (now - r["leo_changed_ms"].to_numpy()) > lag
+        stuck = (now - array(r, "leo_changed_ms")) > lag
         slow = (leo >= 0) & (leader_leo - leo > cfg["replica.lag.max.messages"])
         out = stuck | slow
     else:
-        out = (now - r["last_caught_up_ms"].to_numpy()) > lag
+        out = (now - array(r, "last_caught_up_ms")) > lag
         if rules.isr_equal_leo_in_sync:  # KAFKA-7152
             out &= leo != leader_leo
     return r.loc[in_isr & out, cols].reset_index(drop=True)
@@ -178,7 +179,7 @@ def maybe_shrink_isr(
     lag = int(cfg["replica.lag.time.max.ms"])
     rules = rules_for(rules)
     period = lag // rules.isr_check_period_divisor
-    last = replicas["isr_check_ms"].to_numpy()
+    last = array(replicas, "isr_check_ms")
     due = _leaders(replicas) & ((last < 0) | (now - last >= period))
     if not due.any():
         return replicas, empty(ISR_CHANGE)
@@ -227,10 +228,10 @@ def apply_isr_results(
     res, pos = res[found].reset_index(drop=True), pos[found]
     pending = _strs(replicas["pending_isr"])[pos]
     live = (_leaders(replicas)[pos] & (pending != "")
-            & (res["leader_epoch"].to_numpy() == replicas["leader_epoch"].to_numpy()[pos]))
-    err = res["error"].to_numpy()
+            & (array(res, "leader_epoch") == array(replicas, "leader_epoch")[pos]))
+    err = array(res, "error")
     ok = live & pd.isna(err)
-    stale = ok & (res["zk_version"].to_numpy() <= replicas["zk_version"].to_numpy()[pos])
+    stale = ok & (array(res, "zk_version") <= array(replicas, "zk_version")[pos])
     commit = ok & ~stale
     failed = live & ~ok
     stay = failed & np.isin(err.astype(str), STAY_PENDING)
@@ -243,8 +244,8 @@ def apply_isr_results(
         new = isr_size(res["isr"][commit])
         counts["isr_expands"] = int((new > old).sum())
         counts["isr_shrinks"] = int((new < old).sum())
-        replicas.loc[cp, "isr"] = res["isr"].to_numpy()[commit]
-        replicas.loc[cp, "zk_version"] = res["zk_version"].to_numpy()[commit]
+        replicas.loc[cp, "isr"] = array(res, "isr")[commit]
+        replicas.loc[cp, "zk_version"] = array(res, "zk_version")[commit]
         replicas.loc[cp, "pending_isr"] = ""
     if drop.any():
         replicas.loc[pos[drop], "pending_isr"] = ""
@@ -257,7 +258,7 @@ def apply_isr_results(
         rp = locate(replicas.iloc[changed].reset_index(drop=True), remotes)
         hit = rp >= 0
         isr = _strs(replicas["isr"].iloc[changed])[rp[hit]]
-        remotes.loc[hit, "in_isr"] = _member(isr, remotes["replica"].to_numpy()[hit])
+        remotes.loc[hit, "in_isr"] = _member(isr, array(remotes, "replica")[hit])
         remotes = conform(remotes, REMOTE)
     return replicas, remotes, counts
 
@@ -269,7 +270,7 @@ def isr_gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> pd.DataFrame:
     lead = np.flatnonzero(_leaders(replicas))
 
     def led(c: str) -> np.ndarray:
-        return replicas[c].to_numpy()[lead]
+        return array(replicas, c)[lead]
 
     isr, rf, mi = isr_size(led("isr")), isr_size(led("replicas")), per_topic(led("topic"), min_isr, 1)
     return pd.DataFrame({

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .frames import BROKER, REMOTE, REPLICA, concat, conform, from_rows, ids, new_replicas
+from .frames import BROKER, REMOTE, REPLICA, array, concat, conform, from_rows, ids, new_replicas
 from .log_manager import choose_log_dir
 
 STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
@@ -86,7 +86,7 @@ def become_leader_or_follower(
     req = req.drop_duplicates(["broker", "topic", "partition"], keep="last")
     known = brokers.set_index("broker")["controller_epoch"]
     seen = req["broker"].map(known).fillna(-1).astype("int64").to_numpy()
-    stale_ctrl = req["controller_epoch"].to_numpy() < seen
+    stale_ctrl = array(req, "controller_epoch") < seen
     for _, e in req[stale_ctrl].iterrows():
         lines.append((e.broker, e.controller_epoch, e.topic, e.partition,
                       f"Ignoring LeaderAndIsr request from controller with correlation id 0 epoch "
@@ -103,7 +103,7 @@ def become_leader_or_follower(
     replicas = _create_missing(replicas, req, log_dirs, offline_dirs, preferred, futures)
     m = req.merge(replicas[["broker", "topic", "partition", "leader", "leader_epoch"]].rename(
         columns={"leader": "_old_leader", "leader_epoch": "_old_epoch"}), on=["broker", "topic", "partition"])
-    newer = m["leader_epoch"].to_numpy() > m["_old_epoch"].to_numpy()
+    newer = array(m, "leader_epoch") > array(m, "_old_epoch")
     for _, e in m[~newer].iterrows():
         lines.append((e.broker, e.controller_epoch, e.topic, e.partition,
                       f"Ignoring LeaderAndIsr request from controller {e.controller_epoch} for partition "
@@ -116,7 +116,7 @@ def become_leader_or_follower(
     r = replicas.set_index(["broker", "topic", "partition"])
     idx = m.set_index(["broker", "topic", "partition"]).index
     for c in ("leader", "leader_epoch", "controller_epoch", "isr", "replicas", "zk_version"):
-        r.loc[idx, c] = m[c].to_numpy().astype(r[c].dtype, copy=False)  # a request's int64 into int32 columns
+        r.loc[idx, c] = array(m, c).astype(r[c].dtype, copy=False)  # a request's int64 into int32 columns
     r.loc[idx, "pending_isr"] = ""  # an ISR change in flight is dropped (protocol.md 4.4)
     lead = (m["leader"] == m["broker"]).to_numpy()
     was_leader = (m["_old_leader"] == m["broker"]).to_numpy()

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .frames import array
 from .rules import Rules, rules_for
 
 Entry = tuple[int, int]
@@ -311,8 +312,8 @@ def on_append(replicas, appended, rules: Rules | str):
 
     if appended.empty:
         return replicas
-    order = sort_order([appended[c].to_numpy() for c in (*KEY, "offset")])
-    a = {c: appended[c].to_numpy()[order] for c in (*KEY, "offset", "leader_epoch")}
+    order = sort_order([array(appended, c) for c in (*KEY, "offset")])
+    a = {c: array(appended, c)[order] for c in (*KEY, "offset", "leader_epoch")}
     key_change = np.ones(len(order), dtype=bool)
     ep = a["leader_epoch"]
     same = np.ones(len(order), dtype=bool)
@@ -322,19 +323,19 @@ def on_append(replicas, appended, rules: Rules | str):
     key_change[1:] = ~same[1:]
     pos = locate(replicas, appended)[order]
     r = replicas
-    lfe = r["last_fetched_epoch"].to_numpy()
+    lfe = array(r, "last_fetched_epoch")
     prev = np.where(key_change, lfe[np.maximum(pos, 0)], np.r_[-2, ep[:-1]])
     starts = (pos >= 0) & (ep != prev) & (ep >= 0)
     last = ~np.r_[same[1:], False]  # the last record of each partition
     lp = pos[last & (pos >= 0)]
     cached = enabled(rules)
     if cached and starts.any():
-        caches = r["epoch_cache"].to_numpy().copy()
+        caches = array(r, "epoch_cache").copy()
         for p, e, o in zip(pos[starts], ep[starts], a["offset"][starts], strict=True):
             caches[p] = encode(assign(decode(caches[p]), int(e), int(o)))
         r = r.copy(deep=False)
         r["epoch_cache"] = caches
-    latest = latest_epochs(r["epoch_cache"].to_numpy()[lp]) if cached else ep[last & (pos >= 0)]
+    latest = latest_epochs(array(r, "epoch_cache")[lp]) if cached else ep[last & (pos >= 0)]
     return with_values(r, "last_fetched_epoch", lp, np.asarray(latest, dtype="int32"))
 
 
@@ -358,11 +359,11 @@ def on_truncate(replicas, pos, offsets):
     if len(pos) == 0:
         return replicas
     r = replicas.copy()
-    caches = r["epoch_cache"].to_numpy().copy()
+    caches = array(r, "epoch_cache").copy()
     for p, o in zip(pos, offsets, strict=True):
         caches[p] = encode(truncate_from_end(decode(caches[p]), int(o)))
     r["epoch_cache"] = caches
-    lfe = r["last_fetched_epoch"].to_numpy().copy()
+    lfe = array(r, "last_fetched_epoch").copy()
     lfe[pos] = [_latest_of(caches[p]) for p in pos]
     r["last_fetched_epoch"] = lfe
     return r

@@ -34,6 +34,7 @@ from .frames import (
     RECORD,
     REMOTE,
     REPLICA,
+    array,
     concat,
     conform,
     empty,
@@ -49,7 +50,7 @@ def offline_dirs_now(known: Mapping[int, Iterable[str]], failures: pd.DataFrame)
     """Every broker's offline dirs: those the driver lists (`known`, RoundParams.offline_dirs) and those
     this round's LOG_DIR_FAILURE rows name."""
     out = {int(b): frozenset(d) for b, d in known.items()}
-    for b, d in zip(failures["broker"].to_numpy(), failures["log_dir"].to_numpy(), strict=True):
+    for b, d in zip(array(failures, "broker"), array(failures, "log_dir"), strict=True):
         out[int(b)] = out.get(int(b), frozenset()) | {d}
     return out
 
@@ -127,14 +128,14 @@ def screen_leader_and_isr(
     req = requests.reset_index(drop=True)
     known = brokers.set_index("broker")["controller_epoch"] if len(brokers) else pd.Series(dtype="int64")
     seen = req["broker"].map(known).fillna(-1).astype("int64").to_numpy()
-    live_request = req["controller_epoch"].to_numpy() >= seen
+    live_request = array(req, "controller_epoch") >= seen
     held = (locate(offline, req) >= 0) if len(offline) else np.zeros(len(req), dtype=bool)
     hosted = locate(replicas, req) >= 0
     any_dir_down = np.array([bool(offline_dirs.get(int(b))) for b in req["broker"]], dtype=bool)
     pref_dir = np.full(len(req), None, dtype=object)
     if preferred is not None and len(preferred):
         pos = locate(preferred, req)
-        pref_dir = np.where(pos >= 0, preferred["log_dir"].to_numpy()[np.maximum(pos, 0)], None)
+        pref_dir = np.where(pos >= 0, array(preferred, "log_dir")[np.maximum(pos, 0)], None)
     pref_down = np.array([d is not None and d in set(offline_dirs.get(int(b), ()))
                           for b, d in zip(req["broker"], pref_dir, strict=True)], dtype=bool)
     cannot_create = ~hosted & ~held & ((any_dir_down & ~req["is_new"].to_numpy(dtype=bool)) | pref_down)
@@ -142,6 +143,6 @@ def screen_leader_and_isr(
     marks = conform(req.loc[live_request & cannot_create].assign(log_dir=""), OFFLINE_REPLICA)
     offline = concat([offline, marks], OFFLINE_REPLICA).drop_duplicates(KEY).reset_index(drop=True)
     at = locate(offline, req[refuse])
-    report = req.loc[refuse, ["broker", "topic", "partition"]].assign(log_dir=offline["log_dir"].to_numpy()[at])
+    report = req.loc[refuse, ["broker", "topic", "partition"]].assign(log_dir=array(offline, "log_dir")[at])
     return conform(req[~refuse], LEADER_AND_ISR), conform(offline, OFFLINE_REPLICA), conform(report, OFFLINE_REPLICA)
 

@@ -22,6 +22,7 @@ from .frames import (
     FETCHING,
     REPLICA,
     TRUNCATING,
+    array,
     conform,
     empty,
     locate,
@@ -53,8 +54,8 @@ def answer(replicas: pd.DataFrame, reqs: pd.DataFrame, rules: Rules | str) -> pd
     pos = locate(replicas, reqs)
     hosted = pos >= 0
     le = take(replicas, "leader_epoch", pos, -1)
-    cle = reqs["current_leader_epoch"].to_numpy()
-    lead = hosted & (take(replicas, "leader", pos, -1) == reqs["broker"].to_numpy())
+    cle = array(reqs, "current_leader_epoch")
+    lead = hosted & (take(replicas, "leader", pos, -1) == array(reqs, "broker"))
     err = np.select(
         [~hosted, (cle >= 0) & (cle < le), (cle >= 0) & (cle > le), ~lead],
         [errors.UNKNOWN_TOPIC_OR_PARTITION, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH,
@@ -64,12 +65,12 @@ def answer(replicas: pd.DataFrame, reqs: pd.DataFrame, rules: Rules | str) -> pd
     rules = rules_for(rules)
     ans = [leader_epoch.offsets_for_leader_epoch(leader_epoch.decode(c), int(lo), int(e), rules) if ok
            else leader_epoch.UNDEFINED
-           for c, lo, e, ok in zip(caches, leos, reqs["leader_epoch"].to_numpy(), err == "", strict=True)]
+           for c, lo, e, ok in zip(caches, leos, array(reqs, "leader_epoch"), err == "", strict=True)]
     return conform(pd.DataFrame({
-        "broker": reqs["src"].to_numpy(), "src": reqs["broker"].to_numpy(), "topic": reqs["topic"].to_numpy(),
-        "partition": reqs["partition"].to_numpy(), "leader_epoch": [a[0] for a in ans],
+        "broker": array(reqs, "src"), "src": array(reqs, "broker"), "topic": array(reqs, "topic"),
+        "partition": array(reqs, "partition"), "leader_epoch": [a[0] for a in ans],
         "end_offset": [a[1] for a in ans], "error": np.where(err == "", None, err),
-        "sent_ms": reqs["sent_ms"].to_numpy(),
+        "sent_ms": array(reqs, "sent_ms"),
     }), EPOCH_RESPONSE)
 
 
@@ -83,12 +84,12 @@ def apply_answers(replicas: pd.DataFrame, responses: pd.DataFrame, now: int, cfg
         return positional(replicas), no_cuts()
     r = replicas.reset_index(drop=True)
     pos = locate(r, responses)
-    mine = ((pos >= 0) & (take(r, "leader", pos, -1) == responses["src"].to_numpy())
+    mine = ((pos >= 0) & (take(r, "leader", pos, -1) == array(responses, "src"))
             & take(r, "fetch_in_flight", pos, False).astype(bool)
-            & (take(r, "fetch_sent_ms", pos, -2) == responses["sent_ms"].to_numpy())
+            & (take(r, "fetch_sent_ms", pos, -2) == array(responses, "sent_ms"))
             & (take(r, "fetch_state", pos, FETCHING) == TRUNCATING))
     r.loc[pos[mine], "fetch_in_flight"] = False
-    err = responses["error"].to_numpy()
+    err = array(responses, "error")
     failed = mine & pd.notna(err)
     if failed.any():
         fenced = err[failed] == errors.FENCED_LEADER_EPOCH

@@ -19,6 +19,7 @@ from .frames import (
     REPLICA,
     RESULT,
     STR,
+    array,
     concat,
     conform,
     empty,
@@ -81,8 +82,8 @@ def append_to_leader(
     if batches.empty:
         return replicas, empty(RECORD), empty(RESULT), empty(PENDING)
     # the batches in partition order, as arrays (rows of a sorted copy of the frame would cost a frame each)
-    order = sort_order([batches[c].to_numpy() for c in ("broker", "topic", "partition", "record_id")])
-    b = {c: batches[c].to_numpy()[order] for c in PRODUCE}
+    order = sort_order([array(batches, c) for c in ("broker", "topic", "partition", "record_id")])
+    b = {c: array(batches, c)[order] for c in PRODUCE}
     pos = locate(replicas, batches)[order]
     leader, isr, epoch, leo_now = (take(replicas, c, pos, d) for c, d in (
         ("leader", -1), ("isr", ""), ("leader_epoch", -1), ("leo", 0)))
@@ -115,7 +116,7 @@ def append_to_leader(
     before = (cum - count)[first]  # records of earlier partitions
     within = cum - np.repeat(before, np.diff(np.r_[np.flatnonzero(first), len(at)]))
     a["base_offset"] = leo_now[ok].astype("int64") + within - count
-    leo = replicas["leo"].to_numpy().astype("int64")  # a copy: replicas is not changed
+    leo = array(replicas, "leo").astype("int64")  # a copy: replicas is not changed
     np.maximum.at(leo, at, a["base_offset"] + count)
     replicas = conform(replicas, REPLICA, copy=False)  # only replaced columns below: no copy
     replicas["leo"] = leo
@@ -172,11 +173,11 @@ def complete_delayed_produce(
     pos = locate(replicas, pending)
     leader, hw = take(replicas, "leader", pos, -1), take(replicas, "hw", pos, -1)
     gone = _offline(pending, offline)
-    lost = ~(leader == pending["broker"].to_numpy())
-    reached = ~lost & (hw >= pending["required_offset"].to_numpy())
+    lost = ~(leader == array(pending, "broker"))
+    reached = ~lost & (hw >= array(pending, "required_offset"))
     need = per_topic(pending["topic"], min_isr, 1)
     small = isr_size(take(replicas, "isr", pos, "")) < need
-    expired = ~lost & ~reached & (pending["deadline_ms"].to_numpy() <= now)
+    expired = ~lost & ~reached & (array(pending, "deadline_ms") <= now)
     err = np.select(
         [gone, lost, reached & small, reached, expired],
         [errors.KAFKA_STORAGE_ERROR, errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "",
@@ -184,7 +185,7 @@ def complete_delayed_produce(
         default="-",
     )
     done = err != "-"
-    d = {c: pending[c].to_numpy()[done] for c in PENDING}  # the answered batches' columns (no frame needed)
+    d = {c: array(pending, c)[done] for c in PENDING}  # the answered batches' columns (no frame needed)
     e = err[done]
     res = _results(d, now, np.where(e == "", None, e), np.where(e == "", d["base_offset"], -1), e == "")
-    return owned({c: pending[c].to_numpy()[~done] for c in PENDING}, PENDING), res
+    return owned({c: array(pending, c)[~done] for c in PENDING}, PENDING), res

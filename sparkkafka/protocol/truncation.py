@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import leader_epoch
-from .frames import FETCHING, KEY, REPLICA, TRUNCATING, conform, empty, locate, take
+from .frames import FETCHING, KEY, REPLICA, TRUNCATING, array, conform, empty, locate, take
 from .rules import Rules, rules_for
 
 CUTS = ["broker", "topic", "partition", "log_dir", "offset"]
@@ -31,8 +31,8 @@ def on_leader_and_isr(before: pd.DataFrame, after: pd.DataFrame, rules: Rules | 
     rules = rules_for(rules)
     after = after.reset_index(drop=True)
     pos = locate(before, after)
-    new_epoch = after["leader_epoch"].to_numpy() != take(before, "leader_epoch", pos, -2)
-    leader, broker = after["leader"].to_numpy(), after["broker"].to_numpy()
+    new_epoch = array(after, "leader_epoch") != take(before, "leader_epoch", pos, -2)
+    leader, broker = array(after, "leader"), array(after, "broker")
     after = leader_epoch.on_become_leader(after, (leader == broker) & new_epoch, rules)
     if not rules.restart_fetcher_on_new_epoch:  # KAFKA-7164
         new_epoch &= leader != take(before, "leader", pos, -2)
@@ -53,11 +53,11 @@ def truncate(replicas: pd.DataFrame, pos: np.ndarray, offsets: np.ndarray) -> tu
     if len(pos) == 0:
         return replicas, no_cuts()
     r = leader_epoch.on_truncate(replicas.reset_index(drop=True), pos, offsets)
-    leo = r["leo"].to_numpy()[pos]
+    leo = array(r, "leo")[pos]
     cut = offsets < leo
     cuts = r.iloc[pos[cut]][CUTS[:-1]].assign(offset=offsets[cut]).reset_index(drop=True)
     for col in ("leo", "hw", "recovery_point"):
-        v = r[col].to_numpy().copy()
+        v = array(r, col).copy()
         v[pos] = np.minimum(v[pos], offsets)
         r[col] = v
     return conform(r, REPLICA), cuts
@@ -73,13 +73,13 @@ def become_follower(replicas: pd.DataFrame, mask: np.ndarray, rules: Rules | str
     r = replicas.reset_index(drop=True)
     has_cache = r["epoch_cache"].astype(str).str.len().to_numpy() > 0
     to_hw = mask & (~has_cache | rules.truncate_to_hw)
-    state = r["fetch_state"].to_numpy().copy()
+    state = array(r, "fetch_state").copy()
     state[mask] = FETCHING
     if rules.leader_epoch_exchange and not rules.fetch_divergence:
         state[mask & ~to_hw] = TRUNCATING
     r["fetch_state"] = state
     pos = np.flatnonzero(to_hw)
-    return truncate(r, pos, r["hw"].to_numpy()[pos])
+    return truncate(r, pos, array(r, "hw")[pos])
 
 
 def drop_cut_records(records: pd.DataFrame, cuts: pd.DataFrame) -> pd.DataFrame:
@@ -88,5 +88,5 @@ def drop_cut_records(records: pd.DataFrame, cuts: pd.DataFrame) -> pd.DataFrame:
         return records
     c = cuts.groupby(KEY, as_index=False)["offset"].min().rename(columns={"offset": "_cut"})
     m = records.merge(c, on=KEY, how="left")
-    keep = m["_cut"].isna().to_numpy() | (m["offset"].to_numpy() < m["_cut"].fillna(0).to_numpy())
+    keep = m["_cut"].isna().to_numpy() | (array(m, "offset") < m["_cut"].fillna(0).to_numpy())
     return records[keep].reset_index(drop=True)
