@@ -179,6 +179,11 @@ def test_owned_is_the_frame_conform_builds_and_holds_the_arrays_given():
     assert np.shares_memory(out["log_dir"].to_numpy(), cols["log_dir"])  # no copy of an array in shape
     empty = F.owned({"broker": np.empty(0, "int64"), "log_dir": np.empty(0, object)}, F.LOG_DIR_FAILURE)
     pd.testing.assert_frame_equal(empty, F.empty(F.LOG_DIR_FAILURE), check_dtype=True)
+    assert [b.mgr_locs.as_array.tolist() for b in out._mgr.blocks] == [[0], [1]]  # a block per column, as given
+    with pytest.raises(ValueError):  # arrays of different lengths are refused, not made into a torn frame
+        F.owned({"broker": np.array([1, 2]), "log_dir": np.array(["d0"], dtype=object)}, F.LOG_DIR_FAILURE)
+    series = F.owned({"broker": pd.Series([5, 6]), "log_dir": np.array(["a", "b"], dtype=object)}, F.LOG_DIR_FAILURE)
+    assert series["broker"].tolist() == [5, 6] and series["broker"].dtype == "int32"
 
 
 def test_conform_of_a_frame_in_shape_is_a_copy_with_a_fresh_index(replicas):

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from pandas.core.internals.construction import arrays_to_mgr
 
 I32, I64, STR, BOOL = "int32", "int64", "object", "bool"
 
@@ -236,8 +237,17 @@ def with_values(df: pd.DataFrame, column: str, rows: np.ndarray, values) -> pd.D
 def owned(columns: dict[str, np.ndarray], spec: dict[str, str]) -> pd.DataFrame:
     """A frame of the spec's columns from arrays no other frame or caller holds (fresh results of a
     take, a concatenation or a computation), cast where their dtype differs. It owns them as they are:
-    pandas' default copies every column and stacks the columns of a dtype into one block, ~4x more."""
-    return pd.DataFrame({c: _cast(columns[c], t) for c, t in spec.items()}, copy=False)
+    pandas' default copies every column and stacks the columns of a dtype into one block, ~4x more.
+    One-dimensional numpy arrays of one length (every caller's) go straight into pandas' block manager,
+    one block each: pd.DataFrame(..., copy=False) first runs each through sanitize_array, ~0.5 ms for a
+    40-column frame against ~0.25 ms; a round builds ~9 of them."""
+    arrays = [_cast(columns[c], t) for c, t in spec.items()]
+    n = len(arrays[0]) if arrays else 0
+    if arrays and all(type(v) is np.ndarray and v.ndim == 1 and len(v) == n for v in arrays):
+        mgr = arrays_to_mgr(arrays, pd.Index(list(spec)), pd.RangeIndex(n), verify_integrity=False, typ="block",
+                            consolidate=False)
+        return pd.DataFrame._from_mgr(mgr, axes=mgr.axes)  # pandas < 3 (pinned)
+    return pd.DataFrame(dict(zip(spec, arrays, strict=True)), copy=False)
 
 
 def _cast(v: np.ndarray, t: str) -> np.ndarray:
