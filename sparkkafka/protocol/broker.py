@@ -549,7 +549,7 @@ def _split(obj, paused: list[int]) -> tuple:
 
 def present_brokers(*objs) -> list[np.ndarray]:
     """The `broker` column of every non-empty frame of the given BrokerState / Inbox objects."""
-    return [getattr(o, f.name)["broker"].to_numpy() for o in objs for f in fields(o)
+    return [F.array(getattr(o, f.name), "broker") for o in objs for f in fields(o)
             if isinstance(getattr(o, f.name), pd.DataFrame) and len(getattr(o, f.name))]
 
 

@@ -26,6 +26,7 @@ from .frames import (
     conform,
     empty,
     locate,
+    owned,
     positional,
     take,
 )
@@ -37,13 +38,13 @@ FOREVER = np.iinfo("int64").max
 
 def requests(replicas: pd.DataFrame, send: np.ndarray, now: int, rules: Rules | str) -> pd.DataFrame:
     """The request entries of the selected (truncating) followers: their latest epoch, their current one."""
-    s = replicas[send]
-    return conform(pd.DataFrame({
-        "broker": s["leader"], "src": s["broker"], "topic": s["topic"], "partition": s["partition"],
-        "leader_epoch": s["last_fetched_epoch"],
-        "current_leader_epoch": s["leader_epoch"] if rules_for(rules).current_leader_epoch else -1,  # KIP-320
-        "sent_ms": now,
-    }), EPOCH_REQUEST)
+    rows = np.flatnonzero(send)  # (the frame's own columns, not a filtered copy of all of them)
+    current = array(replicas, "leader_epoch")[rows] if rules_for(rules).current_leader_epoch else np.full(len(rows), -1)
+    return owned({"broker": array(replicas, "leader")[rows], "src": array(replicas, "broker")[rows],
+                  "topic": array(replicas, "topic")[rows], "partition": array(replicas, "partition")[rows],
+                  "leader_epoch": array(replicas, "last_fetched_epoch")[rows],
+                  "current_leader_epoch": current,  # KIP-320
+                  "sent_ms": np.full(len(rows), now, dtype="int64")}, EPOCH_REQUEST)
 
 
 def answer(replicas: pd.DataFrame, reqs: pd.DataFrame, rules: Rules | str) -> pd.DataFrame:

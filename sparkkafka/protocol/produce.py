@@ -43,13 +43,13 @@ def _results(batches: Batches, now: int, error, base_offset, acked) -> pd.DataFr
     n, given = len(batches["broker"]), {"error": error, "base_offset": base_offset, "acked": acked, "time_ms": now}
     cols = {}
     for c, t in RESULT.items():
-        v = given[c] if c in given else batches[c]
+        v = given[c] if c in given else array(batches, c) if isinstance(batches, pd.DataFrame) else batches[c]
         v = v.to_numpy() if isinstance(v, pd.Series) else v
         if isinstance(v, np.ndarray):
             cols[c] = v.copy() if t == STR else v.astype(t)
         else:
             cols[c] = np.full(n, v, dtype=object if t == STR else t)
-    return pd.DataFrame(cols, copy=False)  # every column a fresh array
+    return owned(cols, RESULT)  # every column a fresh array
 
 
 def _subset(cols: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
