@@ -265,3 +265,25 @@ def test_save_replaces_atomically(tmp_path):
     back = ZooKeeper.load(tmp_path)
     assert back.controller() is None and 1 not in back.live_brokers()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["zookeeper.json"]
+
+
+def test_save_skips_a_snapshot_already_on_disk_and_rewrites_after_any_change(tmp_path):
+    zk = populated()
+    path = zk.save(tmp_path)
+    first = os.stat(path)
+    zk.save(tmp_path)  # nothing changed since: the file stays the one written (same inode, same time)
+    again = os.stat(path)
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
+    zk.register_broker(7)  # a change takes a zxid: written again
+    zk.save(tmp_path)
+    assert os.stat(path).st_ino != first.st_ino and ZooKeeper.load(tmp_path) == zk
+    with open(path, "w") as f:  # the file changed under it (another process, a restore): written again
+        f.write("{}")
+    zk.save(tmp_path)
+    assert ZooKeeper.load(tmp_path) == zk
+    os.unlink(path)
+    zk.save(tmp_path)  # and a removed file comes back
+    assert ZooKeeper.load(tmp_path) == zk
+    other = tmp_path / "elsewhere.json"
+    zk.save(other)  # another path is another file
+    assert ZooKeeper.load(other) == zk

@@ -89,6 +89,15 @@ def _nested(value: Any, depth: int) -> str:
     return json.dumps(value, indent=1, sort_keys=True).replace("\n", "\n" + " " * depth)
 
 
+def _stat(path: str) -> tuple[int, int, int] | None:
+    """What tells a file apart from what was written there before: inode, size, modification time."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def _match(actual: int, expected: int) -> None:
     if expected != ANY_VERSION and actual != expected:
         raise BadVersionError(f"expected version {expected}, znode is at {actual}")
@@ -100,6 +109,7 @@ class ZooKeeper:
 
     def __init__(self) -> None:
         self.zxid = 0
+        self._saved: tuple | None = None  # (zxid, file, its stat) of this object's last save (save)
         self._controller: int | None = None
         self._epoch: tuple[int, int] | None = None  # (/controller_epoch value, its data version)
         self._brokers: dict[int, int] = {}  # broker id -> czxid (broker epoch)
@@ -480,8 +490,13 @@ class ZooKeeper:
         return os.path.join(path, FILE_NAME) if os.path.isdir(path) else os.fspath(path)
 
     def save(self, path: str | os.PathLike) -> str:
-        """Atomically write the JSON snapshot (temp file in the same dir, fsync, os.replace); returns the file."""
+        """Atomically write the JSON snapshot (temp file in the same dir, fsync, os.replace); returns the file.
+        Every change takes a zxid (`_write`), so a file this object wrote at its current zxid, still as it
+        left it, is already the snapshot: not written again (at 3,000 partitions a snapshot is ~0.5 s,
+        and the run loop saves after every window, most of which leave ZooKeeper as it was)."""
         target = self._file(path)
+        if self._saved is not None and self._saved == (self.zxid, os.path.abspath(target), _stat(target)):
+            return target
         fd, tmp = tempfile.mkstemp(prefix=".zookeeper-", suffix=".tmp", dir=os.path.dirname(target) or ".")
         try:
             with os.fdopen(fd, "w") as f:
@@ -493,6 +508,7 @@ class ZooKeeper:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+        self._saved = (self.zxid, os.path.abspath(target), _stat(target))
         return target
 
     def _dump(self, f: IO[str]) -> None:
