@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..plaindata import from_plain, to_plain
-from ..protocol.frames import PRODUCE, conform, empty
+from ..protocol.frames import PRODUCE, empty, owned
 
 
 @dataclass
@@ -100,20 +100,22 @@ class Workload:
 
     def batches(self, now: int) -> pd.DataFrame:
         """PRODUCE rows (broker not yet routed: -1) for the round starting at `now`."""
-        frames = []
+        parts = []  # per producer: its batches' columns (the driver makes a round's batches every round)
         for p in self.producers:
             n = p.due(now, self.round_ms)
             if n <= 0:
                 continue
-            parts, counts = p.batches(n)
+            partitions, counts = p.batches(n)
             first = self.next_record_id + np.concatenate([[0], np.cumsum(counts)[:-1]])
             self.next_record_id += int(counts.sum())
-            frames.append(pd.DataFrame({
-                "broker": -1, "topic": p.topic, "partition": parts.astype("int32"), "record_id": first,
-                "count": counts.astype("int32"), "acks": p.acks, "value_bytes": p.value_bytes, "key": p.key,
-                "sent_ms": now, "deadline_ms": now + self.request_timeout_ms,
-            }))
+            k = len(counts)
+            parts.append({"broker": np.full(k, -1, "int32"), "topic": np.full(k, p.topic, dtype=object),
+                          "partition": partitions.astype("int32"), "record_id": first.astype("int64"),
+                          "count": counts.astype("int32"), "acks": np.full(k, p.acks, "int32"),
+                          "value_bytes": np.full(k, p.value_bytes, "int32"), "key": np.full(k, p.key, dtype=object),
+                          "sent_ms": np.full(k, now, "int64"),
+                          "deadline_ms": np.full(k, now + self.request_timeout_ms, "int64")})
         self.producers = [p for p in self.producers if not p.finished]
-        if not frames:
+        if not parts:
             return empty(PRODUCE)
-        return conform(pd.concat(frames, ignore_index=True), PRODUCE)
+        return owned({c: np.concatenate([q[c] for q in parts]) for c in PRODUCE}, PRODUCE)

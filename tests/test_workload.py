@@ -1,0 +1,25 @@
+"""Producers' batches (scenario/workload.py): what the driver and the resident tasks send each round."""
+
+import numpy as np
+import pandas as pd
+
+from sparkkafka.protocol.frames import PRODUCE
+from sparkkafka.scenario.workload import Workload
+
+
+def test_round_robin_batches_carry_consecutive_record_ids_in_the_produce_schema():
+    w = Workload(round_ms=100, request_timeout_ms=30000)
+    w.add({"topic": "t", "partition": "all", "acks": -1, "value_bytes": 100, "rate_per_sec": 50,
+           "duration_ms": 1000}, now=0, partition_count=3)
+    w.add({"topic": "u", "partition": 2, "acks": 1, "value_bytes": 10, "records": 4, "key": "k"}, now=0,
+          partition_count=5)
+    b = w.batches(0)  # t: 5 records due by 100 ms over partitions 0,1,2 (2,2,1); u: its 4 records at once
+    assert list(b.columns) == list(PRODUCE) and [str(d) for d in b.dtypes] == list(PRODUCE.values())
+    assert b[["topic", "partition", "record_id", "count"]].values.tolist() == [
+        ["t", 0, 0, 2], ["t", 1, 2, 2], ["t", 2, 4, 1], ["u", 2, 5, 4]]
+    assert (b["broker"] == -1).all() and (b["deadline_ms"] == 30000).all() and b["key"].tolist() == [None] * 3 + ["k"]
+    nxt = w.batches(100)  # t continues where it stopped (records 0,1,2,0,1: partition 2 is next); u is done
+    assert nxt[["topic", "partition", "record_id", "count"]].values.tolist() == [
+        ["t", 2, 9, 2], ["t", 0, 11, 2], ["t", 1, 13, 1]]
+    assert w.batches(1000).empty and not w.active
+    assert isinstance(nxt.index, pd.RangeIndex) and np.array_equal(nxt["sent_ms"], [100] * 3)
