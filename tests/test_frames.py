@@ -289,3 +289,14 @@ def test_array_is_the_columns_to_numpy_without_a_series():
     assert F.array({"a": pd.Series([4])}, "a").tolist() == [4]
     with pytest.raises(KeyError):
         F.array(df, "missing")
+
+
+def test_filled_is_np_full_with_one_shared_object_in_a_string_column():
+    topic = "".join(["or", "ders"])  # a string object of its own, as a scenario's topic name is
+    s = F.filled(4, topic, object)
+    assert s.dtype == object and s.tolist() == np.full(4, topic, dtype=object).tolist()
+    assert all(v is topic for v in s)  # np.full (numpy 2) stores a new copy per row
+    assert np.array_equal(F.filled(3, 7, "int32"), np.full(3, 7, dtype="int32"))
+    assert F.filled(3, 7, "int32").dtype == np.int32 and len(F.filled(0, topic, object)) == 0
+    codes, uniques = F.distinct(s)  # distinct's one-object shortcut applies
+    assert codes.tolist() == [0] * 4 and uniques.tolist() == ["orders"]

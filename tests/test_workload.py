@@ -24,3 +24,16 @@ def test_round_robin_batches_carry_consecutive_record_ids_in_the_produce_schema(
     assert w.batches(1000)["count"].sum() == 50 - 10  # what its rate makes due by the end of its duration
     assert w.batches(1100).empty and not w.active
     assert isinstance(nxt.index, pd.RangeIndex) and np.array_equal(nxt["sent_ms"], [100] * 3)
+
+
+def test_a_producers_batches_share_its_topic_and_key_objects():
+    """One object per producer in the topic and key columns (not a copy per row): the brokers' lookups on
+    the batches, and on the records and results made from them, take frames.distinct's one-object path."""
+    w = Workload(round_ms=100, request_timeout_ms=30000)
+    w.add({"topic": "".join(["t", "1"]), "partition": "all", "acks": -1, "value_bytes": 100, "rate_per_sec": 600,
+           "duration_ms": 1000, "key": "".join(["k", "1"])}, now=0, partition_count=60)
+    b = w.batches(0)
+    assert len(b) == 60
+    for c in ("topic", "key"):
+        v = b[c].to_numpy()
+        assert len({id(x) for x in v}) == 1, c

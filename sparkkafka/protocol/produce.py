@@ -23,6 +23,7 @@ from .frames import (
     concat,
     conform,
     empty,
+    filled,
     isr_size,
     locate,
     owned,
@@ -48,7 +49,7 @@ def _results(batches: Batches, now: int, error, base_offset, acked) -> pd.DataFr
         if isinstance(v, np.ndarray):
             cols[c] = v.copy() if t == STR else v.astype(t)
         else:
-            cols[c] = np.full(n, v, dtype=object if t == STR else t)
+            cols[c] = filled(n, v, object if t == STR else t)
     return owned(cols, RESULT)  # every column a fresh array
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..plaindata import from_plain, to_plain
-from ..protocol.frames import PRODUCE, empty, owned
+from ..protocol.frames import PRODUCE, empty, filled, owned
 
 
 @dataclass
@@ -109,10 +109,10 @@ class Workload:
             first = self.next_record_id + np.concatenate([[0], np.cumsum(counts)[:-1]])
             self.next_record_id += int(counts.sum())
             k = len(counts)
-            parts.append({"broker": np.full(k, -1, "int32"), "topic": np.full(k, p.topic, dtype=object),
+            parts.append({"broker": np.full(k, -1, "int32"), "topic": filled(k, p.topic, object),
                           "partition": partitions.astype("int32"), "record_id": first.astype("int64"),
                           "count": counts.astype("int32"), "acks": np.full(k, p.acks, "int32"),
-                          "value_bytes": np.full(k, p.value_bytes, "int32"), "key": np.full(k, p.key, dtype=object),
+                          "value_bytes": np.full(k, p.value_bytes, "int32"), "key": filled(k, p.key, object),
                           "sent_ms": np.full(k, now, "int64"),
                           "deadline_ms": np.full(k, now + self.request_timeout_ms, "int64")})
         self.producers = [p for p in self.producers if not p.finished]
