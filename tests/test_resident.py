@@ -170,3 +170,28 @@ def test_carried_frames_lose_what_a_crash_or_a_partition_loses_between_windows()
     assert got[W.FETCH][["broker", "src"]].values.tolist() == [[2, 3]]  # 1<-2 cut, 3 crashed
     assert got[W.PARKED_FETCH][["broker", "src"]].values.tolist() == [[1, 2]]
     assert arrive({W.FETCH: msgs}, frozenset(), ())[W.FETCH] is msgs
+
+
+def test_batches_sent_to_a_down_leader_in_a_window_fail_in_the_round_they_were_sent(spark, tmp_path):
+    """The tasks make a window's produce batches themselves; the driver answers the ones with no live
+    leader for all the window's rounds at once, each failing at its own round's time, as one job per
+    round answers them."""
+    sc = parse_scenario({
+        "seed": 3, "cluster": {"brokers": 2, "log_dirs": ["d0"], "emulator": {"engine": "resident"}},
+        "topics": [{"name": "solo", "partitions": 1, "replication_factor": 1, "assignment": {0: [1]}}],
+        "timeline": [{"at": 0, "produce": {"topic": "solo", "partition": "all", "acks": 1, "rate_per_sec": 10,
+                                           "duration_ms": 1500}},
+                     {"at": 300, "crash": 1}, {"at": 1000, "restart": 1}],
+        "run": {"until_ms": 1500}}, name="solo")
+    c = Cluster.from_scenario(sc, spark=spark, out=str(tmp_path / "run"))
+    windows = []
+    while c.round <= 15:
+        first = c.round
+        windows.append((first, c.loop.advance(min(16 - c.round, c.loop.window_limit()))))
+    assert any(first <= 3 and first + n >= 10 for first, n in windows)  # one window spans the crash
+    c.run()
+    r = c.produce_results().orderBy("record_id").toPandas()
+    down = r[(r["time_ms"] >= 300) & (r["time_ms"] < 1000)]
+    assert down["time_ms"].tolist() == list(range(300, 1000, 100))
+    assert down["record_id"].tolist() == list(range(3, 10))
+    assert (~down["acked"]).all() and set(down["error"]) == {"NETWORK_EXCEPTION"} and down["offset"].isna().all()

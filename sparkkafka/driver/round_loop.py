@@ -258,11 +258,13 @@ class RoundLoop(Timeline, IdleJumps):
             cond.append(f"NOT (kind IN ({ids(W.MESSAGE_KINDS)}) AND ({cut}))")
         return prev.where(" AND ".join(cond))
 
-    def produce_batches(self, now: int, send: bool = True) -> None:
+    def produce_batches(self, now: int | list[int], send: bool = True) -> None:
         """The round's produce batches to their leaders; those with no leader or a crashed one fail at
         once. `send=False`: the resident engine's tasks sent them (they make the same batches from a copy
-        of the workload); the driver only advances its workload and answers the failed ones."""
-        b = self.workload.batches(now)
+        of the workload); the driver only advances its workload and answers the failed ones, for all the
+        rounds of a window at once (`now` a list: leaders and crashes are fixed within a window, so the
+        rounds' batches are routed together, not one lookup per round)."""
+        b = concat([self.workload.batches(t) for t in ([now] if isinstance(now, int) else now)], PRODUCE)
         if b.empty:
             return
         self._produced += int(b["count"].sum())
@@ -272,7 +274,7 @@ class RoundLoop(Timeline, IdleJumps):
             failed = b[down]
             err = ["LEADER_NOT_AVAILABLE" if x < 0 else kerr.NETWORK_EXCEPTION for x in failed["broker"]]
             res = failed.assign(error=[None if a == 0 else e for a, e in zip(failed["acks"], err, strict=True)],
-                                base_offset=-1, acked=False, time_ms=now)
+                                base_offset=-1, acked=False, time_ms=failed["sent_ms"])  # sent in its round
             self._driver_rows["produce_results_batches"].append(conform(res, RESULT))
         if send:
             self.send(W.PRODUCE, conform(b[~down], PRODUCE))
@@ -496,8 +498,8 @@ class RoundLoop(Timeline, IdleJumps):
         ran = max([*gauges, self.round]) - self.round + 1
         last = self.round + ran - 1
         self._idle_round = last if idle.cluster_idle(gauges[last]) else None
-        for r in range(self.round + 1, last + 1):  # the rounds the tasks produced for on their own
-            self.produce_batches(r * self.round_ms, send=False)
+        # the rounds the tasks produced for on their own
+        self.produce_batches([r * self.round_ms for r in range(self.round + 1, last + 1)], send=False)
         now = last * self.round_ms
         self.control.isr_changes(W.unpack(W.ISR_CHANGE, side), now, self._reachable)
         offline = W.unpack(W.OFFLINE_REPLICA, side)
