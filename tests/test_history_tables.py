@@ -58,3 +58,26 @@ def test_a_column_arrow_converts_only_through_another_type_takes_the_from_pandas
     got = BR._history_table(_P, B.HistoryRows("state_change_log", lines))
     want = _from_pandas(lines.assign(time_ms=1234), SCHEMAS["state_change_log"])
     assert got.equals(want, check_metadata=True) and got["broker"].to_pylist() == [1, 2]  # digits: by a cast
+
+
+def test_string_columns_of_one_object_give_the_same_table():
+    """A round's history columns often hold one object in every row (its topic, the error None of every
+    answered batch): repeated, not converted row by row, to the same table."""
+    from sparkkafka.protocol.frames import filled
+
+    n = 5
+    res = pd.DataFrame({"broker": np.full(n, 1, "int32"), "topic": filled(n, "".join(["o", "ne"]), object),
+                        "partition": np.arange(n, dtype="int32"), "record_id": np.arange(n) * 10,
+                        "count": np.ones(n, "int32"), "acks": np.full(n, -1, "int32"), "base_offset": np.arange(n),
+                        "error": filled(n, None, object), "time_ms": np.full(n, 7), "acked": np.ones(n, bool)})
+    got = BR.expand_results(res)
+    assert got["topic"].to_pylist() == ["one"] * n and got["error"].null_count == n
+    want = _from_pandas(res.assign(offset=res["base_offset"]), SCHEMAS["produce_results"])
+    assert got.equals(want, check_metadata=True)
+    rep = pd.DataFrame({"broker": np.full(n, 2, "int32"), "topic": filled(n, "t", object),
+                        "partition": np.arange(n, dtype="int32"), "log_dir": filled(n, "d0", object),
+                        "leader": np.full(n, 2, "int32"), "leo": np.arange(n), "hw": np.arange(n),
+                        "log_start_offset": np.zeros(n, "int64"), "leader_epoch": np.zeros(n, "int32"),
+                        "isr": filled(n, "2", object), "role": filled(n, "leader", object)})
+    got = BR._history_table(_P, B.HistoryRows("replica_state", rep))
+    assert got.equals(_from_pandas(rep.assign(round=7, time_ms=1234), SCHEMAS["replica_state"]), check_metadata=True)

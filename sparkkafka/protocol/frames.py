@@ -378,17 +378,22 @@ def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     values = np.ascontiguousarray(values)
     if values.dtype != object or len(values) == 0:
         return pd.factorize(values)
-    address = _addresses(values)
-    if (address == address[0]).all():  # one object in every row (a topic column of one topic)
+    if one_object(values):  # a topic column of one topic
         codes, uniques = pd.factorize(values[:1])
         return np.repeat(codes, len(values)), uniques
-    at, pointers = pd.factorize(address)
+    at, pointers = pd.factorize(_addresses(values))
     if 2 * len(pointers) > len(values):
         return pd.factorize(values)
     one = np.empty(len(pointers), dtype=np.intp)
     one[at] = np.arange(len(at))  # a row of each distinct pointer (any: they all hold the one object)
     codes, uniques = pd.factorize(values[one])  # in the pointers' order of first appearance, as the rows'
     return codes[at], uniques
+
+
+def one_object(values: np.ndarray) -> bool:
+    """Whether every row of a non-empty object array holds the same object (compared by pointer: cheap)."""
+    address = _addresses(np.ascontiguousarray(values))
+    return bool((address == address[0]).all())
 
 
 def _addresses(values: np.ndarray) -> np.ndarray:
