@@ -80,7 +80,7 @@ def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> 
     floors = []
     for _ in range(rounds):
         t = time.perf_counter()
-        out = state.repartitionById(c.spark_partitions, "broker").mapInPandas(_identity, W.SPARK_DDL)
+        out = state.repartitionById(c.spark_partitions, "broker").mapInPandas(_identity, W.SPARK_SCHEMA)
         out.localCheckpoint(eager=True)
         floors.append(time.perf_counter() - t)
     rnd, floor = statistics.median(walls), statistics.median(floors)

@@ -97,7 +97,7 @@ class IdleJumps:
 
             self.state = local.jump(fn, self.state)
         else:
-            self.state = self.state_rows().mapInPandas(fn, W.SPARK_DDL)
+            self.state = self.state_rows().mapInPandas(fn, W.SPARK_SCHEMA)
         self.round += d
         self._idle_round = None
         return d

@@ -160,7 +160,7 @@ class RoundLoop(Timeline, IdleJumps):
                 from ..engine.session import get_spark
 
                 self.spark = get_spark()
-            self.state = self._saved_state = self.spark.read.schema(W.SPARK_DDL).parquet(folder)
+            self.state = self._saved_state = self.spark.read.schema(W.SPARK_SCHEMA).parquet(folder)
 
     def recover(self) -> None:
         """Before a reopened run is continued or changed: undo what was written after its driver state
@@ -231,10 +231,10 @@ class RoundLoop(Timeline, IdleJumps):
         return state is not None and not isinstance(state, pd.DataFrame) and "blob" in state.columns
 
     def state_rows(self) -> DataFrame | pd.DataFrame | None:
-        """The brokers' rows as wire rows (SPARK_DDL), whichever engine left them: a resident window's
+        """The brokers' rows as wire rows (SPARK_SCHEMA), whichever engine left them: a resident window's
         blobs are unpacked in a narrow map (each partition stays where it is)."""
         if self._blobs(self.state):
-            return self.state.mapInPandas(W.Unblob(), W.SPARK_DDL)
+            return self.state.mapInPandas(W.Unblob(), W.SPARK_SCHEMA)
         return self.state
 
     def route(self, prev: DataFrame) -> DataFrame:
@@ -345,7 +345,7 @@ class RoundLoop(Timeline, IdleJumps):
             parts.append(self.spark.createDataFrame(pa.Table.from_pandas(wire, schema=W.ARROW_SCHEMA,
                                                                          preserve_index=False)))
         if not parts:
-            return self.spark.createDataFrame(W.pack_all([]), schema=W.SPARK_DDL)
+            return self.spark.createDataFrame(W.pack_all([]), schema=W.SPARK_SCHEMA)
         df = parts[0]
         for p in parts[1:]:
             df = df.unionByName(p)
@@ -461,7 +461,7 @@ class RoundLoop(Timeline, IdleJumps):
                             jump_last=self.jump_last(self.round, horizon),
                             cycle=self.fetch_cycle(), meet=self._meeting_folder())
             clock.lap("driver")
-            out = inp.mapInPandas(ResidentRounds(window), W.BLOB_DDL, barrier=True).localCheckpoint(eager=False)
+            out = inp.mapInPandas(ResidentRounds(window), W.BLOB_SCHEMA, barrier=True).localCheckpoint(eager=False)
             where: int | None = tasks
         elif self.local:
             from ..engine import local
@@ -474,7 +474,7 @@ class RoundLoop(Timeline, IdleJumps):
             inp = self.input()
             clock.lap("driver")
             out = (inp.repartitionById(self.spark_partitions, "broker")
-                   .mapInPandas(BrokerRound(params), W.SPARK_DDL)
+                   .mapInPandas(BrokerRound(params), W.SPARK_SCHEMA)
                    .localCheckpoint(eager=False))
             where = None
         return out, side, where

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark.sql import types as T
 
 from ..protocol import frames as F
 
@@ -61,12 +62,14 @@ for _dtype, _names in SLOTS.items():
 
 _ARROW = {"int8": pa.int8(), F.I32: pa.int32(), F.I64: pa.int64(), F.BOOL: pa.bool_(), F.STR: pa.string()}
 ARROW_SCHEMA = pa.schema([(c, _ARROW[t]) for c, t in WIRE.items()])
-SPARK_DDL = ", ".join(
-    f"`{c}` {dict(int8='tinyint', int32='int', int64='bigint', bool='boolean', object='string')[t]}"
-    for c, t in WIRE.items())
+# The wire schema for Spark, built here rather than parsed from DDL: a process's first DDL parse starts
+# Spark's SQL parser in the JVM, ~0.7-1.2 s inside the first window of every run.
+_SPARK = {"int8": T.ByteType(), F.I32: T.IntegerType(), F.I64: T.LongType(), F.BOOL: T.BooleanType(),
+          F.STR: T.StringType()}
+SPARK_SCHEMA = T.StructType([T.StructField(c, _SPARK[t]) for c, t in WIRE.items()])
 DEFAULTS = {F.I32: -1, F.I64: -1, F.BOOL: False, "int8": 0}
 # a resident window's output: the wire columns and `blob` (null but on STATE_BLOB rows)
-BLOB_DDL = SPARK_DDL + ", `blob` binary"
+BLOB_SCHEMA = T.StructType([*SPARK_SCHEMA.fields, T.StructField("blob", T.BinaryType())])
 BLOB_WIRE = {**WIRE, "blob": F.STR}  # (its pandas columns: a blob is a bytes object)
 BLOB_ROWS = 100_000  # frame rows per blob: an Arrow binary value must stay far below 2 GiB
 
@@ -186,7 +189,7 @@ def state_blobs(parts: dict[int, pd.DataFrame]) -> pd.DataFrame:
 
 
 def blob_parts(frames: Iterable[pd.DataFrame]) -> tuple[list[tuple[int, pd.DataFrame]], list[pd.DataFrame]]:
-    """Frames of a resident window's output (BLOB_DDL) -> (the carried frames of its STATE_BLOB rows as
+    """Frames of a resident window's output (BLOB_SCHEMA) -> (the carried frames of its STATE_BLOB rows as
     (kind, frame), in order; the other rows as wire frames)."""
     from .exchange import unpack_parts
 
@@ -208,7 +211,7 @@ def unblob(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
 
 
 class Unblob:
-    """The function given to mapInPandas to read a resident window's output as wire rows (SPARK_DDL):
+    """The function given to mapInPandas to read a resident window's output as wire rows (SPARK_SCHEMA):
     for a save, an idle jump or another engine."""
 
     def __call__(self, batches: Iterable[pd.DataFrame]) -> Iterable[pd.DataFrame]:
