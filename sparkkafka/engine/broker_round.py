@@ -93,9 +93,9 @@ def _log_tables(p: RoundParams, a: pd.DataFrame) -> list[tuple[int, str, pa.Tabl
     a = F.sorted_by(a, ["broker", "log_dir", "topic", "partition", "offset"])
     n = len(a)
     t = pa.table({
-        "topic": _arrow(F.array(a, "topic"), pa.string()), "partition": pa.array(a["partition"], pa.int32()),
+        "topic": F.to_arrow(F.array(a, "topic"), pa.string()), "partition": pa.array(a["partition"], pa.int32()),
         "offset": pa.array(a["offset"], pa.int64()), "leader_epoch": pa.array(a["leader_epoch"], pa.int32()),
-        "record_id": pa.array(a["record_id"], pa.int64()), "key": _arrow(F.array(a, "key"), pa.string()),
+        "record_id": pa.array(a["record_id"], pa.int64()), "key": F.to_arrow(F.array(a, "key"), pa.string()),
         "value": pa.nulls(n, pa.binary()), "value_bytes": pa.array(a["value_bytes"], pa.int32()),
         "timestamp": pa.array(a["timestamp"], pa.int64()),
         "is_future": pa.array(a["is_future"].to_numpy(dtype=bool)),
@@ -132,20 +132,10 @@ def _table(columns: pd.DataFrame | Mapping[str, np.ndarray], schema: pa.Schema, 
     try:
         return pa.Table.from_arrays(
             [pa.array(np.full(n, stamps[f.name], dtype="int64"), type=f.type) if f.name in stamps
-             else _arrow(np.asarray(columns[f.name]), f.type) for f in schema], schema=schema)
+             else F.to_arrow(np.asarray(columns[f.name]), f.type) for f in schema], schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # a column Arrow converts only by way of another type
         frame = pd.DataFrame({c: columns[c] for c in schema.names if c not in stamps}).assign(**stamps)
         return pa.Table.from_pandas(frame[schema.names], preserve_index=False).cast(schema)
-
-
-def _arrow(v: np.ndarray, t: pa.DataType) -> pa.Array:
-    """pa.array(v, t, from_pandas=True); a string column holding one object in every row (a topic, an
-    error of None: frames.filled) repeats it instead of converting each row (~0.5 ms for 9,000 rows)."""
-    if v.dtype == object and len(v) and pa.types.is_string(t):
-        one = v[0]
-        if (one is None or isinstance(one, str)) and F.one_object(v):
-            return pa.repeat(pa.scalar(one, t), len(v))
-    return pa.array(v, type=t, from_pandas=True)
 
 
 def expand_results(results: pd.DataFrame) -> pa.Table:

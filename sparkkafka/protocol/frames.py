@@ -396,6 +396,16 @@ def one_object(values: np.ndarray) -> bool:
     return bool((address == address[0]).all())
 
 
+def to_arrow(v: np.ndarray, t: pa.DataType | None = None) -> pa.Array:
+    """pa.array(v, t, from_pandas=True) (the type inferred when `t` is None); a string column holding one
+    object in every row (a topic, since `filled`) repeats it instead of converting each row (~0.5 ms for
+    9,000 rows against ~0.05 ms)."""
+    if v.dtype == object and len(v) and (t is None or pa.types.is_string(t)) and isinstance(v[0], str) \
+            and one_object(v):
+        return pa.repeat(pa.scalar(v[0], t or pa.string()), len(v))
+    return pa.array(v, type=t, from_pandas=True)
+
+
 def _addresses(values: np.ndarray) -> np.ndarray:
     """The pointers a C-contiguous object array holds, as integers (a view of its memory, no copy)."""
     return np.frombuffer((ctypes.c_char * values.nbytes).from_address(values.ctypes.data), dtype=np.intp)
