@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..protocol import frames as F
 
@@ -62,11 +63,9 @@ for _dtype, _names in SLOTS.items():
 
 _ARROW = {"int8": pa.int8(), F.I32: pa.int32(), F.I64: pa.int64(), F.BOOL: pa.bool_(), F.STR: pa.string()}
 ARROW_SCHEMA = pa.schema([(c, _ARROW[t]) for c, t in WIRE.items()])
-# The wire schema for Spark, built here rather than parsed from DDL: a process's first DDL parse starts
-# Spark's SQL parser in the JVM, ~0.7-1.2 s inside the first window of every run.
-_SPARK = {"int8": T.ByteType(), F.I32: T.IntegerType(), F.I64: T.LongType(), F.BOOL: T.BooleanType(),
-          F.STR: T.StringType()}
-SPARK_SCHEMA = T.StructType([T.StructField(c, _SPARK[t]) for c, t in WIRE.items()])
+# The wire schema for Spark, converted from the Arrow one rather than parsed from DDL: a process's first
+# DDL parse starts Spark's SQL parser in the JVM, ~0.7-1.2 s inside the first window of every run.
+SPARK_SCHEMA = from_arrow_schema(ARROW_SCHEMA)
 DEFAULTS = {F.I32: -1, F.I64: -1, F.BOOL: False, "int8": 0}
 # a resident window's output: the wire columns and `blob` (null but on STATE_BLOB rows)
 BLOB_SCHEMA = T.StructType([*SPARK_SCHEMA.fields, T.StructField("blob", T.BinaryType())])
