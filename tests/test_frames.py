@@ -67,6 +67,27 @@ def test_locate_on_sparse_keys_and_repeated_table_keys_behaves_as_the_index():
         F.locate(dup, dup.iloc[:1], on=["a", "b"])
 
 
+def test_locate_remembers_a_tables_keys_and_sees_them_change_even_in_place():
+    rng = np.random.default_rng(11)
+    n = 2000  # above _TableKeys.MIN_ROWS: the table's coded keys are kept between calls
+    table = pd.DataFrame({"broker": rng.integers(0, 12, n).astype("int32"),
+                          "topic": rng.choice(["a", "b", "orders"], n).astype(object),
+                          "partition": np.arange(n, dtype="int32")})
+    probe = pd.concat([table.sample(frac=0.6, random_state=2),
+                       pd.DataFrame({"broker": [99, 0, 1], "topic": ["a", "zz", None], "partition": [1, 2, -5]})])
+    for _ in range(2):  # built, then found again
+        assert F.locate(table, probe).tolist() == _multiindex_locate(table, probe, F.KEY).tolist()
+    F.array(table, "partition")[:5] = [n + 1, n + 2, n + 3, n + 4, n + 5]  # written into the same array
+    F.array(table, "topic")[5] = "zz"
+    assert F.locate(table, probe).tolist() == _multiindex_locate(table, probe, F.KEY).tolist()
+    sparse = table.assign(partition=table["partition"] * 10**6)  # codes too sparse for the lookup array
+    probe2 = sparse.iloc[::7].assign(topic=lambda f: np.array([str(t) for t in f["topic"]], dtype=object))
+    for _ in range(2):
+        assert F.locate(sparse, probe2).tolist() == list(range(0, n, 7))
+    floats = probe.assign(partition=probe["partition"].astype(float))  # another kind: the general path
+    assert F.locate(table, floats).tolist() == _multiindex_locate(table, floats, F.KEY).tolist()
+
+
 def test_distinct_is_pandas_factorize():
     a, b = "".join(["to", "pic"]), "".join(["top", "ic"])  # equal strings, distinct objects
     assert a == b and a is not b

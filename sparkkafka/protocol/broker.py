@@ -451,18 +451,23 @@ _ROLES = np.array(["none", "follower", "leader"], dtype=object)  # three strings
 # built per row from a unicode array when the frame takes the column
 
 
+# The state columns a replica_state / follower_state row holds (with role / remote_leo): only they are sorted
+REPLICA_STATE = ["broker", "topic", "partition", "log_dir", "leader", "leo", "hw", "log_start_offset", "leader_epoch"]
+FOLLOWER_STATE = ["broker", "topic", "partition", "replica", "leo", "last_caught_up_ms", "in_isr"]
+
+
 def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame,
             lines: pd.DataFrame) -> list[HistoryRows]:
     """This round's rows of replica_state, follower_state, produce_results and state_change_log."""
     out = []
     if len(replicas):
-        r = F.sorted_by(replicas, ["topic", "partition", "broker"])
+        r = F.sorted_by(replicas, ["topic", "partition", "broker"], keep=REPLICA_STATE)
         leader = F.array(r, "leader")
         role = np.where(leader == F.array(r, "broker"), 2, np.where(leader >= 0, 1, 0))
         r["role"] = _ROLES[role]  # r is the sort's own new frame: no copy needed
         out.append(HistoryRows("replica_state", r))
     if len(remotes):
-        r = F.sorted_by(remotes, ["topic", "partition", "replica"])
+        r = F.sorted_by(remotes, ["topic", "partition", "replica"], keep=FOLLOWER_STATE)
         out.append(HistoryRows("follower_state", r.rename(columns={"leo": "remote_leo"}, copy=False)))
     if len(results):
         out.append(HistoryRows("produce_results", results))
