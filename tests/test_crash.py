@@ -91,6 +91,42 @@ def test_broker_files_are_read_as_of_a_round_and_rolled_back_and_settled(tmp_pat
     assert sorted(os.listdir(base)) == ["partitions", "replication-offset-checkpoint"]
 
 
+def test_a_rounds_epoch_checkpoints_are_one_file_per_dir_read_as_of_a_round_and_settled_into_kafkas(tmp_path):
+    d = str(tmp_path)
+    base = broker_disk.dir_path(d, 1, "d0")
+    first = [(1, "d0", "t", p, False, [(0, 0)]) for p in range(50)] + [(1, "d1", "t", 50, False, [(0, 0)])]
+    broker_disk.write_epoch_checkpoints(d, 3, first)
+    assert sorted(os.listdir(base)) == ["leader-epoch-checkpoints.r0000000003"]  # not 50 folders
+    broker_disk.write_epoch_checkpoints(d, 3, first[:2])  # a re-run task of round 3: the same entries again
+    later = [(1, "d0", "t", 0, False, [(0, 0), (2, 9)]), (1, "d0", "t", 1, False, None),  # removed
+             (1, "d0", "t", 2, True, []), (1, "d0", "t", 3, False, [(0, 0), (1, 4)]),
+             (1, "d0", "t", 3, False, [(0, 0), (1, 5)])]  # written twice in a round: the later stands
+    broker_disk.write_epoch_checkpoints(d, 5, later)
+
+    def cache(p, before=None, future=False):
+        return broker_disk.read_epoch_checkpoint(d, 1, "d0", "t", p, future, before)
+
+    assert [cache(p, 4) for p in range(4)] == [[(0, 0)]] * 4
+    assert [cache(p) for p in range(4)] == [[(0, 0), (2, 9)], [], [(0, 0)], [(0, 0), (1, 5)]]
+    assert cache(2, future=True) == [] and cache(49) == [(0, 0)] and cache(60) == []
+    assert broker_disk.read_epoch_checkpoint(d, 1, "d1", "t", 50) == [(0, 0)]
+    broker_disk.write_partitions(d, 1, "d0", [("t", p) for p in range(4)], round_no=3)
+    assert broker_disk.read_disk(d, 1, ["d0"], before=6)["epoch_cache"].tolist() == ["0:0,2:9", "", "0:0", "0:0,1:5"]
+
+    broker_disk.settle(d, 5)  # round 3's journal folded; round 5's stays a version
+    assert os.path.exists(os.path.join(base, "leader-epoch-checkpoints.r0000000005"))
+    assert not os.path.exists(os.path.join(base, "leader-epoch-checkpoints.r0000000003"))
+    assert [cache(p) for p in range(4)] == [[(0, 0), (2, 9)], [], [(0, 0)], [(0, 0), (1, 5)]]
+    broker_disk.settle(d, 6)
+    names = sorted(os.listdir(base))
+    assert "t-1" not in names and "t-2-future" in names and not any(".r" in n for n in names)
+    assert len([n for n in names if n.startswith("t-")]) == 50  # t-0, t-2..t-49 and t-2-future
+    with open(os.path.join(base, "t-3", "leader-epoch-checkpoint")) as f:
+        assert f.read() == "0\n2\n0 0\n1 5\n"  # Kafka's LeaderEpochCheckpointFile text
+    assert [cache(p) for p in range(4)] == [[(0, 0), (2, 9)], [], [(0, 0)], [(0, 0), (1, 5)]]
+    assert broker_disk.rollback(d, 0) == 0  # nothing versioned is left
+
+
 def test_a_retried_round_task_writes_the_same_files_and_rows(spark, tmp_path):
     """Executor lost mid-job: Spark runs the task again on the same input. Round 5 restarts broker 0
     (it reads its files back); the round's function, run twice as a retry would, returns the same rows

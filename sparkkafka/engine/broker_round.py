@@ -226,6 +226,7 @@ def execute(p: RoundParams, effects: tuple, tag: str, held: WindowFiles | None =
     if any(isinstance(e, B.TruncateLog) for e in effects):  # the cut reads the earlier rounds' files
         p = _flushed(p, held, adds)
     d, r = p.brokers_dir, p.round_no
+    epochs: list[broker_disk.EpochWrite] = []  # one journal per dir for the round (broker_disk.write_epoch_checkpoints)
     with durable_batch():  # one sync for the round's broker files, not one per file
         for e in effects:
             if isinstance(e, B.WriteHwCheckpoint):
@@ -233,9 +234,9 @@ def execute(p: RoundParams, effects: tuple, tag: str, held: WindowFiles | None =
             elif isinstance(e, B.WriteFlushedOffsets):
                 broker_disk.write_flushed(d, e.broker, e.log_dir, e.entries, r)
             elif isinstance(e, B.WriteEpochCheckpoint):
-                broker_disk.write_epoch_checkpoint(d, e.broker, e.log_dir, e.topic, e.partition, e.entries, e.future, r)
+                epochs.append((e.broker, e.log_dir, e.topic, e.partition, e.future, e.entries))
             elif isinstance(e, B.RemoveLogFiles):
-                broker_disk.remove_log_files(d, e.broker, e.log_dir, e.topic, e.partition, e.future, r)
+                epochs.append((e.broker, e.log_dir, e.topic, e.partition, e.future, None))
             elif isinstance(e, B.WritePartitionsListing):
                 broker_disk.write_partitions(d, e.broker, e.log_dir, e.partitions, e.future, r)
             elif isinstance(e, B.AppendRecords):
@@ -252,6 +253,8 @@ def execute(p: RoundParams, effects: tuple, tag: str, held: WindowFiles | None =
                     held.hold(r, [], [(e.table, _history_table(p, e))])
             else:
                 raise TypeError(f"unknown effect {type(e).__name__}")
+        if epochs:
+            broker_disk.write_epoch_checkpoints(d, r, epochs)
     return adds
 
 

@@ -11,7 +11,8 @@ Under OUT/brokers/<id>/<log_dir>/ (the log dir's name escaped into one folder na
   `<topic>-<p>.<uuid>-future` directories), rewritten whenever one is created, swapped in or dropped.
 - `<topic>-<p>/leader-epoch-checkpoint`: the replica's leader-epoch cache, rewritten on every change
   (LeaderEpochCheckpointFile, fsynced as Kafka's CheckpointFile is); a future log's is under
-  `<topic>-<p>-future/`.
+  `<topic>-<p>-future/`. Inside a run a round writes the dir's changed ones as one file,
+  `leader-epoch-checkpoints.r<round>` (below).
 - `flushed-offsets` (the emulator's, not Kafka's): per log, the offset below which its records were
   flushed (fsync) by Kafka's flush rules or a clean shutdown; a power loss keeps those records and
   the ones the operating system wrote back, and nothing else (protocol/flush.py).
@@ -19,8 +20,10 @@ Also, executor-side reads of a broker's log from a pinned Delta snapshot (restar
 catch-up reads for lagging followers).
 
 Crash safety (docs/run-directory.md): a round's task writes each file as a version keyed by the round,
-`<file>.r<round>` (a removed log's folder as a tombstone version of its leader-epoch-checkpoint), and
-reads at round R the newest version before R, else the file itself. A task Spark re-runs (executor
+`<file>.r<round>`, and reads at round R the newest version before R, else the file itself. The
+leader-epoch checkpoints a round changes in one dir (and the logs it removes there, as tombstones) are
+one version, the dir's `leader-epoch-checkpoints.r<round>` journal: a new cluster's first rounds change
+every replica's, and a file each (a folder each) was ~40% of a 60,000-replica task's first window. A task Spark re-runs (executor
 lost) so reads what the round read the first time and rewrites the same versions; a run continued
 from its last saved driver state (round S) drops the versions of rounds >= S (`rollback`). After the
 driver saved its state, `settle` folds the versions before S into the files under Kafka's names, so a
@@ -130,11 +133,14 @@ def settle(brokers_dir: str, round_no: int) -> None:
     anywhere in it is harmless, and running it again finishes the job: the Kafka-named files are written
     first, synced together (a 1M-replica run folds ~1M checkpoints: one fsync each took minutes), and
     only then are the versions they replace removed."""
-    folded = []
+    folded, journals = [], []
     with durable_batch():
         for path, versions in sorted(_versioned(brokers_dir).items()):
             done = [(r, f) for r, f in versions if r < round_no]
             if not done:
+                continue
+            if os.path.basename(path) == EPOCH_JOURNAL:
+                journals.append((os.path.dirname(path), [f for _, f in done]))
                 continue
             for _, f in done[:-1]:
                 os.unlink(f)
@@ -151,8 +157,36 @@ def settle(brokers_dir: str, round_no: int) -> None:
                 folder = os.path.dirname(path)
                 if not os.listdir(folder):
                     os.rmdir(folder)
+    _fold_journals(journals)
     for newest in folded:
         os.unlink(newest)
+
+
+def _fold_journals(journals: list[tuple[str, list[str]]]) -> None:
+    """Settle's part for the epoch journals (per dir: its journals to fold, oldest first): each log's newest
+    entry written under Kafka's name (the files first, synced together), then the removed logs' folders
+    dropped, then the journals; a kill anywhere leaves what `_read_epochs` returns unchanged."""
+    if not journals:
+        return
+    newest = [(base, _journal_entries(files)) for base, files in journals]
+    with durable_batch():
+        for base, entries in newest:
+            for (topic, partition, future), cache in entries.items():
+                if cache is not None:
+                    write_durably(_epoch_file(base, topic, partition, future), leader_epoch.format_checkpoint(cache),
+                                  make_dirs=True)
+    for base, entries in newest:
+        for (topic, partition, future), cache in entries.items():
+            if cache is None:
+                path = _epoch_file(base, topic, partition, future)
+                if os.path.exists(path):
+                    os.unlink(path)
+                folder = os.path.dirname(path)
+                if os.path.isdir(folder) and not os.listdir(folder):
+                    os.rmdir(folder)
+    for _, files in journals:
+        for f in files:
+            os.unlink(f)
 
 
 def format_checkpoint(entries: Iterable[tuple[str, int, int]]) -> str:
@@ -194,21 +228,88 @@ def _epoch_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partiti
     return os.path.join(log_path(brokers_dir, broker, log_dir, topic, partition, future), EPOCH_CHECKPOINT)
 
 
+def _epoch_file(base: str, topic: str, partition: int, future: bool) -> str:
+    return os.path.join(base, f"{topic}-{int(partition)}" + ("-future" if future else ""), EPOCH_CHECKPOINT)
+
+
+EPOCH_JOURNAL = "leader-epoch-checkpoints"  # the emulator's: a round's leader-epoch checkpoints of a dir's logs
+EpochWrite = tuple[int, str, str, int, bool, "Iterable[tuple[int, int]] | None"]  # broker, dir, topic, p, future, cache
+
+
+def write_epoch_checkpoints(brokers_dir: str, round_no: int, writes: Iterable[EpochWrite]) -> None:
+    """A round's leader-epoch checkpoint writes (a cache, or None: the log's folder removed), as one version per
+    dir: its `leader-epoch-checkpoints.r<round>` journal, merged into what the round already wrote there (a
+    re-run task writes the same entries again). In order: a log written twice keeps the later."""
+    by_dir: dict[tuple[int, str], dict[tuple[str, int, bool], list[tuple[int, int]] | None]] = {}
+    for broker, log_dir, topic, partition, future, cache in writes:
+        by_dir.setdefault((int(broker), log_dir), {})[(topic, int(partition), bool(future))] = (
+            None if cache is None else list(cache))
+    for (broker, log_dir), entries in sorted(by_dir.items()):
+        path = f"{os.path.join(dir_path(brokers_dir, broker, log_dir), EPOCH_JOURNAL)}.r{int(round_no):010d}"
+        merged = {**_journal_entries([path]), **entries} if os.path.exists(path) else entries
+        write_durably(path, "".join(_journal_line(k, v) for k, v in merged.items()), make_dirs=True)
+
+
+def _journal_line(key: tuple[str, int, bool], cache: list[tuple[int, int]] | None) -> str:
+    topic, partition, future = key  # the topic last: a Kafka topic name holds no space, but it is never split
+    if cache is None:
+        return f"- {int(future)} {partition} - {topic}\n"
+    return f"+ {int(future)} {partition} {leader_epoch.encode(cache) or '.'} {topic}\n"
+
+
+def _journal_entries(files: list[str]) -> dict[tuple[str, int, bool], list[tuple[int, int]] | None]:
+    """The entries of journals (oldest first): each log's newest, None for a removed one."""
+    out: dict[tuple[str, int, bool], list[tuple[int, int]] | None] = {}
+    for name in files:
+        with open(name) as f:
+            for line in f:
+                kind, future, partition, cache, topic = line.rstrip("\n").split(" ", 4)
+                out[(topic, int(partition), future == "1")] = (
+                    None if kind == "-" else leader_epoch.decode("" if cache == "." else cache))
+    return out
+
+
+def _dir_journal(brokers_dir: str, broker: int, log_dir: str, before: int | None
+                 ) -> dict[tuple[str, int, bool], list[tuple[int, int]] | None]:
+    """The epoch entries the dir's journals hold for a task of round `before` (None: all)."""
+    path = os.path.join(dir_path(brokers_dir, broker, log_dir), EPOCH_JOURNAL)
+    return _journal_entries([f for r, f in _versions(path) if before is None or r < before])
+
+
 def write_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
                            entries: Iterable[tuple[int, int]], future: bool = False, round_no: int | None = None) -> None:
-    _write(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future), leader_epoch.format_checkpoint(entries),
-           round_no)
+    """One log's leader-epoch-checkpoint (in a round: an entry of the dir's journal of that round)."""
+    if round_no is None:
+        _write(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future),
+               leader_epoch.format_checkpoint(entries), None)
+    else:
+        write_epoch_checkpoints(brokers_dir, round_no, [(broker, log_dir, topic, partition, future, entries)])
 
 
 def remove_log_files(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
                      future: bool = False, round_no: int | None = None) -> None:
     """Delete one log's folder (its leader-epoch-checkpoint): the old log after a move's swap, a dropped
-    or swapped-in future log (in a round: a tombstone version, the folder goes when `settle` folds it)."""
-    _write(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future), None, round_no)
+    or swapped-in future log (in a round: a tombstone in the dir's journal, the folder goes when `settle`
+    folds it)."""
+    if round_no is None:
+        _write(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future), None, None)
+    else:
+        write_epoch_checkpoints(brokers_dir, round_no, [(broker, log_dir, topic, partition, future, None)])
 
 
 def read_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
                           future: bool = False, before: int | None = None) -> list[tuple[int, int]]:
+    return _read_epochs(brokers_dir, broker, log_dir, topic, partition, future, before,
+                        _dir_journal(brokers_dir, broker, log_dir, before))
+
+
+def _read_epochs(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int, future: bool,
+                 before: int | None, journal: dict) -> list[tuple[int, int]]:
+    """A log's cache as a task of round `before` sees it: its newest journal entry (`journal`: its dir's,
+    `_dir_journal`), else its own file (or a version of it a run of an older format left)."""
+    key = (topic, int(partition), bool(future))
+    if key in journal:
+        return journal[key] or []
     text = _read(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future), before)
     return [] if text is None else leader_epoch.parse_checkpoint(text)
 
@@ -239,10 +340,11 @@ def read_disk(brokers_dir: str, broker: int, log_dirs: list[str], future: bool =
         flushed = _read_offsets(os.path.join(base, FLUSHED), before)
         listing = _read(os.path.join(base, FUTURE_PARTITIONS if future else PARTITIONS), before)
         if listing is not None:
+            journal = _dir_journal(brokers_dir, broker, d, before)
             for line in listing.splitlines():
                 if line.strip():
                     t, p = line.rsplit(" ", 1)
-                    cache = read_epoch_checkpoint(brokers_dir, broker, d, t, int(p), future, before)
+                    cache = _read_epochs(brokers_dir, broker, d, t, int(p), future, before, journal)
                     rows.append((int(broker), t, int(p), d, hw.get((t, int(p)), 0),
                                  flushed.get((t, int(p)), 0), leader_epoch.encode(cache)))
     return pd.DataFrame(rows, columns=["broker", "topic", "partition", "log_dir", "hw", "recovery_point",
