@@ -88,6 +88,16 @@ def test_locate_remembers_a_tables_keys_and_sees_them_change_even_in_place():
     assert F.locate(table, floats).tolist() == _multiindex_locate(table, floats, F.KEY).tolist()
 
 
+def test_locate_keeps_no_table_over_its_memory_budget(monkeypatch):
+    table = pd.DataFrame({"broker": np.zeros(5000, dtype="int32"), "topic": "t", "partition": np.arange(5000)})
+    probe = table.iloc[[4999, 7, 0]]
+    monkeypatch.setattr(F._TableKeys, "_kept", [])
+    monkeypatch.setattr(F._TableKeys, "BUDGET", 10_000)  # smaller than the table's codes
+    assert F.locate(table, probe).tolist() == [4999, 7, 0] and F._TableKeys._kept == []
+    monkeypatch.setattr(F._TableKeys, "BUDGET", 64 << 20)
+    assert F.locate(table, probe).tolist() == [4999, 7, 0] and len(F._TableKeys._kept) == 1
+
+
 def test_distinct_is_pandas_factorize():
     a, b = "".join(["to", "pic"]), "".join(["top", "ic"])  # equal strings, distinct objects
     assert a == b and a is not b

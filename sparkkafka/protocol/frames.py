@@ -493,6 +493,7 @@ class _TableKeys:
 
     MIN_ROWS = 256  # smaller tables cost less to code than to compare
     SLOTS = 4  # the tables kept: the replicas as several steps of a round hold them, the remotes, the tail
+    BUDGET = 64 << 20  # bytes kept at most (a 1M-replica driver must stay under 2 GiB): bigger tables are not kept
     _kept: list[_TableKeys] = []
 
     def __init__(self, cols: list[np.ndarray], kinds: list[str], lows: list[int], sizes: list[int],
@@ -518,9 +519,19 @@ class _TableKeys:
                 cls._kept.insert(0, cls._kept.pop(i))
                 return kept
         made = cls.build(table)
-        if made is not None:
-            cls._kept = [made, *cls._kept[:cls.SLOTS - 1]]
+        if made is not None and made.nbytes <= cls.BUDGET:
+            kept, used = [made], made.nbytes
+            for old in cls._kept[:cls.SLOTS - 1]:
+                if used + old.nbytes <= cls.BUDGET:
+                    kept.append(old)
+                    used += old.nbytes
+            cls._kept = kept
         return made
+
+    @property
+    def nbytes(self) -> int:
+        lookup = self.at.nbytes if self.at is not None else 3 * self.index.nbytes  # with its hash table
+        return lookup + sum(v.nbytes for v in self.cols)
 
     @classmethod
     def build(cls, table: list[np.ndarray]) -> _TableKeys | None:
