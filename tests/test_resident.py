@@ -12,6 +12,7 @@ import yaml
 from test_determinism import assert_same, tables
 
 from sparkkafka import Cluster
+from sparkkafka.driver.round_loop import RoundLoop
 from sparkkafka.engine import rows as W
 from sparkkafka.scenario import parse_scenario
 
@@ -172,10 +173,13 @@ def test_carried_frames_lose_what_a_crash_or_a_partition_loses_between_windows()
     assert arrive({W.FETCH: msgs}, frozenset(), ())[W.FETCH] is msgs
 
 
-def test_batches_sent_to_a_down_leader_in_a_window_fail_in_the_round_they_were_sent(spark, tmp_path):
+@pytest.mark.parametrize("route_rows", [200_000, 1])
+def test_batches_sent_to_a_down_leader_in_a_window_fail_in_the_round_they_were_sent(spark, tmp_path, monkeypatch,
+                                                                                    route_rows):
     """The tasks make a window's produce batches themselves; the driver answers the ones with no live
-    leader for all the window's rounds at once, each failing at its own round's time, as one job per
-    round answers them."""
+    leader for all the window's rounds at once (or in runs of rounds, `ROUTE_ROWS`), each failing at its own
+    round's time, as one job per round answers them."""
+    monkeypatch.setattr(RoundLoop, "ROUTE_ROWS", route_rows)
     sc = parse_scenario({
         "seed": 3, "cluster": {"brokers": 2, "log_dirs": ["d0"], "emulator": {"engine": "resident"}},
         "topics": [{"name": "solo", "partitions": 1, "replication_factor": 1, "assignment": {0: [1]}}],

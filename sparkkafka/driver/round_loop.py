@@ -263,8 +263,20 @@ class RoundLoop(Timeline, IdleJumps):
         once. `send=False`: the resident engine's tasks sent them (they make the same batches from a copy
         of the workload); the driver only advances its workload and answers the failed ones, for all the
         rounds of a window at once (`now` a list: leaders and crashes are fixed within a window, so the
-        rounds' batches are routed together, not one lookup per round)."""
-        b = concat([self.workload.batches(t) for t in ([now] if isinstance(now, int) else now)], PRODUCE)
+        rounds' batches are routed together, not one lookup per round, in runs of at most ROUTE_ROWS batches:
+        a 1M-replica window's rounds at once held ~1.3M rows on a driver that must stay under 2 GiB)."""
+        run: list[pd.DataFrame] = []
+        for t in [now] if isinstance(now, int) else now:
+            run.append(self.workload.batches(t))
+            if sum(map(len, run)) >= self.ROUTE_ROWS:
+                self._route(concat(run, PRODUCE), send)
+                run = []
+        if run:
+            self._route(concat(run, PRODUCE), send)
+
+    ROUTE_ROWS = 200_000
+
+    def _route(self, b: pd.DataFrame, send: bool) -> None:
         if b.empty:
             return
         self._produced += int(b["count"].sum())
