@@ -91,7 +91,10 @@ def test_broker_files_are_read_as_of_a_round_and_rolled_back_and_settled(tmp_pat
     assert sorted(os.listdir(base)) == ["partitions", "replication-offset-checkpoint"]
 
 
-def test_a_rounds_epoch_checkpoints_are_one_file_per_dir_read_as_of_a_round_and_settled_into_kafkas(tmp_path):
+@pytest.mark.parametrize("fold_files", [50_000, 1])  # settle's files synced all together, or one by one
+def test_a_rounds_epoch_checkpoints_are_one_file_per_dir_read_as_of_a_round_and_settled_into_kafkas(
+        tmp_path, monkeypatch, fold_files):
+    monkeypatch.setattr(broker_disk, "FOLD_FILES", fold_files)
     d = str(tmp_path)
     base = broker_disk.dir_path(d, 1, "d0")
     first = [(1, "d0", "t", p, False, [(0, 0)]) for p in range(50)] + [(1, "d1", "t", 50, False, [(0, 0)])]
