@@ -515,7 +515,7 @@ class _TableKeys:
     @classmethod
     def of(cls, table: list[np.ndarray]) -> _TableKeys | None:
         for i, kept in enumerate(cls._kept):
-            if _equal_keys(kept.cols, table):
+            if _same_rows(kept.cols, table):  # kept.cols are private copies: compared by value
                 cls._kept.insert(0, cls._kept.pop(i))
                 return kept
         made = cls.build(table)
@@ -593,19 +593,6 @@ class _TableKeys:
 
 def _kept_copy(v: np.ndarray) -> np.ndarray:
     return np.array(v, copy=True)
-
-
-def _equal_keys(kept: list[np.ndarray], table: list[np.ndarray]) -> bool:
-    """Whether `table` holds the kept copy's keys row for row: equal numbers, the same string objects."""
-    for x, y in zip(kept, table, strict=True):
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if x.dtype == object:
-            if len(x) and not (_addresses(x) == _addresses(np.ascontiguousarray(y))).all():
-                return False
-        elif not np.array_equal(x, y):
-            return False
-    return True
 
 
 def _same_rows(table: list[np.ndarray], probe: list[np.ndarray]) -> bool:
