@@ -346,22 +346,36 @@ def _values(values: pd.Series | np.ndarray) -> np.ndarray:
 
 
 def _fold(columns: list[np.ndarray]) -> np.ndarray | None:
-    """One int64 per row standing for its values in `columns`: each column becomes dense codes (an
-    integer column by its offset from the minimum, others by one factorize, nulls a code of their own)
-    and the codes are folded together. None when the codes would overflow."""
-    key, size = None, 1
+    """One int64 per row standing for its values in `columns`: each column becomes dense codes
+    (`_column_codes`, nulls a code of their own) and the codes are folded together. None when the codes
+    would overflow."""
+    coded = []
     for v in columns:
-        if v.dtype.kind in "iub":
-            v = v.astype("int64")
-            lo = int(v.min())
-            codes, k = v - lo, int(v.max()) - lo + 1
-        else:  # nulls get the code after the values' (use_na_sentinel=False costs an isna pass, 2x)
-            codes, uniques = distinct(v)
-            k = len(uniques)
+        codes, k, _, uniques = _column_codes(v)
+        if uniques is not None:  # nulls get the code after the values' (use_na_sentinel=False costs an isna pass, 2x)
             null = codes < 0
             if null.any():
                 codes[null] = k
                 k += 1
+        coded.append((codes, k))
+    return _folded(coded)
+
+
+def _column_codes(v: np.ndarray) -> tuple[np.ndarray, int, int, np.ndarray | None]:
+    """One key column as dense codes: (codes, how many, offset, distinct values). An integer column is coded
+    by its offset from the minimum (no distinct values), any other by one factorize (`distinct`, nulls -1)."""
+    if v.dtype.kind in "iub":
+        v = v.astype("int64")
+        lo = int(v.min())
+        return v - lo, int(v.max()) - lo + 1, lo, None
+    codes, uniques = distinct(v)
+    return codes, len(uniques), 0, uniques
+
+
+def _folded(coded: list[tuple[np.ndarray, int]]) -> np.ndarray | None:
+    """(codes, how many) per column folded into one int64 per row; None when they would overflow."""
+    key, size = None, 1
+    for codes, k in coded:
         size *= max(k, 1)
         if size >= 2**62:
             return None
@@ -536,29 +550,18 @@ class _TableKeys:
     @classmethod
     def build(cls, table: list[np.ndarray]) -> _TableKeys | None:
         """None where the general path must decide: a null or float key, codes too wide, repeated keys."""
-        kinds, lows, sizes, values, key = [], [], [], [], None
-        for v in table:
-            if v.dtype.kind in "iub":
-                v64 = v.astype("int64")
-                lo = int(v64.min())
-                codes, k, uniq = v64 - lo, int(v64.max()) - lo + 1, None
-                kinds.append("i")
-            elif v.dtype == object:
-                codes, uniques = distinct(v)
-                if (codes < 0).any():
-                    return None
-                lo, k, uniq = 0, len(uniques), pd.Index(uniques, dtype=object)
-                kinds.append("o")
-            else:
-                return None
-            lows.append(lo)
-            sizes.append(max(k, 1))
-            values.append(uniq)
-            key = codes.astype("int64") if key is None else key * k + codes
-            if int(np.prod(sizes, dtype=object)) >= 2**62:
-                return None
+        if any(v.dtype.kind not in "iub" and v.dtype != object for v in table):
+            return None
+        coded = [_column_codes(v) for v in table]
+        if any(u is not None and (c < 0).any() for c, _, _, u in coded):
+            return None
+        key = _folded([(c, k) for c, k, _, _ in coded])
+        if key is None:
+            return None
         try:
-            return cls([_kept_copy(v) for v in table], kinds, lows, sizes, values, key)
+            return cls([v.copy() for v in table], ["i" if u is None else "o" for *_, u in coded],
+                       [lo for _, _, lo, _ in coded], [max(k, 1) for _, k, _, _ in coded],
+                       [None if u is None else pd.Index(u, dtype=object) for *_, u in coded], key)
         except ValueError:
             return None
 
@@ -589,10 +592,6 @@ class _TableKeys:
         if miss is not None:
             pos[miss] = -1
         return pos
-
-
-def _kept_copy(v: np.ndarray) -> np.ndarray:
-    return np.array(v, copy=True)
 
 
 def _same_rows(table: list[np.ndarray], probe: list[np.ndarray]) -> bool:

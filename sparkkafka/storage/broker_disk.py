@@ -232,7 +232,11 @@ def write_partitions(brokers_dir: str, broker: int, log_dir: str, parts: Iterabl
 
 def log_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int, future: bool = False) -> str:
     """The folder of one log's files (a future log's carries `-future`)."""
-    return os.path.join(dir_path(brokers_dir, broker, log_dir), f"{topic}-{int(partition)}" + ("-future" if future else ""))
+    return os.path.join(dir_path(brokers_dir, broker, log_dir), _log_folder(topic, partition, future))
+
+
+def _log_folder(topic: str, partition: int, future: bool) -> str:
+    return f"{topic}-{int(partition)}" + ("-future" if future else "")
 
 
 def _epoch_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int, future: bool = False) -> str:
@@ -240,7 +244,7 @@ def _epoch_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partiti
 
 
 def _epoch_file(base: str, topic: str, partition: int, future: bool) -> str:
-    return os.path.join(base, f"{topic}-{int(partition)}" + ("-future" if future else ""), EPOCH_CHECKPOINT)
+    return os.path.join(base, _log_folder(topic, partition, future), EPOCH_CHECKPOINT)
 
 
 EPOCH_JOURNAL = "leader-epoch-checkpoints"  # the emulator's: a round's leader-epoch checkpoints of a dir's logs
