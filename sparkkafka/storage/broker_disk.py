@@ -70,7 +70,12 @@ def _write(path: str, text: str | None, round_no: int | None) -> None:
         else:
             write_durably(path, text, make_dirs=True)
         return
-    write_durably(f"{path}.r{int(round_no):010d}", _GONE if text is None else _DATA + text, make_dirs=True)
+    write_durably(_version(path, round_no), _GONE if text is None else _DATA + text, make_dirs=True)
+
+
+def _version(path: str, round_no: int) -> str:
+    """The name of round `round_no`'s version of `path` (what _VERSION matches)."""
+    return f"{path}.r{int(round_no):010d}"
 
 
 def _versions(path: str) -> list[tuple[int, str]]:
@@ -260,7 +265,7 @@ def write_epoch_checkpoints(brokers_dir: str, round_no: int, writes: Iterable[Ep
         by_dir.setdefault((int(broker), log_dir), {})[(topic, int(partition), bool(future))] = (
             None if cache is None else list(cache))
     for (broker, log_dir), entries in sorted(by_dir.items()):
-        path = f"{os.path.join(dir_path(brokers_dir, broker, log_dir), EPOCH_JOURNAL)}.r{int(round_no):010d}"
+        path = _version(os.path.join(dir_path(brokers_dir, broker, log_dir), EPOCH_JOURNAL), round_no)
         merged = {**_journal_entries([path]), **entries} if os.path.exists(path) else entries
         write_durably(path, "".join(_journal_line(k, v) for k, v in merged.items()), make_dirs=True)
 
