@@ -394,13 +394,8 @@ class ControlPlane:
         """Every partition's state in ZooKeeper, rebuilt only after ZooKeeper changed."""
         if self._frame is not None and self._frame_zxid == self.zk.zxid:
             return self._frame
-        rows = []
-        for t in self.topics():
-            for p, reps in sorted(self.zk.topic_assignment(t).items()):
-                s, v = self.zk.get_partition_state((t, p))
-                rows.append({"topic": t, "partition": p, "leader": s["leader"], "isr": list(s["isr"]),
-                             "replicas": list(reps), "leader_epoch": s["leader_epoch"],
-                             "controller_epoch": s["controller_epoch"], "version": v})
+        rows = [(t, p, s["leader"], list(s["isr"]), list(reps), s["leader_epoch"], s["controller_epoch"], v)
+                for t in self.topics() for p, reps, s, v in self.zk.partition_states(t)]
         self._frame = pd.DataFrame(rows, columns=["topic", "partition", "leader", "isr", "replicas",
                                                   "leader_epoch", "controller_epoch", "version"])
         self._frame_zxid = self.zk.zxid
