@@ -71,3 +71,25 @@ def test_k04_offline_dir_falls_back_to_a_live_one() -> None:
     """Golden K-04 (testCreateLogWithLogDirFallback / testCreateLogWithInvalidLogDir): a dir that cannot take
     logs is skipped; the log goes to a good dir. Here an offline dir is not among the live dirs."""
     assert assign_log_dirs({"/bad": 0, "/d1": 3}, ["/d1"], 1) == ["/d1"]
+
+
+def test_many_new_logs_at_once_land_where_one_by_one_would() -> None:
+    """A broker told about thousands of partitions at once (a new cluster's first LeaderAndIsr) places
+    them in one vectorised pass; each must land where LogManager's one-by-one choice puts it."""
+    import random
+
+    from sparkkafka.protocol.leader_and_isr import _fewest_first
+    from sparkkafka.protocol.log_manager import choose_log_dir
+
+    rng = random.Random(7)
+    for _ in range(200):
+        dirs = [f"/d{i}" for i in range(rng.randint(1, 4))]
+        logs = [rng.randint(0, 6) for _ in dirs]
+        n = rng.randint(1, 40)
+        counts = dict(zip(dirs, logs, strict=True))
+        expected = []
+        for _ in range(n):
+            d = choose_log_dir(counts, dirs)
+            counts[d] += 1
+            expected.append(d)
+        assert [dirs[i] for i in _fewest_first(logs, n)] == expected

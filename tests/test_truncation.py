@@ -301,7 +301,7 @@ def _truncating_followers(caches: list[str], leo: int, hw: int, profile: str = "
     rep = F.new_replicas(pd.DataFrame({
         "broker": FOLLOWER, "topic": "t", "partition": range(n), "log_dir": "d0", "leader": LEADER,
         "leader_epoch": 6, "leo": leo, "hw": hw, "epoch_cache": caches,
-        "last_fetched_epoch": [leader_epoch._latest_of(c) for c in caches], "fetch_state": F.TRUNCATING}))
+        "last_fetched_epoch": leader_epoch.latest_epochs(caches), "fetch_state": F.TRUNCATING}))
     cfg = {**broker_config({}), "profile": profile}
     rep, fetches, ereqs = fetch.fetch_requests(rep, 0, {}, cfg)
     assert fetches.empty

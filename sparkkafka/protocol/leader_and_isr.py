@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .frames import BROKER, REMOTE, REPLICA, array, concat, conform, from_rows, ids, new_replicas
-from .log_manager import choose_log_dir
+from .frames import BROKER, REMOTE, REPLICA, array, concat, conform, from_rows, group_ids, ids, new_replicas
 
 STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
 
@@ -37,24 +36,56 @@ def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: lis
     held_logs = replicas[["broker", "log_dir"]]
     if futures is not None and len(futures):
         held_logs = pd.concat([held_logs, futures[["broker", "log_dir"]]], ignore_index=True)
-    rows = []
-    for b, grp in new.groupby("broker", sort=True):
+    held = held_logs.groupby(["broker", "log_dir"]).size()
+    held = {b: dict(zip(g.index.get_level_values(1), g.to_numpy().tolist(), strict=True))
+            for b, g in held.groupby(level=0)} if len(held) else {}
+    made: list[tuple[np.ndarray, np.ndarray]] = []  # (rows of `new`, their dirs) per broker
+    topics, parts, asks = array(new, "topic"), array(new, "partition"), array(new, "log_dir")
+    for b, pos in sorted(new.groupby("broker").indices.items()):
         gone = set(offline_dirs.get(int(b), ()))
-        live = [d for d in log_dirs if d not in gone]
-        counts = held_logs.loc[held_logs["broker"] == b, "log_dir"].value_counts().to_dict()
-        for t, part, asked in zip(grp["topic"], grp["partition"], grp["log_dir"], strict=True):
-            want = remembered.get((int(b), t, int(part)))
-            if want is None and isinstance(asked, str) and asked in log_dirs:
-                want = asked
-            d = choose_log_dir(counts, live, want)
-            if d is None:
+        live = list(dict.fromkeys(d for d in log_dirs if d not in gone))
+        counts = held.get(b, {})
+        logs = [counts.get(d, 0) for d in live]  # what choose_log_dir / next_log_dirs count, as a list
+        asked = asks[pos]
+        wants = [remembered.get((int(b), t, int(p))) for t, p in zip(topics[pos], parts[pos], strict=True)
+                 ] if remembered else []
+        if not any(w is not None for w in wants) and not pd.Series(asked).isin(log_dirs).any():
+            if logs:  # no dir asked for: every log in the live dir holding fewest, one after another
+                made.append((pos, np.asarray(live, dtype=object)[_fewest_first(logs, len(pos))]))
+            continue
+        ok, dirs = [], []
+        for j, a in enumerate(asked):
+            want = wants[j] if wants else None
+            if want is None and isinstance(a, str) and a in log_dirs:
+                want = a
+            if want:  # a preferred dir is the only one tried
+                if want not in live:
+                    continue
+                i = live.index(want)
+            elif logs:  # the live dir holding fewest logs, the first listed among equals (next_log_dirs)
+                i = logs.index(min(logs))
+            else:
                 continue
-            counts[d] = counts.get(d, 0) + 1
-            rows.append((int(b), t, int(part), d))
-    if not rows:
+            logs[i] += 1
+            ok.append(j)
+            dirs.append(live[i])
+        made.append((pos[ok], np.asarray(dirs, dtype=object)))
+    if not made or not sum(len(r) for r, _ in made):
         return replicas
-    created = new_replicas(pd.DataFrame(rows, columns=["broker", "topic", "partition", "log_dir"]))
+    rows, dirs = np.concatenate([r for r, _ in made]), np.concatenate([d for _, d in made])
+    created = new_replicas(pd.DataFrame({"broker": array(new, "broker")[rows], "topic": topics[rows],
+                                         "partition": parts[rows], "log_dir": dirs}))
     return concat([replicas, created], REPLICA)
+
+
+def _fewest_first(logs: list[int], n: int) -> np.ndarray:
+    """The dir (index into `logs`, the live dirs' log counts) each of `n` new logs takes, created one after
+    another, each in the dir holding fewest logs then, the first listed among equals (LogManager.nextLogDirs
+    per log), at once: dir i offers a slot at each count logs[i], logs[i] + 1, ...; the logs take the n
+    smallest (count, i) slots in order."""
+    k = len(logs)
+    slots = (np.asarray(logs, dtype=np.int64)[:, None] + np.arange(n)) * k + np.arange(k)[:, None]
+    return np.sort(slots.ravel())[:n] % k
 
 
 def become_leader_or_follower(
@@ -135,14 +166,8 @@ def become_leader_or_follower(
     kept = remotes[rem_key.isin(idx[lead & was_leader])][
         ["broker", "topic", "partition", "replica", "leo", "log_start_offset"]]
     remotes = remotes[~rem_key.isin(idx)]
-    fresh = []
-    for e in m[lead].itertuples():
-        isr = set(ids(e.isr))
-        for f in ids(e.replicas):
-            if f != e.broker:
-                fresh.append((e.broker, e.topic, e.partition, f, f in isr))
-    if fresh:
-        fr = pd.DataFrame(fresh, columns=["broker", "topic", "partition", "replica", "in_isr"])
+    fr = _followers(m[lead])
+    if len(fr):
         fr = fr.merge(kept, on=["broker", "topic", "partition", "replica"], how="left")
         fr["leo"] = fr["leo"].fillna(-1)
         fr["log_start_offset"] = fr["log_start_offset"].fillna(-1)
@@ -151,13 +176,48 @@ def become_leader_or_follower(
         fr["last_fetch_ms"] = -1
         fr["leo_changed_ms"] = now
         remotes = concat([remotes, fr], REMOTE)
-    for e, is_lead in zip(m.itertuples(), lead, strict=True):
-        role = "leader" if is_lead else "follower"
-        lines.append((e.broker, e.controller_epoch, e.topic, e.partition,
-                      f"Completed LeaderAndIsr request correlation id 0 from controller epoch "
-                      f"{e.controller_epoch} for the become-{role} transition for partition "
-                      f"{e.topic}-{e.partition} with leader epoch {e.leader_epoch}"))
-    return replicas, remotes, brokers, _lines(lines)
+    role = np.where(lead, "leader", "follower").astype(object)
+    done = pd.DataFrame({
+        "broker": array(m, "broker").astype("int64"), "controller_epoch": array(m, "controller_epoch").astype("int64"),
+        "topic": array(m, "topic"), "partition": array(m, "partition").astype("int64"),
+        "message": "Completed LeaderAndIsr request correlation id 0 from controller epoch "
+        + _text(m, "controller_epoch") + " for the become-" + role + " transition for partition "
+        + array(m, "topic").astype(object) + "-" + _text(m, "partition") + " with leader epoch "
+        + _text(m, "leader_epoch")})
+    return replicas, remotes, brokers, pd.concat([_lines(lines), done], ignore_index=True) if lines else done
+
+
+def _text(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """An integer column as decimal strings (an object array, for building messages column-wise)."""
+    return array(frame, column).astype(str).astype(object)
+
+
+def _followers(leaders: pd.DataFrame) -> pd.DataFrame:
+    """(broker, topic, partition, replica, in_isr): each follower of each entry in `leaders` (entries in
+    order, followers in replica-list order, the leader itself left out), whether it is in the entry's
+    ISR. Replica lists and ISRs repeat across partitions: each distinct (replicas, isr, leader) is parsed
+    once, not once per partition."""
+    cols = ["broker", "topic", "partition", "replica", "in_isr"]
+    if leaders.empty:
+        return pd.DataFrame(columns=cols)
+    codes = group_ids(leaders, ["replicas", "isr", "broker"])
+    first = np.empty(int(codes.max()) + 1, dtype=np.intp)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # a row of each distinct (replicas, isr, leader)
+    fol, flag = [], []
+    for reps, isr, b in zip(array(leaders, "replicas")[first], array(leaders, "isr")[first],
+                            array(leaders, "broker")[first], strict=True):
+        members = set(ids(isr))
+        f = [x for x in ids(reps) if x != b]
+        fol.append(np.array(f, dtype="int64"))
+        flag.append(np.array([x in members for x in f], dtype=bool))
+    n = np.array([len(f) for f in fol], dtype="int64")
+    start = np.cumsum(n) - n
+    per_row = n[codes]
+    rows = np.repeat(np.arange(len(codes)), per_row)
+    at = np.repeat(start[codes], per_row) + np.arange(per_row.sum()) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    return pd.DataFrame({"broker": array(leaders, "broker")[rows].astype("int64"), "topic": array(leaders, "topic")[rows],
+                         "partition": array(leaders, "partition")[rows].astype("int64"),
+                         "replica": np.concatenate(fol)[at], "in_isr": np.concatenate(flag)[at]})
 
 
 def _lines(lines: list[tuple]) -> pd.DataFrame:

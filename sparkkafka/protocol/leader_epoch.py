@@ -280,10 +280,6 @@ def decode(text: str | None) -> list[Entry]:
     return [(int(e), int(o)) for e, o in (x.split(":") for x in text.split(","))]
 
 
-def _latest_of(text: str) -> int:
-    return int(text.rsplit(",", 1)[-1].split(":", 1)[0]) if text else UNDEFINED_EPOCH
-
-
 def latest_epochs(caches) -> np.ndarray:
     """The latest epoch of each encoded cache (UNDEFINED_EPOCH for an empty one or a null), with Arrow's
     regex kernel (~10x cheaper than parsing each string in Python), once per distinct cache."""
@@ -344,12 +340,18 @@ def on_become_leader(replicas, mask, rules: Rules | str):
     any write, so a follower holding a never-replicated later epoch still finds a higher entry."""
     if not rules_for(rules).epoch_entry_on_become_leader or not mask.any():
         return replicas
-    r = replicas.copy()
-    idx = r.index[mask]
-    r.loc[idx, "epoch_cache"] = [
-        encode(assign(decode(c), int(e), int(o)))
-        for c, e, o in zip(r.loc[idx, "epoch_cache"], r.loc[idx, "leader_epoch"], r.loc[idx, "leo"], strict=True)]
-    r.loc[idx, "last_fetched_epoch"] = r.loc[idx, "leader_epoch"].to_numpy()
+    from .frames import per_row
+
+    pos = np.flatnonzero(mask)
+    epochs = array(replicas, "leader_epoch")[pos]
+    caches = array(replicas, "epoch_cache").copy()
+    caches[pos] = per_row(lambda c, e, o: encode(assign(decode(c), int(e), int(o))), caches[pos], epochs,
+                          array(replicas, "leo")[pos])
+    lfe = array(replicas, "last_fetched_epoch").copy()
+    lfe[pos] = epochs
+    r = replicas.copy(deep=False)
+    r["epoch_cache"] = caches
+    r["last_fetched_epoch"] = lfe
     return r
 
 
@@ -358,12 +360,14 @@ def on_truncate(replicas, pos, offsets):
     past the LEO: KAFKA-10706); last_fetched_epoch follows the cache's new latest epoch."""
     if len(pos) == 0:
         return replicas
-    r = replicas.copy()
+    from .frames import per_row
+
+    r = replicas.copy(deep=False)
     caches = array(r, "epoch_cache").copy()
-    for p, o in zip(pos, offsets, strict=True):
-        caches[p] = encode(truncate_from_end(decode(caches[p]), int(o)))
+    caches[pos] = per_row(lambda c, o: encode(truncate_from_end(decode(c), int(o))), caches[pos],
+                          np.asarray(offsets, dtype="int64"))
     r["epoch_cache"] = caches
     lfe = array(r, "last_fetched_epoch").copy()
-    lfe[pos] = [_latest_of(caches[p]) for p in pos]
+    lfe[pos] = latest_epochs(caches[pos])
     r["last_fetched_epoch"] = lfe
     return r
