@@ -398,8 +398,9 @@ def checkpoint_epochs(before: pd.DataFrame, found: np.ndarray, replicas: pd.Data
     changed = np.flatnonzero(new != old)  # then, of those only (comparing strings costs ~30 ns a row):
     changed = changed[(new[changed] != "") | pd.notna(old[changed])]  # a new log's empty cache needs no file
     cols = [F.array(replicas, c)[changed] for c in ("broker", "log_dir", "topic", "partition")]
-    return [WriteEpochCheckpoint(int(b), d, t, int(part), tuple(leader_epoch.decode(text)), future)
-            for b, d, t, part, text in zip(*cols, new[changed], strict=True)]
+    entries = F.per_row(lambda text: tuple(leader_epoch.decode(text)), new[changed])  # a new cluster's: all one
+    return [WriteEpochCheckpoint(int(b), d, t, int(part), e, future)
+            for b, d, t, part, e in zip(*cols, entries, strict=True)]
 
 
 def list_logs(config: RoundConfig, before: pd.DataFrame, after: pd.DataFrame,
