@@ -50,6 +50,41 @@ def test_plain_values_come_back_equal_and_of_the_same_types():
         from_plain({"@": "os:system"})
 
 
+@pytest.mark.parametrize("batch", [4096, 3])
+def test_long_lists_of_like_rows_and_long_maps_are_stored_by_column_and_come_back_equal(batch, monkeypatch):
+    """A new cluster's controller queues a LeaderAndIsr entry per replica and maps every replica to a
+    state: such lists and maps are written column by column (one tagged object, not one per entry),
+    dump_fields' text still json.dumps(to_plain(...))'s, and read back equal, of the same types."""
+    from sparkkafka.controller.instructions import LeaderAndIsr
+    from sparkkafka.controller.state_machines import ReplicaState
+
+    monkeypatch.setattr(plaindata, "BATCH", batch)
+    n = plaindata.ROWS + 6
+    value = {
+        "entries": [LeaderAndIsr(i % 5, "t", i, i % 5, 0, 1, "0,1,2", "0,1,2", True, None if i % 2 else "/d0", 0)
+                    for i in range(n)],
+        "writes": [{"partition": i, "isr": [i, i + 1], "ok": i % 3 == 0, "x": np.int64(i)} for i in range(n)],
+        "lines": [(i, "m", None) for i in range(n)],
+        "states": {("t", i, i % 3): ReplicaState.OnlineReplica if i % 4 else ReplicaState.OfflineReplica
+                   for i in range(n)},
+        "by_id": {i: float(i) / 2 for i in range(n)},
+        "mixed": [(i, "m") for i in range(n)] + [(1, 2, 3)],  # not alike: stored item by item
+        "short": [(i, "m") for i in range(3)],
+    }
+    plain = to_plain(value)
+    for k in ("entries", "writes", "lines"):
+        assert plain[k]["@"] == "rows" and len(plain[k]["columns"][0]) == n
+    assert plain["states"]["@"] == "map rows" and plain["by_id"]["@"] == "map rows"
+    assert isinstance(plain["mixed"], list) and isinstance(plain["short"], list)
+    back = from_plain(_through_json(plain))
+    expected = {**value, "writes": [{**w, "x": int(w["x"])} for w in value["writes"]]}
+    assert back == expected and list(back["states"]) == list(value["states"])
+    assert type(back["entries"][0]) is LeaderAndIsr and type(back["writes"][0]["x"]) is int
+    assert type(back["states"][("t", 1, 1)]) is ReplicaState and type(back["lines"][0]) is tuple
+    chunks = "".join(plaindata._chunks(value))
+    assert chunks == json.dumps(plain)
+
+
 def _state() -> DriverState:
     """A run's driver state a few steps in: producers, a crash, an isolation, queued messages, rows."""
     sc = load_scenario(SCENARIO)

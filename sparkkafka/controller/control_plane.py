@@ -441,7 +441,7 @@ class ControlPlane:
         for f in fields(self):
             if f.name not in self._PLAIN_SKIP:
                 yield f.name, getattr(self, f.name)
-        yield "zk", Plain(self.zk.to_dict)
+        yield "zk", Plain(lambda: self.zk.to_dict(copies=False))  # written at once: no copies needed
         yield "controllers", [Fields(c.plain_fields) for c in self.controllers]
 
     @classmethod
