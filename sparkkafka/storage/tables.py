@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import ctypes
 import functools
+import itertools
 import json
 import os
 import re
@@ -106,6 +107,20 @@ def _stats(table: pa.Table) -> str:
     return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
+# temporary names: <path>.<this process's random token><a counter>.tmp, unique across processes and hosts
+# (a uuid4 per file cost settle ~6 us a file, a 1M-replica run's ~1M leader-epoch checkpoints); a forked
+# process (PySpark's workers fork from a daemon) draws a token of its own
+_TOKEN = uuid.uuid4().hex[:16]
+_TMP_SEQ = itertools.count()
+
+
+def _new_token() -> None:
+    global _TOKEN
+    _TOKEN = uuid.uuid4().hex[:16]
+
+
+os.register_at_fork(after_in_child=_new_token)
+
 _BATCH: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar("durable_batch", default=None)
 
 
@@ -116,14 +131,20 @@ def write_durably(path: str, text: str | Callable[[IO[str]], object], tmp: str |
     (atomic on POSIX), so a reader sees the old file or the new one, never a torn one. `make_dirs`:
     create the folder when it is missing (tried only then). Inside `durable_batch()` the sync and the
     rename wait for the batch's end."""
-    tmp = tmp or f"{path}.{uuid.uuid4().hex}.tmp"
+    tmp = tmp or f"{path}.{_TOKEN}{next(_TMP_SEQ)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
         fd = os.open(tmp, flags, 0o644)
     except FileNotFoundError:
         if not make_dirs:
             raise
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        folder = os.path.dirname(path)
+        try:  # one level missing (a new log's folder, settle's common case): one mkdir, not makedirs' walk
+            os.mkdir(folder)
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
+        except FileExistsError:
+            pass
         fd = os.open(tmp, flags, 0o644)
     batch = _BATCH.get()
     try:
