@@ -463,11 +463,12 @@ class RoundLoop(Timeline, IdleJumps):
 
             n = self.quiet_rounds(params.now, limit)
             tasks = self.resident_tasks()
-            # Once placed by a window (task b % tasks hosts broker b), the state stays where it is and the
-            # driver's messages travel with the function: no shuffle. (A shuffle over a union with that
-            # state would also make Spark ask for a barrier map stage as wide as both inputs, more than
-            # the slots.) Otherwise (the first window, a reopened run) everything is shuffled into place;
-            # the input is then never empty, which Spark Connect would plan as no tasks at all.
+            # Once placed by a window (task b % tasks hosts broker b), the state stays where it is: no
+            # shuffle. (A shuffle over a union with that state would also make Spark ask for a barrier map
+            # stage as wide as both inputs, more than the slots.) Otherwise (the first window, a reopened
+            # run) the state is shuffled into place with one PLACE row per task, so the input is never
+            # empty, which Spark Connect would plan as no tasks at all. The driver's messages go to each
+            # task in a file of the window's folder (write_inbox), never through Spark.
             placed = self._placed == tasks
             if placed and self._blobs(self.state):  # the last window's output as it is: its tasks route it
                 inp = self.state
