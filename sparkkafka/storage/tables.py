@@ -119,7 +119,8 @@ def _new_token() -> None:
     _TOKEN = uuid.uuid4().hex[:16]
 
 
-os.register_at_fork(after_in_child=_new_token)
+if hasattr(os, "register_at_fork"):  # POSIX only; where there is no fork there are no forked workers
+    os.register_at_fork(after_in_child=_new_token)
 
 _BATCH: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar("durable_batch", default=None)
 
