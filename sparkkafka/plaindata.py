@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 from typing import IO, Any
@@ -57,8 +58,7 @@ def to_plain(v: Any) -> Any:
     if isinstance(v, list):
         form = _rows_of(v)
         if form is not None:
-            return {TAG: "rows", "of": form[0], "keys": form[1],
-                    "columns": [_column(v, k, form[2], 0, len(v)) for k in _row_keys(form)]}
+            return {**_rows_head(form), "columns": [_column(v, k, form[2], 0, len(v)) for k in _row_keys(form)]}
         return [to_plain(x) for x in v]
     if isinstance(v, dict):
         if all(isinstance(k, str) for k in v) and TAG not in v:
@@ -66,8 +66,7 @@ def to_plain(v: Any) -> Any:
         mform = _map_rows_of(v)
         if mform is not None:
             keys, values = _map_columns(v, mform)
-            return {TAG: "map rows", "key length": mform[0], "enum": None if mform[1] is None else _tag(mform[1]),
-                    "keys": keys, "values": values}
+            return {**_map_head(mform), "keys": keys, "values": values}
         return {TAG: "map", "items": [[to_plain(k), to_plain(x)] for k, x in v.items()]}
     if isinstance(v, tuple):
         return {TAG: "tuple", "items": [to_plain(x) for x in v]}
@@ -100,34 +99,39 @@ ROWS = 64  # a list of more like rows than this is stored column by column
 def _rows_of(items: list) -> tuple[str, list[str] | int, Callable[[Any, Any], Any]] | None:
     """How a list of like rows is stored column by column: (what a row is: "dict", "tuple" or a dataclass's
     tag; its keys (field names, dict keys) or a tuple's length; how a row's value is read), or None for
-    any other list. Every value must be a JSON scalar or a numpy one (written as its Python value)."""
+    any other list. Every value must be a JSON scalar, a numpy one (written as its Python value) or a list
+    of JSON scalars."""
     if len(items) <= ROWS:
         return None
     first = items[0]
     cls = type(first)
     if cls is dict:
-        keys: list[str] | int = list(first)
-        if TAG in first or not all(type(k) is str for k in keys):
+        if TAG in first or not all(type(k) is str for k in first):
             return None
-        kind, get = "dict", _item
+        form = ("dict", list(first), operator.getitem)
     elif cls is tuple:
-        keys, kind, get = len(first), "tuple", _item
+        form = ("tuple", len(first), operator.getitem)
     elif dataclasses.is_dataclass(cls) and cls.__module__.startswith(_PACKAGE) and not hasattr(cls, "to_dict") \
             and all(f.init for f in dataclasses.fields(cls)):
-        keys, kind, get = [f.name for f in dataclasses.fields(cls)], _tag(cls), getattr
+        form = (_tag(cls), [f.name for f in dataclasses.fields(cls)], getattr)
     else:
         return None
-    names = range(keys) if isinstance(keys, int) else keys
-    if not names:  # rows of nothing: the list's length would be lost
+    keys, get = _row_keys(form), form[2]
+    if not keys:  # rows of nothing: the list's length would be lost
         return None
     for x in items:
-        if type(x) is not cls or (cls is tuple and len(x) != keys) or (cls is dict and list(x) != keys):
+        if type(x) is not cls or (cls is tuple and len(x) != form[1]) or (cls is dict and list(x) != form[1]):
             return None
-        for k in names:
+        for k in keys:
             v = get(x, k)
             if type(v) not in _SCALAR and not isinstance(v, np.generic) and not _scalars(v):
                 return None
-    return kind, keys, get
+    return form
+
+
+def _rows_head(form: tuple) -> dict:
+    """The rows form's fields before its columns (to_plain and the streamed text both start with them)."""
+    return {TAG: "rows", "of": form[0], "keys": form[1]}
 
 
 def _scalars(v: Any) -> bool:
@@ -165,24 +169,19 @@ def _map_columns(v: dict, form: tuple[int, type | None]) -> tuple[list[list], li
     return keys, values
 
 
-def _map_head(form: tuple[int, type | None]) -> str:
+def _map_head(form: tuple[int, type | None]) -> dict:
+    """The map rows form's fields before its keys and values (to_plain and the streamed text share them)."""
     n, enum = form
-    return f'{{"{TAG}": "map rows", "key length": {n}, "enum": {json.dumps(None if enum is None else _tag(enum))}'
+    return {TAG: "map rows", "key length": n, "enum": None if enum is None else _tag(enum)}
 
 
 def _from_map_rows(d: dict) -> dict:
-    keys = d["keys"] if d["key length"] else None
     values = d["values"]
     if d["enum"] is not None:
         enum = _class(d["enum"])
         values = [enum[x] for x in values]
-    if keys is None:
-        return dict(zip(d["keys"][0], values, strict=True)) if d["keys"] else {}
-    return dict(zip(zip(*keys, strict=True), values, strict=True))
-
-
-def _item(x: Any, k: Any) -> Any:
-    return x[k]
+    keys = d["keys"][0] if d["key length"] == 0 else zip(*d["keys"], strict=True)
+    return dict(zip(keys, values, strict=True))
 
 
 def _row_keys(form: tuple) -> Iterable:
@@ -191,9 +190,7 @@ def _row_keys(form: tuple) -> Iterable:
 
 def _column(items: list, key: Any, get: Callable[[Any, Any], Any], lo: int, hi: int) -> list:
     """Rows lo..hi of one column (numpy scalars as their Python values)."""
-    out = [get(x, key) for x in items[lo:hi]]
-    return [v.item() if isinstance(v, np.generic) else v for v in out] if any(
-        isinstance(v, np.generic) for v in out) else out
+    return [v.item() if isinstance(v, np.generic) else v for v in (get(x, key) for x in items[lo:hi])]
 
 
 def _from_rows(d: dict) -> list:
@@ -265,7 +262,7 @@ def _chunks(v: Any) -> Iterator[str]:
         yield from _mapping(v.items())
     elif isinstance(v, dict) and (mform := _map_rows_of(v)) is not None:
         keys, values = _map_columns(v, mform)
-        yield _map_head(mform) + ', "keys": ['
+        yield json.dumps(_map_head(mform))[:-1] + ', "keys": ['
         for i, col in enumerate(keys):
             yield ", " if i else ""
             yield from _batched(col)
@@ -301,8 +298,8 @@ def _batched(values: list) -> Iterator[str]:
 
 def _row_chunks(items: list, form: tuple) -> Iterator[str]:
     """to_plain's rows form of `items` as text, each column in batches of BATCH values."""
-    kind, keys, get = form
-    yield f'{{"{TAG}": "rows", "of": {json.dumps(kind)}, "keys": {json.dumps(keys)}, "columns": ['
+    get = form[2]
+    yield json.dumps(_rows_head(form))[:-1] + ', "columns": ['
     for i, k in enumerate(_row_keys(form)):
         yield ", [" if i else "["
         for lo in range(0, len(items), BATCH):

@@ -78,8 +78,7 @@ def test_many_new_logs_at_once_land_where_one_by_one_would() -> None:
     them in one vectorised pass; each must land where LogManager's one-by-one choice puts it."""
     import random
 
-    from sparkkafka.protocol.leader_and_isr import _fewest_first
-    from sparkkafka.protocol.log_manager import choose_log_dir
+    from sparkkafka.protocol.log_manager import choose_log_dir, fewest_first
 
     rng = random.Random(7)
     for _ in range(200):
@@ -92,4 +91,4 @@ def test_many_new_logs_at_once_land_where_one_by_one_would() -> None:
             d = choose_log_dir(counts, dirs)
             counts[d] += 1
             expected.append(d)
-        assert [dirs[i] for i in _fewest_first(logs, n)] == expected
+        assert [dirs[i] for i in fewest_first(logs, n)] == expected

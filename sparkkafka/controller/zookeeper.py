@@ -424,8 +424,8 @@ class ZooKeeper:
 
     def to_dict(self, copies: bool = True) -> dict[str, Any]:
         """JSON-native snapshot (string keys, lists), deterministic order. `copies=False`: the partition
-        states are the stored ones, for a caller that only writes them out (a deep copy each costs ~4 us
-        per partition)."""
+        states are the stored ones, for a caller that only writes them out (a deep copy each: ~1 s per
+        100,000 partitions)."""
         out = self._plain()
         out["partition_states"] = list(self._plain_states(copies))
         return out

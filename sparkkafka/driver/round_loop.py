@@ -266,11 +266,13 @@ class RoundLoop(Timeline, IdleJumps):
         rounds' batches are routed together, not one lookup per round, in runs of at most ROUTE_ROWS batches:
         a 1M-replica window's rounds at once held ~1.3M rows on a driver that must stay under 2 GiB)."""
         run: list[pd.DataFrame] = []
+        rows = 0
         for t in [now] if isinstance(now, int) else now:
             run.append(self.workload.batches(t))
-            if sum(map(len, run)) >= self.ROUTE_ROWS:
+            rows += len(run[-1])
+            if rows >= self.ROUTE_ROWS:
                 self._route(concat(run, PRODUCE), send)
-                run = []
+                run, rows = [], 0
         if run:
             self._route(concat(run, PRODUCE), send)
 

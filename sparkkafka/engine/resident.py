@@ -129,8 +129,8 @@ def write_inbox(folder: str, wire: pd.DataFrame | None, tasks: int) -> str | Non
     in `folder` (new per window, in the run directory every executor reaches): task r's file holds the rows
     of the brokers it hosts (broker % tasks == r). Returns the folder (None: no messages). Pickled with the
     function instead, every task got every row; as a Spark input (createDataFrame), a new cluster's
-    LeaderAndIsr for every replica went through the JVM and a shuffle, ~2 s of the reference scenario's
-    first window and most of its 1.6 MB task."""
+    LeaderAndIsr for every replica went through the JVM and a shuffle (~2 s of the reference scenario's
+    first window, whose task Spark flagged as 1.6 MB)."""
     if wire is None or not len(wire):
         return None
     os.makedirs(folder, exist_ok=True)

@@ -433,17 +433,23 @@ def per_value(values: pd.Series | np.ndarray, fn, null=0) -> np.ndarray:
     return np.concatenate([out, np.full(1, null, dtype=out.dtype)])[codes]
 
 
+def distinct_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, first): a dense code per row by its values in `columns`, in order of first appearance,
+    and the position of each code's first row (non-empty columns)."""
+    key = _fold(list(columns))
+    codes = pd.factorize(key if key is not None else pd.MultiIndex.from_arrays(columns))[0]
+    first = np.empty(int(codes.max()) + 1, dtype=np.intp)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    return codes, first
+
+
 def per_row(fn, *columns: np.ndarray) -> np.ndarray:
     """[fn(*row) for row in zip(*columns)] as an object array, `fn` called once per distinct row: a round's
     epoch-cache updates repeat one (cache, epoch, offset) over thousands of replicas (a new cluster's
     LeaderAndIsr: 30,000 parses and encodes per task became one)."""
-    n = len(columns[0])
-    if n == 0:
+    if len(columns[0]) == 0:
         return np.empty(0, dtype=object)
-    key = _fold(list(columns))
-    codes = pd.factorize(key if key is not None else pd.MultiIndex.from_arrays(columns))[0]
-    first = np.empty(int(codes.max()) + 1, dtype=np.intp)
-    first[codes[::-1]] = np.arange(n - 1, -1, -1)  # each distinct row's first position
+    codes, first = distinct_rows(*columns)
     out = np.empty(len(first), dtype=object)
     out[:] = [fn(*(c[i] for c in columns)) for i in first]
     return out[codes]

@@ -11,7 +11,19 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .frames import BROKER, REMOTE, REPLICA, array, concat, conform, from_rows, group_ids, ids, new_replicas
+from .frames import (
+    BROKER,
+    REMOTE,
+    REPLICA,
+    array,
+    concat,
+    conform,
+    distinct_rows,
+    from_rows,
+    ids,
+    new_replicas,
+)
+from .log_manager import choose_log_dir, fewest_first
 
 STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
 
@@ -36,56 +48,36 @@ def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: lis
     held_logs = replicas[["broker", "log_dir"]]
     if futures is not None and len(futures):
         held_logs = pd.concat([held_logs, futures[["broker", "log_dir"]]], ignore_index=True)
-    held = held_logs.groupby(["broker", "log_dir"]).size()
-    held = {b: dict(zip(g.index.get_level_values(1), g.to_numpy().tolist(), strict=True))
-            for b, g in held.groupby(level=0)} if len(held) else {}
+    held = held_logs.groupby(["broker", "log_dir"]).size().to_dict()  # (broker, dir) -> logs it holds
     made: list[tuple[np.ndarray, np.ndarray]] = []  # (rows of `new`, their dirs) per broker
     topics, parts, asks = array(new, "topic"), array(new, "partition"), array(new, "log_dir")
     for b, pos in sorted(new.groupby("broker").indices.items()):
         gone = set(offline_dirs.get(int(b), ()))
         live = list(dict.fromkeys(d for d in log_dirs if d not in gone))
-        counts = held.get(b, {})
-        logs = [counts.get(d, 0) for d in live]  # what choose_log_dir / next_log_dirs count, as a list
-        asked = asks[pos]
+        counts = {d: held.get((b, d), 0) for d in live}
         wants = [remembered.get((int(b), t, int(p))) for t, p in zip(topics[pos], parts[pos], strict=True)
-                 ] if remembered else []
-        if not any(w is not None for w in wants) and not pd.Series(asked).isin(log_dirs).any():
-            if logs:  # no dir asked for: every log in the live dir holding fewest, one after another
-                made.append((pos, np.asarray(live, dtype=object)[_fewest_first(logs, len(pos))]))
+                 ] if remembered else [None] * len(pos)
+        if all(w is None for w in wants) and not pd.Series(asks[pos]).isin(log_dirs).any():
+            if live:  # no dir asked for: LogManager's choice for each log in turn, all at once
+                made.append((pos, np.asarray(live, dtype=object)[fewest_first(list(counts.values()), len(pos))]))
             continue
         ok, dirs = [], []
-        for j, a in enumerate(asked):
-            want = wants[j] if wants else None
-            if want is None and isinstance(a, str) and a in log_dirs:
-                want = a
-            if want:  # a preferred dir is the only one tried
-                if want not in live:
-                    continue
-                i = live.index(want)
-            elif logs:  # the live dir holding fewest logs, the first listed among equals (next_log_dirs)
-                i = logs.index(min(logs))
-            else:
-                continue
-            logs[i] += 1
-            ok.append(j)
-            dirs.append(live[i])
+        for j, (want, asked) in enumerate(zip(wants, asks[pos], strict=True)):
+            if want is None and isinstance(asked, str) and asked in log_dirs:
+                want = asked
+            d = choose_log_dir(counts, live, want)
+            if d is not None:
+                counts[d] += 1
+                ok.append(j)
+                dirs.append(d)
         made.append((pos[ok], np.asarray(dirs, dtype=object)))
-    if not made or not sum(len(r) for r, _ in made):
+    rows = np.concatenate([r for r, _ in made]) if made else np.zeros(0, dtype=np.intp)
+    if not len(rows):
         return replicas
-    rows, dirs = np.concatenate([r for r, _ in made]), np.concatenate([d for _, d in made])
+    dirs = np.concatenate([d for _, d in made])
     created = new_replicas(pd.DataFrame({"broker": array(new, "broker")[rows], "topic": topics[rows],
                                          "partition": parts[rows], "log_dir": dirs}))
     return concat([replicas, created], REPLICA)
-
-
-def _fewest_first(logs: list[int], n: int) -> np.ndarray:
-    """The dir (index into `logs`, the live dirs' log counts) each of `n` new logs takes, created one after
-    another, each in the dir holding fewest logs then, the first listed among equals (LogManager.nextLogDirs
-    per log), at once: dir i offers a slot at each count logs[i], logs[i] + 1, ...; the logs take the n
-    smallest (count, i) slots in order."""
-    k = len(logs)
-    slots = (np.asarray(logs, dtype=np.int64)[:, None] + np.arange(n)) * k + np.arange(k)[:, None]
-    return np.sort(slots.ravel())[:n] % k
 
 
 def become_leader_or_follower(
@@ -200,9 +192,7 @@ def _followers(leaders: pd.DataFrame) -> pd.DataFrame:
     cols = ["broker", "topic", "partition", "replica", "in_isr"]
     if leaders.empty:
         return pd.DataFrame(columns=cols)
-    codes = group_ids(leaders, ["replicas", "isr", "broker"])
-    first = np.empty(int(codes.max()) + 1, dtype=np.intp)
-    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # a row of each distinct (replicas, isr, leader)
+    codes, first = distinct_rows(array(leaders, "replicas"), array(leaders, "isr"), array(leaders, "broker"))
     fol, flag = [], []
     for reps, isr, b in zip(array(leaders, "replicas")[first], array(leaders, "isr")[first],
                             array(leaders, "broker")[first], strict=True):

@@ -2,16 +2,18 @@
 
 ``LogManager.getOrCreateLog`` uses the partition's preferred dir (set by AlterReplicaLogDirs) if there is one,
 else ``nextLogDirs()``: the live dirs ordered by how many logs (current and future) each holds, fewest first,
-trying each until the directory can be created. Pure Python; no Spark, no Delta.
+trying each until the directory can be created. No Spark, no Delta.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from sparkkafka.errors import SparkKafkaError
 
-__all__ = ["KafkaStorageError", "assign_log_dirs", "choose_log_dir", "next_log_dirs"]
+__all__ = ["KafkaStorageError", "assign_log_dirs", "choose_log_dir", "fewest_first", "next_log_dirs"]
 
 
 class KafkaStorageError(SparkKafkaError, ValueError):
@@ -75,3 +77,13 @@ def choose_log_dir(counts: Mapping[str, int], live_dirs: Sequence[str], preferre
         return preferred if preferred in live_dirs else None
     order = next_log_dirs(counts, live_dirs)
     return order[0] if order else None
+
+
+def fewest_first(logs: Sequence[int], n: int) -> np.ndarray:
+    """``choose_log_dir`` with no preferred dir for ``n`` new logs created one after another, at once: the
+    index (into ``logs``, the live dirs' log counts in ``log.dirs`` order) of each one's dir. Dir i offers a
+    slot at each count logs[i], logs[i] + 1, ...; the logs take the n smallest (count, i) slots in order
+    (a new cluster's first LeaderAndIsr creates hundreds of thousands of logs per task)."""
+    k = len(logs)
+    slots = (np.asarray(logs, dtype=np.int64)[:, None] + np.arange(n)) * k + np.arange(k)[:, None]
+    return np.sort(slots.ravel())[:n] % k

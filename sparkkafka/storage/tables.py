@@ -122,17 +122,22 @@ def _new_token() -> None:
 if hasattr(os, "register_at_fork"):  # POSIX only; where there is no fork there are no forked workers
     os.register_at_fork(after_in_child=_new_token)
 
+
+def _tmp_name(path: str) -> str:
+    """A new temporary name beside `path` (written there, then renamed over it)."""
+    return f"{path}.{_TOKEN}{next(_TMP_SEQ)}.tmp"
+
 _BATCH: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar("durable_batch", default=None)
 
 
 def write_durably(path: str, text: str | Callable[[IO[str]], object], tmp: str | None = None,
                   make_dirs: bool = False) -> None:
     """Write `text` (or what `text(file)` writes) to `path` as Kafka's CheckpointFile does: into a
-    temporary file beside it (`tmp`, by default `<path>.<uuid>.tmp`), fsynced, then renamed over `path`
+    temporary file beside it (`tmp`, by default `_tmp_name(path)`), fsynced, then renamed over `path`
     (atomic on POSIX), so a reader sees the old file or the new one, never a torn one. `make_dirs`:
     create the folder when it is missing (tried only then). Inside `durable_batch()` the sync and the
     rename wait for the batch's end."""
-    tmp = tmp or f"{path}.{_TOKEN}{next(_TMP_SEQ)}.tmp"
+    tmp = tmp or _tmp_name(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
         fd = os.open(tmp, flags, 0o644)
@@ -235,7 +240,7 @@ def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
     full = os.path.join(table_path(tables_dir, name), rel)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     data = table.drop_columns([c for c in part if c in table.column_names])
-    tmp = f"{full}.{uuid.uuid4().hex}.tmp"
+    tmp = _tmp_name(full)
     pq.write_table(data, tmp, compression="snappy")
     os.replace(tmp, full)  # not fsynced: neither is the Delta commit that makes it live (docs/run-directory.md)
     return {"table": name, "path": rel, "size": os.path.getsize(full),
