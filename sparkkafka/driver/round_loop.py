@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -193,6 +194,7 @@ class RoundLoop(Timeline, IdleJumps):
         self._before_jump: DataFrame | None = None  # the rows an idle jump's job reads, until it has run
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
         self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
+        self._warm: threading.Thread | None = None  # engine/warm_up.py, joined before the first window
 
     def start(self, sc: Scenario) -> None:
         broker_cfg = broker_config(sc.config)
@@ -208,6 +210,12 @@ class RoundLoop(Timeline, IdleJumps):
             events=sorted(sc.timeline, key=lambda e: (e.time_ms(sc.round_ms), e.index)),
             outbox=[(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)])
         self._transient()
+        if self.spark is not None and self.engine == "resident":  # the session's cold costs, paid while the cluster is set up
+            from ..engine.resident import placing_rows
+            from ..engine.warm_up import warm_up
+
+            tasks = self.resident_tasks()
+            self._warm = warm_up(self.spark, lambda: placing_rows(self.spark, tasks).repartitionById(tasks, "broker"))
         for spec in sc.topics:
             self.control.create_topic(spec, 0)
         if any(spec.state for spec in sc.topics):  # an imported cluster: its logs exist before the brokers start
@@ -365,16 +373,6 @@ class RoundLoop(Timeline, IdleJumps):
             df = df.unionByName(p)
         return df
 
-    def placing_rows(self, tasks: int) -> DataFrame:
-        """One row of kind PLACE per resident task (broker = its rank), nothing else: the tasks' Spark
-        partitions exist even when there is no state yet (a new cluster), as Spark Connect plans no task
-        for an empty input. Built by Spark itself (range), not sent from the driver."""
-        cols = [Fn.lit(W.PLACE).alias("kind"), Fn.col("id").alias("broker"),
-                *[Fn.lit(None if t == "object" else W.DEFAULTS[t]).alias(c) for c, t in W.WIRE.items()
-                  if c not in ("kind", "broker")]]
-        return self.spark.range(tasks).select(*cols).select(
-            *[Fn.col(f.name).cast(f.dataType) for f in W.SPARK_SCHEMA.fields])
-
     def control_messages(self) -> None:
         """The controllers' requests and ISR answers this round, from the broker that sends them."""
         paused = frozenset(self.paused_until)
@@ -461,8 +459,11 @@ class RoundLoop(Timeline, IdleJumps):
         already here, the resident tasks the rows are placed over)."""
         side = None
         if self.engine == "resident":
-            from ..engine.resident import ResidentRounds, Window, write_inbox
+            from ..engine.resident import ResidentRounds, Window, placing_rows, write_inbox
 
+            if self._warm is not None:
+                self._warm.join()
+                self._warm = None
             n = self.quiet_rounds(params.now, limit)
             tasks = self.resident_tasks()
             # Once placed by a window (task b % tasks hosts broker b), the state stays where it is: no
@@ -477,7 +478,7 @@ class RoundLoop(Timeline, IdleJumps):
             elif placed:
                 inp = self.route(self.state_rows())
             else:
-                inp = self.placing_rows(tasks)
+                inp = placing_rows(self.spark, tasks)
                 if self.state is not None:
                     inp = self.route(self.state_rows()).unionByName(inp)
                 inp = inp.repartitionById(tasks, "broker")

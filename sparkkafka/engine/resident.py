@@ -120,6 +120,18 @@ def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
     return b
 
 
+def placing_rows(spark, tasks: int):
+    """One wire row of kind PLACE per resident task (broker = its rank), nothing else: the tasks' Spark
+    partitions exist even when there is no state yet (a new cluster), as Spark Connect plans no task
+    for an empty input. Built by Spark itself (range), not sent from the driver."""
+    from pyspark.sql import functions as Fn
+
+    cols = [Fn.lit(W.PLACE).alias("kind"), Fn.col("id").alias("broker"),
+            *[Fn.lit(None if t == "object" else W.DEFAULTS[t]).alias(c) for c, t in W.WIRE.items()
+              if c not in ("kind", "broker")]]
+    return spark.range(tasks).select(*cols).select(*[Fn.col(f.name).cast(f.dataType) for f in W.SPARK_SCHEMA.fields])
+
+
 def _inbox_file(folder: str, rank: int) -> str:
     return os.path.join(folder, f"inbox-{rank}.arrow")
 

@@ -37,7 +37,7 @@ ALTER_LOG_DIRS, LOG_DIR_FAILURE = 25, 26  # driver -> broker (admin request, a d
 ALTER_LOG_DIRS_RESPONSE, OFFLINE_REPLICA = 27, 28  # broker -> driver
 FUTURE, PREFERRED_DIR, OFFLINE = 29, 30, 31  # broker state: future replicas, remembered dirs, offline replicas
 STATE_BLOB = 40  # a resident task's carried frames between windows, in the `blob` column (state_blobs)
-PLACE = 41  # no content: a row that only gives a resident task its Spark partition (RoundLoop.placing_rows)
+PLACE = 41  # no content: a row that only gives a resident task its Spark partition (resident.placing_rows)
 
 KIND_SPECS: dict[int, dict[str, str]] = {
     REPLICA: F.REPLICA, REMOTE: F.REMOTE, TAIL: F.RECORD, BROKER: F.BROKER, PARKED_FETCH: F.FETCH,
