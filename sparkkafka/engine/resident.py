@@ -29,6 +29,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -41,6 +42,9 @@ from ..protocol.frames import PRODUCE, concat, conform, leaders_by_key
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
 from .broker_round import STATE, RoundParams, WindowFiles, run, unpack_inbox, unpack_state, wire_parts
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 # what only the driver can act on: a window stops after the round that made any of it
 STOP_KINDS = (W.ISR_CHANGE, W.OFFLINE_REPLICA, W.ALTER_LOG_DIRS_RESPONSE)
@@ -120,7 +124,7 @@ def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
     return b
 
 
-def placing_rows(spark, tasks: int):
+def placing_rows(spark: SparkSession, tasks: int) -> DataFrame:
     """One wire row of kind PLACE per resident task (broker = its rank), nothing else: the tasks' Spark
     partitions exist even when there is no state yet (a new cluster), as Spark Connect plans no task
     for an empty input. Built by Spark itself (range), not sent from the driver."""
