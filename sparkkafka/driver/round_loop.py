@@ -426,8 +426,7 @@ class RoundLoop(Timeline, IdleJumps):
         out, side, where = self._job(params, limit, horizon - jumped, clock)
         clock.lap("job")
         if not self.local:  # one Spark job: collecting the driver's rows materialises the lazy local checkpoint
-            side = pd.DataFrame(out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).select(*W.WIRE).collect(),
-                                columns=list(W.WIRE))
+            side = W.driver_rows(out)
         clock.lap("collect")
         if where is not None:  # a resident window's job has run: its tasks have met
             shutil.rmtree(self._meetings, ignore_errors=True)
@@ -459,7 +458,7 @@ class RoundLoop(Timeline, IdleJumps):
         already here, the resident tasks the rows are placed over)."""
         side = None
         if self.engine == "resident":
-            from ..engine.resident import ResidentRounds, Window, placing_rows, write_inbox
+            from ..engine.resident import ResidentRounds, Window, placing_rows, window_job, write_inbox
 
             if self._warm is not None:
                 self._warm.join()
@@ -491,7 +490,7 @@ class RoundLoop(Timeline, IdleJumps):
                             jump_last=self.jump_last(self.round, horizon),
                             cycle=self.fetch_cycle(), meet=meet)
             clock.lap("driver")
-            out = inp.mapInPandas(ResidentRounds(window), W.BLOB_SCHEMA, barrier=True).localCheckpoint(eager=False)
+            out = window_job(inp, ResidentRounds(window))
             where: int | None = tasks
         elif self.local:
             from ..engine import local

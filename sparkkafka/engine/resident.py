@@ -136,6 +136,12 @@ def placing_rows(spark: SparkSession, tasks: int) -> DataFrame:
     return spark.range(tasks).select(*cols).select(*[Fn.col(f.name).cast(f.dataType) for f in W.SPARK_SCHEMA.fields])
 
 
+def window_job(inp: DataFrame, fn) -> DataFrame:
+    """A window's Spark job over its placed input: `fn` (ResidentRounds) as one barrier stage, its output
+    kept by a lazy local checkpoint for the next window (run by collecting `rows.driver_rows` of it)."""
+    return inp.mapInPandas(fn, W.BLOB_SCHEMA, barrier=True).localCheckpoint(eager=False)
+
+
 def _inbox_file(folder: str, rank: int) -> str:
     return os.path.join(folder, f"inbox-{rank}.arrow")
 

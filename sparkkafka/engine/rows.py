@@ -218,3 +218,12 @@ class Unblob:
         frames = [b for b in batches if len(b)]
         if frames:
             yield unblob(frames)
+
+
+def driver_rows(out) -> pd.DataFrame:
+    """The wire rows of a round's or window's job output that are meant for the driver (DRIVER_KINDS), as
+    pandas: collecting them runs the job (and fills its lazy local checkpoint)."""
+    from pyspark.sql import functions as Fn
+
+    return pd.DataFrame(out.where(Fn.col("kind").isin(list(DRIVER_KINDS))).select(*WIRE).collect(),
+                        columns=list(WIRE))

@@ -28,23 +28,22 @@ _LOCK = threading.Lock()
 
 def _touch(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """The warm-up task: import what a resident window's task imports, and return no rows."""
+    from ..protocol.frames import empty
     from . import resident  # noqa: F401 - the import is the point: pandas, pyarrow, the protocol
     from . import rows as W
 
     for _ in batches:
         pass
-    yield pd.DataFrame({c: pd.Series(dtype=object if t == "object" else t) for c, t in W.BLOB_WIRE.items()})
+    yield empty(W.BLOB_WIRE)
 
 
 def run_warm_up(placing: Any) -> None:
-    """One empty resident window over `placing` (resident.placing_rows, placed by task): the same plan as
-    a window's (placing rows by task, barrier map, local checkpoint, the driver's rows collected)."""
-    from pyspark.sql import functions as Fn
-
+    """One empty resident window over `placing` (resident.placing_rows, placed by task): the same job as
+    a window's (resident.window_job, the driver's rows collected)."""
     from . import rows as W
+    from .resident import window_job
 
-    out = placing.mapInPandas(_touch, W.BLOB_SCHEMA, barrier=True).localCheckpoint(eager=False)
-    out.where(Fn.col("kind").isin(list(W.DRIVER_KINDS))).select(*W.WIRE).collect()
+    W.driver_rows(window_job(placing, _touch))
 
 
 def warm_up(spark: Any, placing: Callable[[], Any]) -> threading.Thread | None:

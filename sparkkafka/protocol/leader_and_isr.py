@@ -192,10 +192,10 @@ def _followers(leaders: pd.DataFrame) -> pd.DataFrame:
     cols = ["broker", "topic", "partition", "replica", "in_isr"]
     if leaders.empty:
         return pd.DataFrame(columns=cols)
-    codes, first = distinct_rows(array(leaders, "replicas"), array(leaders, "isr"), array(leaders, "broker"))
+    key = [array(leaders, c) for c in ("replicas", "isr", "broker")]
+    codes, first = distinct_rows(*key)
     fol, flag = [], []
-    for reps, isr, b in zip(array(leaders, "replicas")[first], array(leaders, "isr")[first],
-                            array(leaders, "broker")[first], strict=True):
+    for reps, isr, b in zip(*(c[first] for c in key), strict=True):
         members = set(ids(isr))
         f = [x for x in ids(reps) if x != b]
         fol.append(np.array(f, dtype="int64"))
