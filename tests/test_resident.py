@@ -136,6 +136,46 @@ def test_window_log_files_merge_into_one_per_broker_dir(tmp_path):
     pd.testing.assert_frame_equal(after, before)
 
 
+def test_a_fetch_read_in_a_window_takes_the_held_rows_from_memory(tmp_path):
+    """A round's log read (a follower behind the leader's tail) sees the rows earlier rounds of the window
+    hold, the same records in the same order as after writing them, and writes no file for it: a mid-window
+    write split a window's log into files that its end then merged again."""
+    import os
+    from dataclasses import replace
+
+    from deltalake import DeltaTable
+    from test_log_truncation import LAYOUT, _build, _file_table
+
+    from sparkkafka.engine.broker_round import RoundParams, WindowFiles, _read
+    from sparkkafka.protocol.broker import ReadLog
+    from sparkkafka.storage import tables as T
+
+    tmp = str(tmp_path / "tables")
+    _build(tmp, LAYOUT)
+    p = RoundParams(run_id="test", round_no=7, now=700, tables_dir=tmp, brokers_dir=str(tmp_path / "brokers"),
+                    log_version=T.LogSnapshot(DeltaTable(T.table_path(tmp, "log")).version()), log_dirs=("d0", "d1"),
+                    cfg={}, min_isr={})
+    held = WindowFiles(writer=0)
+    part = ["broker", "log_dir"]
+    for r in (4, 5, 6):  # t0-0 offsets 20.. in d0, round by round, and one future row that a read skips
+        held.hold(r, [(1, "d0", _file_table([(1, "d0", "t0", 0, 20 + 2 * (r - 4) + i, 900 + 2 * r + i, False)
+                                             for i in range(2)]).drop_columns(part))], [])
+    held.hold(6, [(1, "d1", _file_table([(1, "d1", "t0", 0, 26, 999, True)]).drop_columns(part))], [])
+    req = ReadLog(pd.DataFrame({"broker": [1, 1], "topic": ["t0", "t1"], "partition": [0, 0],
+                                "from_offset": [0, 0], "to_offset": [24, 100]}))
+    root = T.table_path(tmp, "log")
+    files_before = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+
+    got = _read(p, req, held)
+
+    assert sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs) == files_before
+    t0 = got[got["topic"] == "t0"]
+    assert t0["offset"].tolist()[-4:] == [20, 21, 22, 23]  # the held rows in range, after the committed ones
+    assert t0["record_id"].tolist()[-4:] == [908, 909, 910, 911]
+    written = held.flush(tmp, history=False)
+    pd.testing.assert_frame_equal(_read(replace(p, log_version=p.log_version.then(written)), req), got)
+
+
 def test_local_engine_gives_the_round_engines_tables(tmp_path, round_engine):
     """The in-process engine (engine/local.py) runs without a Spark job per round, nor a SparkSession;
     stopped during the network partition (broker 1 cut off from 0, a pause over) and reopened, its

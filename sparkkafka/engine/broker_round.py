@@ -68,13 +68,15 @@ def _recover(p: RoundParams, starting: list[int]) -> tuple[pd.DataFrame, pd.Data
     return B.recover(_recovered(p, starting))
 
 
-def _read(p: RoundParams, req: B.ReadLog) -> pd.DataFrame:
+def _read(p: RoundParams, req: B.ReadLog, held: WindowFiles | None = None) -> pd.DataFrame:
     """Answer a ReadLog: the records of the brokers' current logs in req.ranges, read from the log table
-    at the round's snapshot, broker by broker in id order."""
+    at the round's snapshot and from the rows a resident window `held` has not written yet, broker by
+    broker in id order."""
     parts = []
     for b, g in req.ranges.groupby("broker"):
         t = broker_disk.read_log(p.tables_dir, p.log_version, int(b), B.READ_COLUMNS,
-                                 g[["topic", "partition", "from_offset", "to_offset"]], future=False)
+                                 g[["topic", "partition", "from_offset", "to_offset"]], future=False,
+                                 unwritten=held.unwritten(int(b)) if held is not None else ())
         parts.append(t.to_pandas().assign(src=int(b)))
     return F.concat(parts, F.RECORD)
 
@@ -171,8 +173,9 @@ def _truncate(p: RoundParams, cuts: pd.DataFrame, flips: pd.DataFrame | None = N
 @dataclass
 class WindowFiles:
     """The log and history rows of a resident window's rounds, kept in the task and written as one file
-    per (broker, log_dir) and per history table when the window ends, or earlier when a round must read
-    or cut the log (`flush`). Written per round, a 12-broker x 3-dir round leaves ~40 small Parquet
+    per (broker, log_dir) and per history table when the window ends, or earlier when a round must cut
+    the log or recover a restarting broker from it (`flush`); a fetch's read takes them from memory
+    (`unwritten`). Written per round, a 12-broker x 3-dir round leaves ~40 small Parquet
     files, a third of its CPU at 9,000 replicas, which the window then merges anyway. The tables get
     the same rows; only the files differ. A window lost with its task loses nothing committed."""
 
@@ -189,6 +192,10 @@ class WindowFiles:
         for name, t in tables:
             self.history.setdefault(name, []).append(t)
             self.history_rounds.append(round_no)
+
+    def unwritten(self, broker: int) -> list[tuple[str, pa.Table]]:
+        """(log_dir, rows) of `broker`'s held log rows, in the order `flush` would write them."""
+        return [(d, pa.concat_tables(ts)) for (b, d), ts in sorted(self.log.items()) if b == broker]
 
     def flush(self, tables_dir: str, history: bool = True) -> list[dict]:
         """Write what is held (the log only unless `history`); the add actions. File names carry the
@@ -297,10 +304,8 @@ def run(p: RoundParams, state: B.BrokerState, inbox: B.Inbox, tag: str, held: Wi
         p = _flushed(p, held, adds)
         inbox = replace(inbox, recovered=_recovered(p, starting))
 
-    def read(req: B.ReadLog) -> pd.DataFrame:
-        nonlocal p
-        p = _flushed(p, held, adds)
-        return _read(p, req)
+    def read(req: B.ReadLog) -> pd.DataFrame:  # held rows are read where they are: no file written for it
+        return _read(p, req, held)
 
     done = B.step(state, inbox, p.now, config_of(p), read=read)
     t = time.perf_counter()

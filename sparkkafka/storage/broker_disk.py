@@ -372,7 +372,8 @@ def read_disk(brokers_dir: str, broker: int, log_dirs: list[str], future: bool =
 
 
 def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: list[str],
-             ranges: pd.DataFrame | None = None, future: bool | None = None) -> pa.Table:
+             ranges: pd.DataFrame | None = None, future: bool | None = None,
+             unwritten: Iterable[tuple[str, pa.Table]] = ()) -> pa.Table:
     """Rows of one broker's log at a committed Delta version (or a LogSnapshot: that version and the
     writer's own uncommitted actions since).
 
@@ -380,7 +381,9 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
     `future` True/False keeps only the future / current logs' rows (is_future), None both.
     Files are pruned by partition values, then read with pyarrow (the fast path measured in the
     engine notes); log_dir comes from the add actions' partition values, as Delta keeps partition
-    values out of files (and their folder names are escaped).
+    values out of files (and their folder names are escaped). `unwritten`: (log_dir, rows) the writer
+    holds in memory for files it has not written yet (engine/broker_round.WindowFiles), read after the
+    files, in that order, as if they had been written.
     """
     root = table_path(tables_dir, "log")
     acts = log_file_actions(tables_dir, version)
@@ -391,7 +394,9 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
         files = [(os.path.join(root, unquote(p)), d)
                  for p, d in zip(mine["path"].to_pylist(), mine["partition.log_dir"].to_pylist(), strict=True)]
     want = [c for c in columns if c not in ("broker", "log_dir")]
-    if not files:
+    sources = [(ds.dataset(path, format="parquet"), d) for path, d in files]
+    sources += [(ds.dataset(t), d) for d, t in unwritten if t.num_rows]
+    if not sources:
         return pa.table({c: pa.array([], type=_type(c)) for c in columns})
     parts = []
     filt = None
@@ -401,8 +406,8 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
     if future is not None:
         which = pc.field("is_future") == bool(future)
         filt = which if filt is None else filt & which
-    for path, log_dir in files:
-        t = ds.dataset(path, format="parquet").to_table(columns=want, filter=filt)
+    for source, log_dir in sources:
+        t = source.to_table(columns=want, filter=filt)
         if t.num_rows:
             parts.append(t.append_column("log_dir", pa.array([log_dir] * t.num_rows, pa.string())))
     if not parts:

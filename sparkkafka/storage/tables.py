@@ -241,11 +241,20 @@ def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
     os.makedirs(os.path.dirname(full), exist_ok=True)
     data = table.drop_columns([c for c in part if c in table.column_names])
     tmp = _tmp_name(full)
-    pq.write_table(data, tmp, compression="snappy")
+    pq.write_table(data, tmp, compression="snappy", use_dictionary=_dictionary_columns(data.schema))
     os.replace(tmp, full)  # not fsynced: neither is the Delta commit that makes it live (docs/run-directory.md)
     return {"table": name, "path": rel, "size": os.path.getsize(full),
             "partition_values": {k: str(v) for k, v in part.items()},
             "modification_time": int(time.time() * 1000), "stats": _stats(data)}
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns worth Parquet's dictionary encoding: the strings (a topic, a log dir, a role: a few
+    values over many rows). pyarrow's default also tries it on every integer column, where offsets,
+    record ids and times are nearly all distinct, before it falls back: over a third of the time of
+    writing a window's log file (300,000 rows: ~61 -> ~39 ms), for a file ~12% larger."""
+    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            or pa.types.is_binary(f.type)]
 
 
 def create_tables(tables_dir: str, checkpoint_interval: int | None = None) -> None:
