@@ -321,3 +321,16 @@ def test_uncommitted_actions_seen_through_a_log_snapshot(run):
                     [a for a in acts if a.get("remove") and a["path"] not in added])
     assert offsets(v + 1) == list(range(12))
     assert offsets(v) == list(range(15))  # the older version is untouched
+
+
+def test_log_files_dictionary_encode_strings_only(tmp_path):
+    """write_file asks Parquet for dictionaries on string columns (topic, key) only: not on integer
+    columns of nearly distinct values (offsets, record ids), nor on a record's binary value."""
+    rows = [(1, "d0", "t0", 0, o, 1000 + o, False) for o in range(50)]
+    add = T.write_file(str(tmp_path), "log", _file_table(rows), "00000001-b1", {"broker": 1, "log_dir": "d0"})
+    meta = pq.ParquetFile(os.path.join(T.table_path(str(tmp_path), "log"), unquote(add["path"]))).metadata
+    dictionary = {meta.schema.column(i).name: any("DICTIONARY" in e for e in meta.row_group(0).column(i).encodings)
+                  for i in range(meta.num_columns)}
+    assert {c for c, d in dictionary.items() if d} == {"topic", "key"}
+    assert json.loads(add["stats"])["numRecords"] == 50 and pq.read_table(
+        os.path.join(T.table_path(str(tmp_path), "log"), unquote(add["path"])))["offset"].to_pylist() == list(range(50))

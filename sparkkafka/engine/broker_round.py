@@ -193,9 +193,13 @@ class WindowFiles:
             self.history.setdefault(name, []).append(t)
             self.history_rounds.append(round_no)
 
+    def _logs(self) -> list[tuple[int, str, pa.Table]]:
+        """(broker, log_dir, rows) of the held log rows, one table per (broker, log_dir) in that order."""
+        return [(b, d, pa.concat_tables(ts)) for (b, d), ts in sorted(self.log.items())]
+
     def unwritten(self, broker: int) -> list[tuple[str, pa.Table]]:
-        """(log_dir, rows) of `broker`'s held log rows, in the order `flush` would write them."""
-        return [(d, pa.concat_tables(ts)) for (b, d), ts in sorted(self.log.items()) if b == broker]
+        """(log_dir, rows) of `broker`'s held log rows, as `flush` would write them."""
+        return [(d, t) for b, d, t in self._logs() if b == broker]
 
     def flush(self, tables_dir: str, history: bool = True) -> list[dict]:
         """Write what is held (the log only unless `history`); the add actions. File names carry the
@@ -204,8 +208,8 @@ class WindowFiles:
         adds = []
         if self.log:
             span = f"h{min(self.log_rounds):08d}-{max(self.log_rounds):08d}"
-            adds += [write_file(tables_dir, "log", pa.concat_tables(ts), f"{span}-b{b}", {"broker": b, "log_dir": d})
-                     for (b, d), ts in sorted(self.log.items())]
+            adds += [write_file(tables_dir, "log", t, f"{span}-b{b}", {"broker": b, "log_dir": d})
+                     for b, d, t in self._logs()]
             self.log, self.log_rounds = {}, []
         if history and self.history:
             span = f"h{min(self.history_rounds):08d}-{max(self.history_rounds):08d}"
