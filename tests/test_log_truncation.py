@@ -334,3 +334,26 @@ def test_log_files_dictionary_encode_strings_only(tmp_path):
     assert {c for c, d in dictionary.items() if d} == {"topic", "key"}
     assert json.loads(add["stats"])["numRecords"] == 50 and pq.read_table(
         os.path.join(T.table_path(str(tmp_path), "log"), unquote(add["path"])))["offset"].to_pylist() == list(range(50))
+
+
+def test_file_stats_from_the_parquet_footer_equal_the_columns_own(tmp_path):
+    """A data file's Delta stats (min/max per integer and string column) are read from the Parquet footer
+    the writer made: the same values as computing them from the rows, over several row groups, with
+    nulls, negative numbers, non-ASCII strings, a column null in one row group and one null throughout."""
+    t = pa.table({"round": pa.array([5, -3, 7, None, 2, 9], pa.int64()),
+                  "broker": pa.array([None, None, 4, 1, None, 2], pa.int32()),
+                  "topic": pa.array(["b", "é", None, "a", "zz", "b"]),
+                  "message": pa.array([None, None, None, None, None, None], pa.string()),
+                  "acked": pa.array([True, None, False, True, True, False])})
+    footer: list = []
+    pq.write_table(t, str(tmp_path / "f.parquet"), row_group_size=2, metadata_collector=footer)
+    assert footer[0].num_row_groups == 3
+    assert json.loads(T._stats(t, footer[0])) == json.loads(T._stats(t)) == {
+        "numRecords": 6, "minValues": {"round": -3, "broker": 1, "topic": "a"},
+        "maxValues": {"round": 9, "broker": 4, "topic": "é"},
+        "nullCount": {"round": 1, "broker": 3, "topic": 1, "message": 6, "acked": 1}}
+    add = T.write_file(str(tmp_path), "replica_state", pa.table(
+        {f.name: pa.array([1, 2], f.type) if pa.types.is_integer(f.type) else pa.array(["x", "y"], f.type)
+         for f in T.SCHEMAS["replica_state"]}), "00000001-t0")
+    assert json.loads(add["stats"])["maxValues"] == {f.name: 2 if pa.types.is_integer(f.type) else "y"
+                                                     for f in T.SCHEMAS["replica_state"]}

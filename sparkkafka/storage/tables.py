@@ -95,16 +95,47 @@ def path_component(name: str) -> str:
     return "%2E" * len(name) if out and set(out) == {"."} else out
 
 
-def _stats(table: pa.Table) -> str:
-    """Delta file statistics (numRecords, min/max and null counts of primitive columns)."""
+def _stats(table: pa.Table, footer: pq.FileMetaData | None = None) -> str:
+    """Delta file statistics (numRecords, min/max and null counts of primitive columns). The min/max of a
+    column come from the statistics the Parquet writer kept in `footer` (the file's metadata), combined
+    over its row groups; computed only for a column the footer has none for. pc.min_max over a window's
+    1M-row replica_state file costs ~38 ms, the footer ~1 ms."""
+    kept = _footer_min_max(footer) if footer is not None else {}
     mins, maxs, nulls = {}, {}, {}
     for name, col in zip(table.column_names, table.columns, strict=True):
         t = col.type
         nulls[name] = col.null_count
         if (pa.types.is_integer(t) or pa.types.is_string(t)) and len(col) > col.null_count:
-            mm = pc.min_max(col)
-            mins[name], maxs[name] = mm["min"].as_py(), mm["max"].as_py()
+            if name in kept:
+                mins[name], maxs[name] = kept[name]
+            else:
+                mm = pc.min_max(col)
+                mins[name], maxs[name] = mm["min"].as_py(), mm["max"].as_py()
     return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
+def _footer_min_max(footer: pq.FileMetaData) -> dict[str, tuple]:
+    """(min, max) per top-level column whose every row group has them in the Parquet footer (integers
+    as ints, strings as str: the values pc.min_max gives). A column with a row group lacking them (all
+    null there, or a value longer than the writer keeps statistics for) is left out."""
+    out: dict[str, tuple] = {}
+    missing: set[str] = set()
+    for g in range(footer.num_row_groups):
+        rg = footer.row_group(g)
+        for i in range(rg.num_columns):
+            c = rg.column(i)
+            name, s = c.path_in_schema, c.statistics
+            if "." in name or name in missing:
+                continue
+            if s is None or not s.has_min_max:
+                missing.add(name)
+                out.pop(name, None)
+                continue
+            lo, hi = s.min, s.max
+            if name in out:
+                lo, hi = min(out[name][0], lo), max(out[name][1], hi)
+            out[name] = (lo, hi)
+    return out
 
 
 # temporary names: <path>.<this process's random token><a counter>.tmp, unique across processes and hosts
@@ -241,11 +272,13 @@ def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
     os.makedirs(os.path.dirname(full), exist_ok=True)
     data = table.drop_columns([c for c in part if c in table.column_names])
     tmp = _tmp_name(full)
-    pq.write_table(data, tmp, compression="snappy", use_dictionary=_dictionary_columns(data.schema))
+    footer: list[pq.FileMetaData] = []
+    pq.write_table(data, tmp, compression="snappy", use_dictionary=_dictionary_columns(data.schema),
+                   metadata_collector=footer)
     os.replace(tmp, full)  # not fsynced: neither is the Delta commit that makes it live (docs/run-directory.md)
     return {"table": name, "path": rel, "size": os.path.getsize(full),
             "partition_values": {k: str(v) for k, v in part.items()},
-            "modification_time": int(time.time() * 1000), "stats": _stats(data)}
+            "modification_time": int(time.time() * 1000), "stats": _stats(data, footer[0] if footer else None)}
 
 
 def _dictionary_columns(schema: pa.Schema) -> list[str]:
