@@ -40,6 +40,7 @@ from .frames import (
     locate,
     owned,
     positional,
+    select,
     select_str,
     sort_order,
     str_len,
@@ -202,7 +203,7 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     always at least one record for the first partition with data (KIP-74). In (request, partition,
     offset) order: the log's columns but src, then _dst (the fetching follower), sent_ms, fetch_offset
     and leo. Joined and cut with numpy over positions: the merges and groupbys cost ~10x more."""
-    want = m.loc[(array(m, "_err") == "") & (array(m, "_de") < 0), REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
+    want = select(m, REQUEST + ["topic", "partition", "fetch_offset", "leo"], (array(m, "_err") == "") & (array(m, "_de") < 0))
     if want.empty or log.empty:
         return empty(RECORD).assign(sent_ms=pd.Series(dtype="int64"), _dst=pd.Series(dtype="int32"))
     li, wi = join(log, want, ["broker", "topic", "partition"])
@@ -389,7 +390,7 @@ def serve_fetch(
         "sent_ms": answered("sent_ms"), "diverging_epoch": answered("_de"), "diverging_end_offset": answered("_do"),
     }, FETCH_RESPONSE)
     # the records of the answered requests, sent back: from the leader (src) to the follower (broker)
-    sent = contains(m.iloc[done], recs, REQUEST, RESPONSE)
+    sent = contains(select(m, REQUEST, done), recs, REQUEST, RESPONSE)
     out_recs = owned({**{c: array(recs, c)[sent] for c in RECORD if c not in ("broker", "src")},
                       "broker": array(recs, "_dst")[sent], "src": array(recs, "broker")[sent]}, RECORD)
     # the rest wait in the purgatory: the new ones (first) until replica.fetch.wait.max.ms from now

@@ -680,9 +680,14 @@ def sorted_by(frame: pd.DataFrame, cols: list[str], keep: list[str] | None = Non
     0..n-1 (frame.sort_values(...)[keep].reset_index(drop=True)): only they are taken, and a frame's
     take of every column costs ~2x its numpy takes (18 vs ~9 ms for 60,000 replicas)."""
     order = sort_order([array(frame, c) for c in cols])
-    if keep is None:
-        return frame.take(order)
-    taken = {c: array(frame, c)[order] for c in keep}
+    return frame.take(order) if keep is None else select(frame, keep, order)
+
+
+def select(frame: pd.DataFrame, cols: list[str], rows: np.ndarray) -> pd.DataFrame:
+    """frame[cols] at `rows` (positions or a boolean mask), indexed 0..n-1: one numpy take per column kept
+    (frame.loc[mask, cols] builds a frame of every column first, and aligns on labels: ~1 ms a fetch round
+    at 9,000 replicas, against ~0.1 ms)."""
+    taken = {c: array(frame, c)[rows] for c in cols}
     return owned(taken, {c: v.dtype.str for c, v in taken.items()})
 
 
