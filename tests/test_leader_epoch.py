@@ -339,3 +339,24 @@ def test_c_tr_04_after_log_start_moves(log_start, last_fetched, fetch_offset, ex
     if log_start == 5:
         assert leader[0] == (3, 5)
     assert diverging_epoch(leader, 17, last_fetched, fetch_offset, log_start_offset=log_start) == expected
+
+
+def test_latest_epochs_read_alike_for_few_and_many_caches():
+    """A handful of distinct caches (every round's appends) are parsed in Python, many with Arrow's
+    pattern: both give each cache's last entry's epoch, and UNDEFINED_EPOCH for an empty, null or
+    malformed cache."""
+    import random
+
+    import numpy as np
+
+    from sparkkafka.protocol import leader_epoch as L
+
+    rng = random.Random(7)
+    caches = [None, "", "0:0", "0:0,3:120", "-1:5", "1:2:3", "a:1", "1:", ":1", "0:0,", "1 :2", "7:8\n"]
+    caches += [",".join(f"{rng.randint(-2, 30)}:{rng.randint(-1, 999)}" for _ in range(rng.randint(0, 4)))
+               for _ in range(300)]
+    many = L._latest_epochs(np.array(caches, dtype=object))  # > 32 values: Arrow's pattern
+    few = np.concatenate([L._latest_epochs(np.array(caches[i:i + 8], dtype=object)) for i in range(0, len(caches), 8)])
+    assert few.tolist() == many.tolist()
+    assert many[:12].tolist() == [L.UNDEFINED_EPOCH, L.UNDEFINED_EPOCH, 0, 3, -1] + [L.UNDEFINED_EPOCH] * 7
+    assert L.latest_epochs(np.array(["0:0,3:120"] * 5 + [None], dtype=object)).tolist() == [3] * 5 + [L.UNDEFINED_EPOCH]

@@ -393,6 +393,8 @@ def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if values.dtype != object or len(values) == 0:
         return pd.factorize(values)
     if one_object(values):  # a topic column of one topic
+        if isinstance(values[0], str):  # pd.factorize of one value costs ~8 us, ~20 times a round
+            return np.zeros(len(values), dtype=np.intp), values[:1].copy()
         codes, uniques = pd.factorize(values[:1])
         return np.repeat(codes, len(values)), uniques
     at, pointers = pd.factorize(_addresses(values))
