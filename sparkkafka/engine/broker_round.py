@@ -89,26 +89,31 @@ def _write_log(p: RoundParams, a: pd.DataFrame) -> list[dict]:
 
 
 def _log_tables(p: RoundParams, a: pd.DataFrame) -> list[tuple[int, str, pa.Table]]:
-    """The round's new records as log table rows, one Arrow table per (broker, log_dir)."""
+    """The round's new records as log table rows, one Arrow table per (broker, log_dir). The rows are
+    sorted as numpy takes of the columns written (a frame's take of every column costs ~2x)."""
     if a.empty:
         return []
-    a = F.sorted_by(a, ["broker", "log_dir", "topic", "partition", "offset"])
-    n = len(a)
+    order = F.sort_order([F.array(a, c) for c in ("broker", "log_dir", "topic", "partition", "offset")])
+
+    def col(c: str) -> np.ndarray:
+        return F.array(a, c)[order]
+
+    n = len(order)
     t = pa.table({
-        "topic": F.to_arrow(F.array(a, "topic"), pa.string()), "partition": pa.array(a["partition"], pa.int32()),
-        "offset": pa.array(a["offset"], pa.int64()), "leader_epoch": pa.array(a["leader_epoch"], pa.int32()),
-        "record_id": pa.array(a["record_id"], pa.int64()), "key": F.to_arrow(F.array(a, "key"), pa.string()),
-        "value": pa.nulls(n, pa.binary()), "value_bytes": pa.array(a["value_bytes"], pa.int32()),
-        "timestamp": pa.array(a["timestamp"], pa.int64()),
-        "is_future": pa.array(a["is_future"].to_numpy(dtype=bool)),
+        "topic": F.to_arrow(col("topic"), pa.string()), "partition": pa.array(col("partition"), pa.int32()),
+        "offset": pa.array(col("offset"), pa.int64()), "leader_epoch": pa.array(col("leader_epoch"), pa.int32()),
+        "record_id": pa.array(col("record_id"), pa.int64()), "key": F.to_arrow(col("key"), pa.string()),
+        "value": pa.nulls(n, pa.binary()), "value_bytes": pa.array(col("value_bytes"), pa.int32()),
+        "timestamp": pa.array(col("timestamp"), pa.int64()),
+        "is_future": pa.array(col("is_future").astype(bool)),
         "append_ms": pa.array(np.full(n, p.now), pa.int64()),
     })
     # one file per (broker, log_dir): rows are sorted, so each is one contiguous slice
-    bro, dirs = a["broker"].to_numpy(), pd.factorize(a["log_dir"])[0]
-    starts = np.flatnonzero(np.r_[True, (bro[1:] != bro[:-1]) | (dirs[1:] != dirs[:-1])])
+    bro, dirs = col("broker"), col("log_dir")
+    codes = F.distinct(dirs)[0]
+    starts = np.flatnonzero(np.r_[True, (bro[1:] != bro[:-1]) | (codes[1:] != codes[:-1])])
     ends = np.r_[starts[1:], n]
-    return [(int(a["broker"].iat[lo]), a["log_dir"].iat[lo], t.slice(lo, hi - lo))
-            for lo, hi in zip(starts, ends, strict=True)]
+    return [(int(bro[lo]), dirs[lo], t.slice(lo, hi - lo)) for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
 def _history(p: RoundParams, tag: str, rows: B.HistoryRows) -> dict:
