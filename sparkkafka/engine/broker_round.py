@@ -198,13 +198,15 @@ class WindowFiles:
             self.history.setdefault(name, []).append(t)
             self.history_rounds.append(round_no)
 
-    def _logs(self) -> list[tuple[int, str, pa.Table]]:
-        """(broker, log_dir, rows) of the held log rows, one table per (broker, log_dir) in that order."""
-        return [(b, d, pa.concat_tables(ts)) for (b, d), ts in sorted(self.log.items())]
+    def _logs(self, broker: int | None = None) -> list[tuple[int, str, pa.Table]]:
+        """(broker, log_dir, rows) of the held log rows (of `broker` only, when given), one table per
+        (broker, log_dir) in that order."""
+        return [(b, d, pa.concat_tables(ts)) for (b, d), ts in sorted(self.log.items())
+                if broker is None or b == broker]
 
     def unwritten(self, broker: int) -> list[tuple[str, pa.Table]]:
         """(log_dir, rows) of `broker`'s held log rows, as `flush` would write them."""
-        return [(d, t) for b, d, t in self._logs() if b == broker]
+        return [(d, t) for _, d, t in self._logs(broker)]
 
     def flush(self, tables_dir: str, history: bool = True) -> list[dict]:
         """Write what is held (the log only unless `history`); the add actions. File names carry the

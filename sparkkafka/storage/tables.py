@@ -278,7 +278,7 @@ def write_file(tables_dir: str, name: str, table: pa.Table, tag: str,
     os.replace(tmp, full)  # not fsynced: neither is the Delta commit that makes it live (docs/run-directory.md)
     return {"table": name, "path": rel, "size": os.path.getsize(full),
             "partition_values": {k: str(v) for k, v in part.items()},
-            "modification_time": int(time.time() * 1000), "stats": _stats(data, footer[0] if footer else None)}
+            "modification_time": int(time.time() * 1000), "stats": _stats(data, footer[0])}
 
 
 def _dictionary_columns(schema: pa.Schema) -> list[str]:
