@@ -99,7 +99,7 @@ def _stats(table: pa.Table, footer: pq.FileMetaData | None = None) -> str:
     """Delta file statistics (numRecords, min/max and null counts of primitive columns). The min/max of a
     column come from the statistics the Parquet writer kept in `footer` (the file's metadata), combined
     over its row groups; computed only for a column the footer has none for. pc.min_max over a window's
-    1M-row replica_state file costs ~38 ms, the footer ~1 ms."""
+    990,000-row replica_state file costs ~38 ms, reading the footer ~0.02 ms."""
     kept = _footer_min_max(footer) if footer is not None else {}
     mins, maxs, nulls = {}, {}, {}
     for name, col in zip(table.column_names, table.columns, strict=True):
