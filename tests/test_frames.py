@@ -331,3 +331,22 @@ def test_filled_is_np_full_with_one_shared_object_in_a_string_column():
     assert F.filled(3, 7, "int32").dtype == np.int32 and len(F.filled(0, topic, object)) == 0
     codes, uniques = F.distinct(s)  # distinct's one-object shortcut applies
     assert codes.tolist() == [0] * 4 and uniques.tolist() == ["orders"]
+
+
+def test_object_addresses_are_the_objects_ids_read_only_and_keep_the_array_alive():
+    """distinct and one_object compare rows by pointer: the pointers must be the rows' objects, for any
+    length (each new length cost ~12 us through ctypes), and the view must not outlive the array."""
+    import gc
+    import weakref
+
+    for n in (0, 1, 7, 1000):
+        values = np.array([f"t{i % 3}" for i in range(n)], dtype=object)
+        got = F._addresses(values)
+        assert got.tolist() == [id(v) for v in values]
+        assert not got.flags.writeable
+    values = np.array(["a", "b"], dtype=object)
+    alive = weakref.ref(values)
+    view = F._addresses(values)
+    del values
+    gc.collect()
+    assert alive() is not None and len(view) == 2  # the view holds the array: its pointers stay valid

@@ -8,7 +8,6 @@ Lists of broker ids (ISR, replicas) travel as comma-joined strings, the cheapest
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Iterable
 
 import numpy as np
@@ -423,8 +422,12 @@ def to_arrow(v: np.ndarray, t: pa.DataType | None = None) -> pa.Array:
 
 
 def _addresses(values: np.ndarray) -> np.ndarray:
-    """The pointers a C-contiguous object array holds, as integers (a view of its memory, no copy)."""
-    return np.frombuffer((ctypes.c_char * values.nbytes).from_address(values.ctypes.data), dtype=np.intp)
+    """The pointers a C-contiguous object array holds, as integers (a read-only view of its memory, no
+    copy, that keeps `values` alive). Through the buffer protocol: a ctypes array type per length, as
+    `.ctypes` needs, costs ~12 us a call once lengths vary (~1 us here)."""
+    view = np.frombuffer(memoryview(values).cast("B"), dtype=np.intp)
+    view.flags.writeable = False
+    return view
 
 
 def per_value(values: pd.Series | np.ndarray, fn, null=0) -> np.ndarray:
