@@ -239,3 +239,33 @@ def test_batches_sent_to_a_down_leader_in_a_window_fail_in_the_round_they_were_s
     assert down["time_ms"].tolist() == list(range(300, 1000, 100))
     assert down["record_id"].tolist() == list(range(3, 10))
     assert (~down["acked"]).all() and set(down["error"]) == {"NETWORK_EXCEPTION"} and down["offset"].isna().all()
+
+
+def test_a_windows_rounds_run_without_full_collections_and_the_collector_comes_back_after():
+    """young_only: automatic (full) collections are off while a window's rounds run; each round's end
+    (collect_round) still frees the cycles the round made; the collector is on again afterwards, also
+    after an error inside."""
+    import gc
+    import weakref
+    from collections import defaultdict
+
+    from sparkkafka.engine.resident import collect_round, young_only
+
+    class Node:
+        pass
+
+    assert gc.isenabled()
+    spent: dict[str, float] = defaultdict(float)
+    with young_only():
+        assert not gc.isenabled()
+        n = Node()
+        n.me = n  # a cycle: only the cyclic collector frees it
+        alive = weakref.ref(n)
+        del n
+        assert alive() is not None
+        collect_round(spent)
+        assert alive() is None and spent["resident.gc"] > 0
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), young_only():
+        raise RuntimeError("a round failed")
+    assert gc.isenabled()

@@ -23,6 +23,8 @@ top (storage/tables.py).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import time
@@ -194,6 +196,30 @@ def merge_window_logs(tables_dir: str, snap: LogSnapshot, first: int, last: int)
     return out
 
 
+@contextlib.contextmanager
+def young_only() -> Iterator[None]:
+    """Only the young generations of the cyclic garbage collector while a window's rounds run: automatic
+    collection is off, and each round ends with `gc.collect(1)` (`collect_round`). A round leaves almost no
+    cyclic garbage (136 objects in a whole reference run), but its allocations start a full collection
+    every ~12 rounds, which walks all the brokers' state: ~40 ms each at 30,000 replicas a task, 3.3 ms a
+    round (0.9 ms at 4,500; timed on captured rounds). The young collections cost ~0.35 ms a round. The
+    daemon's collection after the task (fastdaemon) covers what is left."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def collect_round(spent: dict[str, float]) -> None:
+    """The end of a round under `young_only`: its short-lived cycles, if any, collected."""
+    t = time.perf_counter()
+    gc.collect(1)
+    spent["resident.gc"] += time.perf_counter() - t
+
+
 class ResidentRounds:
     """The function given to `mapInPandas(..., barrier=True)` for one window."""
 
@@ -228,43 +254,45 @@ class ResidentRounds:
         msgs: dict[int, pd.DataFrame] = {}  # the messages in flight to this task's brokers, by kind
         spent["resident.start"] += time.perf_counter() - t0
         try:
-            for k in range(w.rounds):
-                t = time.perf_counter()
-                now = w.first.now + k * w.round_ms
-                p = replace(w.first, round_no=w.first.round_no + k, now=now, log_version=snap)
-                if k > 0 and w.workload is not None:
-                    b = produce_batches(w.workload, now, w.leaders)
-                    b = b[(b["broker"] >= 0) & ~b["broker"].isin(list(w.crashed))
-                          & (b["broker"] % mesh.size == mesh.rank)] if len(b) else b
-                    if len(b):
-                        inbox = replace(inbox, produce=concat([inbox.produce, conform(b, PRODUCE)], PRODUCE))
-                spent["resident.produce"] += time.perf_counter() - t
-                t = time.perf_counter()
-                if present_brokers(state, inbox):  # a task with no rows runs no round
-                    done, adds = run(p, state, inbox, "", held)
-                    parts, state, summary = wire_parts(done, adds), done.state, done.outbox.summary
-                else:
-                    parts, adds, summary = [], [], {"timings": {}, "halted": []}
-                spent["resident.round"] += time.perf_counter() - t
-                snap = snap.then(adds)
-                summary = {**summary, "round": p.round_no}
-                kinds = {kind for kind, f in parts if len(f)}
-                driver.append(W.pack_all([(kind, f) for kind, f in parts if kind in W.DRIVER_KINDS
-                                          and kind != W.RESULT_SUMMARY]
-                                         + [(W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1,
-                                                                              "payload": json.dumps(summary)}]))]))
-                stop = bool(summary.get("halted")) or bool(kinds & set(STOP_KINDS))
-                report = {k: int(summary.get(k, 0)) for k in idle.KEYS}
-                # each kind travels in its own columns: no packing into the wire schema and splitting again
-                out = route(W.by_kind([(kind, f) for kind, f in parts if kind in W.MESSAGE_KINDS], empty=False),
-                            w.crashed, w.isolations)
-                t = time.perf_counter()
-                headers, got = exchange_parts(mesh, out, "broker", {"stop": stop, "idle": report})
-                spent["resident.exchange"] += time.perf_counter() - t
-                arrived = W.by_kind((kind, f) for kind, pieces in got.items() for f in pieces)
-                inbox, msgs = unpack_inbox(arrived), {kind: f for kind, f in arrived.items() if len(f)}
-                if any(h.get("stop") for h in headers) or driver_jumps(w, headers, p.round_no + 1):
-                    break
+            with young_only():
+                for k in range(w.rounds):
+                    t = time.perf_counter()
+                    now = w.first.now + k * w.round_ms
+                    p = replace(w.first, round_no=w.first.round_no + k, now=now, log_version=snap)
+                    if k > 0 and w.workload is not None:
+                        b = produce_batches(w.workload, now, w.leaders)
+                        b = b[(b["broker"] >= 0) & ~b["broker"].isin(list(w.crashed))
+                              & (b["broker"] % mesh.size == mesh.rank)] if len(b) else b
+                        if len(b):
+                            inbox = replace(inbox, produce=concat([inbox.produce, conform(b, PRODUCE)], PRODUCE))
+                    spent["resident.produce"] += time.perf_counter() - t
+                    t = time.perf_counter()
+                    if present_brokers(state, inbox):  # a task with no rows runs no round
+                        done, adds = run(p, state, inbox, "", held)
+                        parts, state, summary = wire_parts(done, adds), done.state, done.outbox.summary
+                    else:
+                        parts, adds, summary = [], [], {"timings": {}, "halted": []}
+                    spent["resident.round"] += time.perf_counter() - t
+                    snap = snap.then(adds)
+                    summary = {**summary, "round": p.round_no}
+                    kinds = {kind for kind, f in parts if len(f)}
+                    driver.append(W.pack_all([(kind, f) for kind, f in parts if kind in W.DRIVER_KINDS
+                                              and kind != W.RESULT_SUMMARY]
+                                             + [(W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1,
+                                                                                  "payload": json.dumps(summary)}]))]))
+                    stop = bool(summary.get("halted")) or bool(kinds & set(STOP_KINDS))
+                    report = {k: int(summary.get(k, 0)) for k in idle.KEYS}
+                    # each kind travels in its own columns: no packing into the wire schema and splitting again
+                    out = route(W.by_kind([(kind, f) for kind, f in parts if kind in W.MESSAGE_KINDS], empty=False),
+                                w.crashed, w.isolations)
+                    t = time.perf_counter()
+                    headers, got = exchange_parts(mesh, out, "broker", {"stop": stop, "idle": report})
+                    spent["resident.exchange"] += time.perf_counter() - t
+                    arrived = W.by_kind((kind, f) for kind, pieces in got.items() for f in pieces)
+                    inbox, msgs = unpack_inbox(arrived), {kind: f for kind, f in arrived.items() if len(f)}
+                    collect_round(spent)
+                    if any(h.get("stop") for h in headers) or driver_jumps(w, headers, p.round_no + 1):
+                        break
         finally:
             mesh.close()
         t = time.perf_counter()
