@@ -350,3 +350,31 @@ def test_object_addresses_are_the_objects_ids_read_only_and_keep_the_array_alive
     del values
     gc.collect()
     assert alive() is not None and len(view) == 2  # the view holds the array: its pointers stay valid
+
+
+def test_to_arrow_is_pa_array_from_pandas_for_every_kind_of_object_column():
+    """to_arrow converts each distinct object once (one object repeated, or a few taken by pointer codes):
+    the array must be what pa.array(v, t, from_pandas=True) gives, values, nulls and type, inferred or given."""
+    import pyarrow as pa
+
+    dirs = ["".join(["/d", str(i)]) for i in range(3)]  # a few string objects, shared by many rows
+    n = 3000
+    cases = [
+        (np.array([dirs[i % 3] for i in range(n)], dtype=object), pa.string()),
+        (np.array([dirs[i % 3] for i in range(n)], dtype=object), None),
+        (np.array([dirs[0] if i % 4 else None for i in range(n)], dtype=object), pa.string()),  # nulls
+        (np.array([dirs[1] if i % 5 else np.nan for i in range(n)], dtype=object), None),  # NaN is a null
+        (np.array([None] * n, dtype=object), pa.string()),
+        (np.array([None] * n, dtype=object), None),
+        (np.array([7] * n, dtype=object), None),  # one non-string object
+        (np.array([7 if i % 2 else 8 for i in range(n)], dtype=object), pa.int64()),
+        (np.array([b"x" if i % 2 else b"yz" for i in range(n)], dtype=object), pa.binary()),
+        (np.array([str(i) for i in range(n)], dtype=object), pa.string()),  # an object per row
+        (np.array([dirs[i % 3] for i in range(10)], dtype=object), pa.string()),  # short: converted as it is
+        (np.array([dirs[i % 3] for i in range(n)], dtype=object)[::-1], pa.string()),  # not contiguous
+        (np.arange(n, dtype="int64"), pa.int32()),
+        (np.array([], dtype=object), pa.string()),
+    ]
+    for v, t in cases:
+        got, want = F.to_arrow(v, t), pa.array(v, type=t, from_pandas=True)
+        assert got.type == want.type and got.equals(want), (v[:4], t)
