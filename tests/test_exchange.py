@@ -8,7 +8,15 @@ import pandas as pd
 import pyarrow as pa
 
 from sparkkafka.bench import relay
-from sparkkafka.engine.exchange import Mesh, exchange_frames, exchange_parts, from_ipc, to_ipc
+from sparkkafka.engine.exchange import (
+    Mesh,
+    exchange_frames,
+    exchange_parts,
+    from_ipc,
+    pack_frames,
+    to_ipc,
+    unpack_frames,
+)
 from sparkkafka.protocol.frames import filled
 
 
@@ -35,6 +43,21 @@ def test_ipc_round_trip_of_every_column_kind_the_wire_frames_hold():
     # what Table.from_pandas, which to_ipc replaced, gives back
     old = pa.Table.from_pandas(part, preserve_index=False).to_pandas()
     pd.testing.assert_frame_equal(from_ipc(to_ipc(part)), old, check_exact=True)
+
+
+def test_mesh_frames_round_trip_with_their_dtypes_and_a_fresh_index():
+    """pack_frames / unpack_frames (the mesh's bodies): every wire dtype, nulls in strings, NaN, a filtered
+    frame's index reset; an empty frame is not sent, and an empty body holds no frame."""
+    n = 4
+    f = pd.DataFrame({"kind": np.arange(n, dtype="int8"), "broker": np.arange(n, dtype="int32"),
+                      "offset": np.arange(n, dtype="int64") * 10, "in_isr": [True, False, True, True],
+                      "topic": filled(n, "t1", object), "isr": ["1,2", None, "", "3"], "rate": [0.5, np.nan, 1.0, 2.0]})
+    part = f[f["broker"] % 2 == 1]
+    got = dict(unpack_frames(pack_frames({7: part, 3: f.iloc[0:0], 9: f})))
+    assert sorted(got) == [7, 9]
+    pd.testing.assert_frame_equal(got[7], part.reset_index(drop=True), check_exact=True)
+    pd.testing.assert_frame_equal(got[9], f, check_exact=True)
+    assert list(unpack_frames(b"")) == [] and list(unpack_frames(pack_frames({}))) == []
 
 
 def _in_threads(n: int, fn) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import socket
 import struct
 import threading
@@ -240,6 +241,24 @@ def unpack_parts(body: bytes) -> Iterator[tuple[int, pd.DataFrame]]:
         at += n
 
 
+def pack_frames(parts: Mapping[int, pd.DataFrame]) -> bytes:
+    """Frames for one peer of the mesh, by an int key: their columns as numpy arrays, pickled. About 2x
+    cheaper both ways than Arrow IPC (pack_parts) for a round's message frames (~0.5 against ~1 ms at
+    4,500 replicas a task), and dtypes arrive exactly. Both ends are tasks of one job, running one
+    interpreter and one sparkkafka, and the bytes live only for the round: pickle never stores data here
+    (state blobs, which Spark keeps, stay Arrow IPC)."""
+    return pickle.dumps({k: {str(c): F.array(f, c) for c in f.columns} for k, f in parts.items() if len(f)},
+                        protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_frames(body: bytes) -> Iterator[tuple[int, pd.DataFrame]]:
+    """The frames `pack_frames` made (none for b""), each owning the arrays it arrived in, a RangeIndex."""
+    if not body:
+        return
+    for key, cols in pickle.loads(body).items():
+        yield key, F.owned(cols, {c: str(v.dtype) for c, v in cols.items()})
+
+
 def exchange_parts(mesh: Mesh, parts: Mapping[int, pd.DataFrame], dest: str, header: dict | None = None
                    ) -> tuple[list[dict], dict[int, list[pd.DataFrame]]]:
     """Deliver each row of each frame of `parts` (frames of different schemas, by an int key) to the task
@@ -247,14 +266,14 @@ def exchange_parts(mesh: Mesh, parts: Mapping[int, pd.DataFrame], dest: str, hea
     frames for this task): non-empty, by source rank, each as its source sent it (so every run sees the
     same order). A frame keeps its own columns: nothing is widened into a shared schema to travel."""
     owners = {k: f[dest].to_numpy() % mesh.size for k, f in parts.items() if len(f)}
-    bodies = {j: pack_parts({k: parts[k][o == j] for k, o in owners.items()}) for j in mesh.peers}
+    bodies = {j: pack_frames({k: parts[k][o == j] for k, o in owners.items()}) for j in mesh.peers}
     headers, got = mesh.exchange(header or {}, bodies)
     mine: dict[int, list[pd.DataFrame]] = {}
     for j in range(mesh.size):
         if j == mesh.rank:
             pieces: Iterable[tuple[int, pd.DataFrame]] = ((k, parts[k][o == j]) for k, o in owners.items())
         else:
-            pieces = unpack_parts(got.get(j, b""))
+            pieces = unpack_frames(got.get(j, b""))
         for k, f in pieces:
             if len(f):
                 mine.setdefault(k, []).append(f)
