@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 
 from ..protocol import idle
 from ..protocol.broker import present_brokers
-from ..protocol.frames import PRODUCE, concat, conform, leaders_by_key
+from ..protocol.frames import PRODUCE, array, concat, conform, leaders_by_key, select
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
 from .broker_round import STATE, RoundParams, WindowFiles, run, unpack_inbox, unpack_state, wire_parts
@@ -248,10 +248,11 @@ class ResidentRounds:
             k0 = W.by_kind([*carried.items(), *k0.items()])
         # the brokers' state stays unpacked between rounds; only messages are packed, for the exchange
         state, inbox = unpack_state(k0), unpack_inbox(k0)
-        driver: list[pd.DataFrame] = []
+        driver: list[tuple[int, pd.DataFrame]] = []  # the rows for the driver, by kind: packed once, at the end
         snap = LogSnapshot(int(w.first.log_version))
         held = WindowFiles(writer=mesh.rank)  # the window's log and history rows, written at its end
         msgs: dict[int, pd.DataFrame] = {}  # the messages in flight to this task's brokers, by kind
+        crashed = np.array(sorted(w.crashed), dtype="int64")
         spent["resident.start"] += time.perf_counter() - t0
         try:
             with young_only():
@@ -261,10 +262,11 @@ class ResidentRounds:
                     p = replace(w.first, round_no=w.first.round_no + k, now=now, log_version=snap)
                     if k > 0 and w.workload is not None:
                         b = produce_batches(w.workload, now, w.leaders)
-                        b = b[(b["broker"] >= 0) & ~b["broker"].isin(list(w.crashed))
-                              & (b["broker"] % mesh.size == mesh.rank)] if len(b) else b
-                        if len(b):
-                            inbox = replace(inbox, produce=concat([inbox.produce, conform(b, PRODUCE)], PRODUCE))
+                        to = array(b, "broker")  # the batches for live leaders this task hosts
+                        mine = (to >= 0) & (to % mesh.size == mesh.rank) & ~np.isin(to, crashed)
+                        if mine.any():
+                            inbox = replace(inbox, produce=concat([inbox.produce, conform(
+                                select(b, list(PRODUCE), mine), PRODUCE)], PRODUCE))
                     spent["resident.produce"] += time.perf_counter() - t
                     t = time.perf_counter()
                     if present_brokers(state, inbox):  # a task with no rows runs no round
@@ -276,10 +278,8 @@ class ResidentRounds:
                     snap = snap.then(adds)
                     summary = {**summary, "round": p.round_no}
                     kinds = {kind for kind, f in parts if len(f)}
-                    driver.append(W.pack_all([(kind, f) for kind, f in parts if kind in W.DRIVER_KINDS
-                                              and kind != W.RESULT_SUMMARY]
-                                             + [(W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1,
-                                                                                  "payload": json.dumps(summary)}]))]))
+                    driver += [(kind, f) for kind, f in parts if kind in W.DRIVER_KINDS and kind != W.RESULT_SUMMARY]
+                    driver.append((W.RESULT_SUMMARY, pd.DataFrame({"broker": [-1], "payload": [json.dumps(summary)]})))
                     stop = bool(summary.get("halted")) or bool(kinds & set(STOP_KINDS))
                     report = {k: int(summary.get(k, 0)) for k in idle.KEYS}
                     # each kind travels in its own columns: no packing into the wire schema and splitting again
@@ -300,10 +300,10 @@ class ResidentRounds:
         snap = snap.then(written)
         merged = written + merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
         if merged:
-            driver.append(W.pack(W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
+            driver.append((W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
         blobs = W.state_blobs({**{kind: getattr(state, f) for f, kind in STATE.items()}, **msgs})
         spent["resident.end"] += time.perf_counter() - t
         # the window's own costs (start, producers, exchange, end) as one more summary of its last round
-        driver.append(W.pack(W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1, "payload": json.dumps(
-            {"round": p.round_no, "timings": spent})}])))
-        yield concat([blobs, W.concat(driver).assign(blob=None)], W.BLOB_WIRE)
+        driver.append((W.RESULT_SUMMARY, pd.DataFrame({"broker": [-1], "payload": [json.dumps(
+            {"round": p.round_no, "timings": spent})]})))
+        yield concat([blobs, W.pack_all(driver).assign(blob=None)], W.BLOB_WIRE)
