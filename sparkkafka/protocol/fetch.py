@@ -395,7 +395,7 @@ def serve_fetch(
                       "broker": array(recs, "_dst")[sent], "src": array(recs, "broker")[sent]}, RECORD)
     # the rest wait in the purgatory: the new ones (first) until replica.fetch.wait.max.ms from now
     wait = np.r_[np.flatnonzero(~respond & is_new), np.flatnonzero(~respond & ~is_new)]
-    still = {c: m["req_log_start" if c == "log_start_offset" else c].to_numpy()[wait] for c in FETCH}
+    still = {c: array(m, "req_log_start" if c == "log_start_offset" else c)[wait] for c in FETCH}
     still["deadline_ms"] = np.where(is_new[wait], now + cfg["replica.fetch.wait.max.ms"], still["deadline_ms"])
     return replicas, remotes, resp, out_recs, owned(still, FETCH)
 
