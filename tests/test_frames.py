@@ -367,6 +367,7 @@ def test_to_arrow_is_pa_array_from_pandas_for_every_kind_of_object_column():
         (np.array([None] * n, dtype=object), pa.string()),
         (np.array([None] * n, dtype=object), None),
         (np.array([7] * n, dtype=object), None),  # one non-string object
+        (np.array([np.nan] * n, dtype=object), pa.string()),  # one object that converts to a null
         (np.array([7 if i % 2 else 8 for i in range(n)], dtype=object), pa.int64()),
         (np.array([b"x" if i % 2 else b"yz" for i in range(n)], dtype=object), pa.binary()),
         (np.array([str(i) for i in range(n)], dtype=object), pa.string()),  # an object per row

@@ -256,7 +256,7 @@ def unpack_frames(body: bytes) -> Iterator[tuple[int, pd.DataFrame]]:
     if not body:
         return
     for key, cols in pickle.loads(body).items():
-        yield key, F.owned(cols, {c: str(v.dtype) for c, v in cols.items()})
+        yield key, F.owned(cols)
 
 
 def exchange_parts(mesh: Mesh, parts: Mapping[int, pd.DataFrame], dest: str, header: dict | None = None

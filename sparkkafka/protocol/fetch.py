@@ -228,7 +228,7 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
         ok[parts] = _within(per[parts], _runs([cols[c][first] for c in RESPONSE]),
                             cfg["replica.fetch.response.max.bytes"])
         cols = {c: v[kept & ok[part_run]] for c, v in cols.items()}
-    return owned(cols, {c: v.dtype.str for c, v in cols.items()})  # every array a fresh take: owned as it is
+    return owned(cols)  # every array a fresh take: owned as it is
 
 
 def _runs(columns: list[np.ndarray]) -> np.ndarray:

@@ -242,13 +242,16 @@ def with_values(df: pd.DataFrame, column: str, rows: np.ndarray, values) -> pd.D
     return out
 
 
-def owned(columns: dict[str, np.ndarray], spec: dict[str, str]) -> pd.DataFrame:
+def owned(columns: dict[str, np.ndarray], spec: dict[str, str] | None = None) -> pd.DataFrame:
     """A frame of the spec's columns from arrays no other frame or caller holds (fresh results of a
-    take, a concatenation or a computation), cast where their dtype differs. It owns them as they are:
+    take, a concatenation or a computation), cast where their dtype differs (no spec: every column of
+    `columns`, in its own dtype). It owns them as they are:
     pandas' default copies every column and stacks the columns of a dtype into one block, ~4x more.
     One-dimensional numpy arrays of one length (every caller's) go straight into pandas' block manager,
     one block each: pd.DataFrame(..., copy=False) first runs each through sanitize_array, ~0.5 ms for a
     40-column frame against ~0.25 ms; a round builds ~9 of them."""
+    if spec is None:
+        spec = {c: v.dtype.str for c, v in columns.items()}
     arrays = [_cast(columns[c], t) for c, t in spec.items()]
     n = len(arrays[0]) if arrays else 0
     if arrays and all(type(v) is np.ndarray and v.ndim == 1 and len(v) == n for v in arrays):
@@ -396,13 +399,20 @@ def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return np.zeros(len(values), dtype=np.intp), values[:1].copy()
         codes, uniques = pd.factorize(values[:1])
         return np.repeat(codes, len(values)), uniques
-    at, pointers = pd.factorize(_addresses(values))
-    if 2 * len(pointers) > len(values):
+    at, one = _by_pointer(values)
+    if 2 * len(one) > len(values):
         return pd.factorize(values)
-    one = np.empty(len(pointers), dtype=np.intp)
-    one[at] = np.arange(len(at))  # a row of each distinct pointer (any: they all hold the one object)
     codes, uniques = pd.factorize(values[one])  # in the pointers' order of first appearance, as the rows'
     return codes[at], uniques
+
+
+def _by_pointer(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, rows) of a C-contiguous object array: a code per row by the object it holds (its pointer), in
+    order of first appearance, and a row holding each code's object (any: they all hold the one object)."""
+    at, pointers = pd.factorize(_addresses(values))
+    one = np.empty(len(pointers), dtype=np.intp)
+    one[at] = np.arange(len(at))
+    return at, one
 
 
 def one_object(values: np.ndarray) -> bool:
@@ -413,26 +423,19 @@ def one_object(values: np.ndarray) -> bool:
 
 def to_arrow(v: np.ndarray, t: pa.DataType | None = None) -> pa.Array:
     """pa.array(v, t, from_pandas=True) (the type inferred when `t` is None). An object column converts
-    each distinct object once: a string column holding one object in every row (a topic, since `filled`)
-    repeats it (~0.5 ms for 9,000 rows against ~0.05 ms); one of a few objects (log dirs, roles, a log's
-    topic from two sources) takes the converted objects by the rows' pointer codes (~2x cheaper from
-    ~1,000 rows: 1.6 -> 0.8 ms for 50,000 log dirs). The rows get the very values and type each
-    object's own conversion gives (one object that is not a string, say None: its conversion taken)."""
+    each distinct object once: one object in every row (a topic, since `filled`; a key column of None) is
+    converted and repeated (~0.5 ms for 9,000 rows against ~0.05 ms); one of a few objects (log dirs,
+    roles, a log's topic from two sources) is taken by the rows' pointer codes (~2x cheaper from ~1,000
+    rows: 1.6 -> 0.6 ms for 50,000 rows). The rows get the very values and type each object's own
+    conversion gives."""
     if v.dtype != object or not len(v):
         return pa.array(v, type=t, from_pandas=True)
     if one_object(v):
-        if (t is None or pa.types.is_string(t)) and isinstance(v[0], str):
-            return pa.repeat(pa.scalar(v[0], t or pa.string()), len(v))
-        if v[0] is None and t is not None:
-            return pa.nulls(len(v), t)
-        return pa.array(v[:1], type=t, from_pandas=True).take(pa.array(np.zeros(len(v), dtype=np.intp)))
+        return pa.repeat(pa.array(v[:1], type=t, from_pandas=True)[0], len(v))
     if len(v) >= _FEW_OBJECTS_ROWS:
-        v = np.ascontiguousarray(v)
-        at, pointers = pd.factorize(_addresses(v))
-        if len(pointers) * 8 <= len(v):
-            one = np.empty(len(pointers), dtype=np.intp)
-            one[at] = np.arange(len(at))  # a row of each distinct pointer
-            return pa.array(v[one], type=t, from_pandas=True).take(pa.array(at))
+        codes, rows = _by_pointer(np.ascontiguousarray(v))
+        if len(rows) * 8 <= len(v):
+            return pa.array(v[rows], type=t, from_pandas=True).take(pa.array(codes))
     return pa.array(v, type=t, from_pandas=True)
 
 
@@ -711,7 +714,7 @@ def select(frame: pd.DataFrame, cols: list[str], rows: np.ndarray) -> pd.DataFra
     (frame.loc[mask, cols] builds a frame of every column first, and aligns on labels: ~1 ms a fetch round
     at 9,000 replicas, against ~0.1 ms)."""
     taken = {c: array(frame, c)[rows] for c in cols}
-    return owned(taken, {c: v.dtype.str for c, v in taken.items()})
+    return owned(taken)
 
 
 def take(table: pd.DataFrame, column: str, pos: np.ndarray, default) -> np.ndarray:
