@@ -708,6 +708,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.argv = argv
     try:
+        if getattr(args, "master", None) is not None:  # before any command makes a directory or starts Spark
+            from .engine.session import check_master
+
+            check_master(args.master)
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
                 "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
                 "state-change-log": _state_change_log, "import": _import, "report": _report,

@@ -60,6 +60,37 @@ def test_malformed_scenario_exits_2_naming_the_field(tmp_path, what, data, field
     assert not out.exists()  # no partial run behind
 
 
+def test_a_bad_master_url_exits_2_naming_it_before_anything_is_made(tmp_path):
+    """A typo in --master is bad input like a malformed scenario: exit 2 naming --master and the value,
+    no run directory, no JVM started (Spark's own error came after the run directory was made, exit 1)."""
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "sparkkafka.cli", "run", write(tmp_path, GOOD), "--out", str(out),
+                           "--master", "bogus://x"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "--master" in proc.stderr and "'bogus://x'" in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[4, 3]", "local-cluster[2,1,1024]",
+                                    "spark://host:7077", "spark://a:7077,b:7077", "yarn",
+                                    "k8s://https://host:6443", "sc://localhost:15002"])
+def test_spark_master_urls_pass_the_check(master):
+    from sparkkafka.engine.session import check_master
+
+    assert check_master(master) == master
+
+
+@pytest.mark.parametrize("master", ["bogus://x", "local[0]", "local[2", "locale", "local-cluster[2,1]", "yarn-client",
+                                    "spark://", ""])
+def test_other_master_values_are_refused_naming_master(master):
+    from sparkkafka.engine.session import check_master
+    from sparkkafka.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="--master") as e:
+        check_master(master)
+    assert e.value.field == "--master" and e.value.value == master
+
+
 def test_run_prints_describe_and_summary(spark, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["run", write(tmp_path, GOOD), "--out", str(out), "--no-progress"]) == 0

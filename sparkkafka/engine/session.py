@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,6 +100,28 @@ _lock = threading.RLock()
 _temp_dirs: list[str] = []
 
 
+# Spark's master URLs (SparkContext.createTaskScheduler and its cluster managers; Mesos left with Spark 4),
+# and Spark Connect's sc://. Anything else fails inside the JVM with "Could not parse Master URL".
+_MASTER = re.compile(
+    r"local"
+    r"|local\[(?:[1-9]\d*|\*)(?:\s*,\s*\d+)?\]"  # local[N], local[*], local[N, maxFailures]
+    r"|local-cluster\[\s*[1-9]\d*\s*,\s*[1-9]\d*\s*,\s*[1-9]\d*\s*\]"  # local-cluster[workers, cores, MiB]
+    r"|yarn"
+    r"|(?:spark|k8s|sc)://\S+")
+
+
+def check_master(master: str | None) -> str | None:
+    """`master` when it is a master URL Spark (or Spark Connect) accepts, else a ScenarioError naming
+    --master: checked before a run directory is made, so a typo costs no JVM start and leaves nothing."""
+    if master is not None and not _MASTER.fullmatch(master):
+        from ..errors import ScenarioError
+
+        raise ScenarioError("--master", master, "is not a Spark master URL: use local, local[N], local[*], "
+                                                "local-cluster[N,cores,MiB], spark://host:port, yarn, "
+                                                "k8s://https://host:port or sc://host:port (Spark Connect)")
+    return master
+
+
 def get_spark(
     master: str | None = None,
     *,
@@ -115,6 +138,7 @@ def get_spark(
     """
     from pyspark.sql import SparkSession
 
+    check_master(master)
     with _lock:
         existing = _active_session()
         if existing is not None:
