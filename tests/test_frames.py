@@ -172,6 +172,12 @@ def test_sort_order_is_a_stable_sort_values_with_nulls_last():
         assert (F.sort_order([f[c].to_numpy() for c in cols]) == want).all()
         pd.testing.assert_frame_equal(F.sorted_by(f, cols), f.sort_values(cols, kind="stable"))
     assert len(F.sort_order([np.empty(0, dtype=object)])) == 0
+    done = f.sort_values(["t", "p"], kind="stable").reset_index(drop=True)  # in order already: positions as they are
+    assert F.sort_order([done[c].to_numpy() for c in ("t", "p")]).tolist() == list(range(200))
+    # keys too wide to fold into one int64 (2^30 values a column, four columns) sort as well
+    wide = pd.DataFrame({c: rng.integers(-2**29, 2**29, 200) for c in "abcd"}).assign(a=lambda d: d["a"] % 3)
+    want = wide.sort_values(list("abcd"), kind="stable").index.to_numpy()
+    assert (F.sort_order([wide[c].to_numpy() for c in "abcd"]) == want).all()
 
 
 def test_per_topic_is_a_map_with_a_default():
