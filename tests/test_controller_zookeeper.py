@@ -287,3 +287,32 @@ def test_save_skips_a_snapshot_already_on_disk_and_rewrites_after_any_change(tmp
     other = tmp_path / "elsewhere.json"
     zk.save(other)  # another path is another file
     assert ZooKeeper.load(other) == zk
+
+
+def test_snapshot_text_is_json_dump_indent_1_for_any_plain_value():
+    """The snapshot's own writer (_nested, _state_entry) gives json.dumps(indent=1, sort_keys=True)'s text
+    exactly, for the values a snapshot holds and for odd ones (escapes, non-string keys, floats, nulls)."""
+    import random
+
+    from sparkkafka.controller.zookeeper import _nested, _state_entry
+
+    rng = random.Random(7)
+
+    def value(depth=0):
+        c = rng.random()
+        if depth > 3 or c < 0.3:
+            return rng.choice([0, -5, 10**20, 'a"b\n\u00e9\u4e2d', "", None, True, False, 1.5, float("nan"), (1, 2)])
+        if c < 0.6:
+            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+        keys = ["k", "a", "\u00e9", "z1", "0", "10", "9"] if rng.random() < 0.8 else [3, 10, 2]
+        return {rng.choice(keys): value(depth + 1) for _ in range(rng.randint(0, 4))}
+
+    for _ in range(2000):
+        v = value()
+        for depth in (0, 1, 2):
+            assert _nested(v, depth) == json.dumps(v, indent=1, sort_keys=True).replace("\n", "\n" + " " * depth)
+    for st in (state(2, 5, [2, 1, 3], 4), state(-1, 0, [], 1), {"leader": 1, "isr": [1], "extra": "x"},
+               {**state(1, 0, [1], 1), "isr": [1.0]}):
+        for topic in ("t", 'q"\u00e9'):
+            entry = {"topic": topic, "partition": 7, "state": st, "version": 3}
+            assert _state_entry(topic, 7, st, 3) == json.dumps(entry, indent=1, sort_keys=True).replace("\n", "\n  ")

@@ -85,8 +85,46 @@ def _state(state: Mapping[str, Any]) -> dict[str, Any]:
 
 def _nested(value: Any, depth: int) -> str:
     """``value`` as json.dump(indent=1, sort_keys=True) writes it `depth` levels deep (JSON text has newlines
-    only between tokens: strings escape theirs)."""
-    return json.dumps(value, indent=1, sort_keys=True).replace("\n", "\n" + " " * depth)
+    only between tokens: strings escape theirs). Built here for the plain data a snapshot holds (dicts with
+    string keys, lists, strings, ints): json's indenting encoder is pure Python and ~1.7x slower; anything
+    else is left to it."""
+    return _indented(value, " " * depth)
+
+
+def _indented(v: Any, pad: str) -> str:
+    t = type(v)
+    if t is int:
+        return str(v)
+    if t is str:
+        return json.dumps(v)
+    if t is dict and all(type(k) is str for k in v):
+        if not v:
+            return "{}"
+        inner = pad + " "
+        return "{\n" + ",\n".join(f"{inner}{json.dumps(k)}: {_indented(x, inner)}" for k, x in sorted(v.items())) \
+            + "\n" + pad + "}"
+    if t is list or t is tuple:
+        if not v:
+            return "[]"
+        inner = pad + " "
+        return "[\n" + ",\n".join(inner + _indented(x, inner) for x in v) + "\n" + pad + "]"
+    return json.dumps(v, indent=1, sort_keys=True).replace("\n", "\n" + pad)
+
+
+_STATE_KEY_SET = frozenset(STATE_KEYS)
+
+
+def _state_entry(topic: str, partition: int, state: Mapping[str, Any], version: int) -> str:
+    """One entry of the snapshot's partition_states, as `_nested(entry, 2)` writes it: a template for the
+    states `_state` makes (its four keys, ints), ~5x cheaper (a snapshot of 333k partitions: seconds)."""
+    isr = state.get("isr") if state.keys() == _STATE_KEY_SET else None
+    ints = (partition, version, state.get("controller_epoch"), state.get("leader"), state.get("leader_epoch"))
+    if type(isr) is not list or not all(type(x) is int for x in (*ints, *isr)) or type(topic) is not str:
+        return _nested({"topic": topic, "partition": partition, "state": state, "version": version}, 2)
+    ids = "[]" if not isr else "[\n     " + ",\n     ".join(map(str, isr)) + "\n    ]"
+    return (f'{{\n   "partition": {partition},\n   "state": {{\n    "controller_epoch": {state["controller_epoch"]},'
+            f'\n    "isr": {ids},\n    "leader": {state["leader"]},\n    "leader_epoch": {state["leader_epoch"]}'
+            f'\n   }},\n   "topic": {json.dumps(topic)},\n   "version": {version}\n  }}')
 
 
 def _stat(path: str) -> tuple[int, int, int] | None:
@@ -534,8 +572,8 @@ class ZooKeeper:
                 f.write(_nested(top[key], 1))
                 continue
             sep = "["
-            for state in self._plain_states(copies=False):
-                f.write(f"{sep}\n  {_nested(state, 2)}")
+            for (t, p), (state, v) in sorted(self._states.items()):  # _plain_states' entries, written as made
+                f.write(f"{sep}\n  {_state_entry(t, p, state, v)}")
                 sep = ","
             f.write("[]" if sep == "[" else "\n ]")
         f.write("\n}")
