@@ -37,3 +37,23 @@ def test_a_producers_batches_share_its_topic_and_key_objects():
     for c in ("topic", "key"):
         v = b[c].to_numpy()
         assert len({id(x) for x in v}) == 1, c
+
+
+def test_advance_moves_the_workload_as_batches_does_without_making_them():
+    """The driver's copy follows a resident window's rounds with `advance` when no batch can fail: after it,
+    the next batches carry the record ids, partitions and counts they would have after `batches`."""
+    def workload():
+        w = Workload(round_ms=100, request_timeout_ms=30000)
+        w.add({"topic": "t", "partition": "all", "acks": -1, "value_bytes": 100, "rate_per_sec": 37,
+               "duration_ms": 700}, now=0, partition_count=5)
+        w.add({"topic": "u", "partition": 1, "acks": 1, "value_bytes": 10, "records": 3}, now=0, partition_count=2)
+        return w
+
+    made, moved = workload(), workload()
+    assert moved.written()[0] == ["t"] * 5 + ["u"] and moved.written()[1].tolist() == [0, 1, 2, 3, 4, 1]
+    for now in range(0, 400, 100):
+        assert moved.advance(now) == int(made.batches(now)["count"].sum())
+    assert moved.next_record_id == made.next_record_id and len(moved.producers) == len(made.producers) == 1
+    for now in range(400, 900, 100):  # the rest of t's records, where the made batches would send them
+        pd.testing.assert_frame_equal(moved.batches(now), made.batches(now))
+    assert not moved.active and moved.written()[1].tolist() == []

@@ -46,6 +46,11 @@ class Producer:
             return self.total
         return int(np.floor(self.rate_per_sec * min(elapsed_ms, self.duration_ms) / 1000.0 + 1e-9))
 
+    def skip(self, n: int) -> None:
+        """Count the next n records as sent (the cursor moves on as `batches` moves it)."""
+        self.cursor = (self.cursor + n) % len(self.partitions)
+        self.sent += n
+
     @property
     def finished(self) -> bool:
         return self.sent >= self._sent_by(self.duration_ms or 0)
@@ -57,8 +62,7 @@ class Producer:
         counts = np.full(k, full, dtype="int64")
         order = (self.cursor + np.arange(k)) % k
         counts[order[:rest]] += 1
-        self.cursor = (self.cursor + n) % k
-        self.sent += n
+        self.skip(n)
         nz = counts > 0
         # keep round-robin order so record ids follow the order records were sent
         idx = order[nz[order]]
@@ -97,6 +101,26 @@ class Workload:
     @property
     def active(self) -> bool:
         return any(not p.finished for p in self.producers)
+
+    def advance(self, now: int) -> int:
+        """What `batches(now)` does to the workload (record ids, cursors, finished producers) without making
+        the batches; returns the records they would hold. The driver's copy follows a resident window's
+        rounds so, when no batch of them can fail (every partition written has a live leader)."""
+        total = 0
+        for p in self.producers:
+            n = p.due(now, self.round_ms)
+            if n > 0:
+                p.skip(n)
+                total += n
+        self.next_record_id += total
+        self.producers = [p for p in self.producers if not p.finished]
+        return total
+
+    def written(self) -> tuple[list[str], np.ndarray]:
+        """(topic, partition) of every partition an active producer writes to, as two columns."""
+        topics = [p.topic for p in self.producers for _ in range(len(p.partitions))]
+        parts = np.concatenate([p.partitions for p in self.producers]) if self.producers else np.empty(0, "int64")
+        return topics, parts
 
     def batches(self, now: int) -> pd.DataFrame:
         """PRODUCE rows (broker not yet routed: -1) for the round starting at `now`."""
