@@ -50,6 +50,25 @@ def test_plain_values_come_back_equal_and_of_the_same_types():
         from_plain({"@": "os:system"})
 
 
+def test_lists_that_are_not_alike_rows_are_stored_item_by_item():
+    """Rows form only when every row has the same shape and every value is a JSON scalar (or a list of them):
+    the checks a column at a time refuse what the checks a row at a time refused."""
+    n = plaindata.ROWS + 2
+    unlike = {
+        "key order": [{"a": i, "b": i} for i in range(n - 1)] + [{"b": 0, "a": 0}],
+        "nested list": [{"a": [i, {"x": 1}] if i == 5 else [i]} for i in range(n)],
+        "tuple length": [(i, i) for i in range(n - 1)] + [(1,)],
+        "a set": [(i, {i}) for i in range(n)],
+        "a subclass": [(i, True if i else np.bool_(False)) for i in range(n)] + [(0, type("S", (str,), {})("s"))],
+    }
+    for what, items in unlike.items():
+        assert plaindata._rows_of(items) is None, what
+    alike = [(i, [i, None, "x"], np.int32(i), 1.5) for i in range(n)]
+    assert plaindata._rows_of(alike) is not None
+    assert plaindata._column(alike, 2, plaindata._rows_of(alike), 0, 3) == [0, 1, 2]
+    assert [type(v) for v in plaindata._column(alike, 2, plaindata._rows_of(alike), 0, 3)] == [int] * 3
+
+
 @pytest.mark.parametrize("batch", [4096, 3])
 def test_long_lists_of_like_rows_and_long_maps_are_stored_by_column_and_come_back_equal(batch, monkeypatch):
     """A new cluster's controller queues a LeaderAndIsr entry per replica and maps every replica to a
