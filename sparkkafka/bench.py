@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -363,23 +364,68 @@ def table(results: list[dict]) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+MODES = ("reference", "long_run", "idle_hour", "exchange")
+SCALED = ("reference", "long_run", "idle_hour")  # the modes --scale applies to
+
+
+def check_args(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with each flag's default for the bench chosen, or a ScenarioError naming the flag and value,
+    before Spark starts: a flag the chosen bench does not use is refused, not ignored (`--scale 96,20000`
+    without --reference ran the round-cost table)."""
+    from .errors import ScenarioError
+
+    flag = lambda m: "--" + m.replace("_", "-")  # noqa: E731
+    modes = [m for m in MODES if getattr(args, m, False)]
+    if len(modes) > 1:
+        raise ScenarioError(flag(modes[1]), True, f"is a bench of its own: not with {flag(modes[0])}")
+    mode = modes[0] if modes else None
+    unused = {"scale": mode not in SCALED, "seconds": mode != "reference", "brokers": mode is not None,
+              "partitions": mode is not None, "engine": mode not in ("reference", "long_run", "idle_hour"),
+              "rounds": mode in ("reference", "idle_hour")}
+    for name, refused in unused.items():
+        if refused and getattr(args, name) is not None:
+            raise ScenarioError("--" + name, getattr(args, name),
+                                f"not used by {flag(mode) if mode else 'the round-cost table (no --reference, ...)'}")
+    if args.scale is not None and not re.fullmatch(r"[1-9]\d*,[1-9]\d*", args.scale):
+        raise ScenarioError("--scale", args.scale, "must be BROKERS,PARTITIONS: two positive integers")
+    for name in ("brokers", "partitions"):
+        if getattr(args, name) is not None and not re.fullmatch(r"[1-9]\d*(,[1-9]\d*)*", getattr(args, name)):
+            raise ScenarioError("--" + name, getattr(args, name), "must be positive integers, comma-separated")
+    if args.seconds is not None and not args.seconds > 0:
+        raise ScenarioError("--seconds", args.seconds, "must be > 0 (emulated seconds)")
+    if args.rounds is not None and args.rounds < 1:
+        raise ScenarioError("--rounds", args.rounds, "must be >= 1")
+    if args.engine is not None:
+        bad = [e for e in args.engine.split(",") if e not in ENGINE_NAMES]
+        if bad:
+            raise ScenarioError("--engine", args.engine, f"the engines are {', '.join(ENGINE_NAMES)}")
+        if mode == "long_run" and "," in args.engine:
+            raise ScenarioError("--engine", args.engine, "--long-run runs one engine")
+    defaults = {"scale": {"reference": "12,3000", "long_run": "3,6", "idle_hour": "3,30"}.get(mode or ""),
+                "seconds": 60.0, "brokers": "3,12,48", "partitions": "100,1000,10000",
+                "engine": "resident" if mode == "long_run" else "rounds,resident",
+                "rounds": {"long_run": 10_000, "exchange": 200}.get(mode or "", 10)}
+    return argparse.Namespace(**{**vars(args), **{k: v for k, v in defaults.items() if getattr(args, k) is None}})
+
+
 def main(args: argparse.Namespace) -> int:
     from .engine.session import get_spark
 
+    args = check_args(args)
     spark = get_spark(args.master)
     if args.exchange:
-        print(exchange_table(spark, rounds=args.rounds if args.rounds != 10 else 200))
+        print(exchange_table(spark, rounds=args.rounds))
         return 0
     if args.long_run:
-        b, p = (int(x) for x in (args.scale or "3,6").split(","))
+        b, p = (int(x) for x in args.scale.split(","))
         with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
-            n = args.rounds if args.rounds != 10 else 10_000
-            engine = args.engine if "," not in args.engine else "resident"  # the side-by-side default: resident
+            n = args.rounds
+            engine = args.engine
             md = long_run_table(measure_long_run(spark, b, p, n, work, progress=not args.no_progress,
                                                  span=min(500, max(1, n // 5)), engine=engine))
         return _emit(md, args.markdown)
     if args.idle_hour:
-        b, p = (int(x) for x in (args.scale or "3,30").split(","))
+        b, p = (int(x) for x in args.scale.split(","))
         runs = []
         for engine in args.engine.split(","):
             with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
@@ -387,7 +433,7 @@ def main(args: argparse.Namespace) -> int:
             print(idle_hour_table(runs[-1:]), flush=True)
         return _emit(idle_hour_table(runs), args.markdown)
     if args.reference:
-        b, p = (int(x) for x in (args.scale or "12,3000").split(","))
+        b, p = (int(x) for x in args.scale.split(","))
         runs = []
         for engine in args.engine.split(","):
             with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:

@@ -115,9 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--master", help="Spark master URL")
     _campaign_parsers(sub)
     b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
-    b.add_argument("--brokers", default="3,12,48")
-    b.add_argument("--partitions", default="100,1000,10000")
-    b.add_argument("--rounds", type=int, default=10)
+    b.add_argument("--brokers", help="the round-cost table's broker counts (default 3,12,48)")
+    b.add_argument("--partitions", help="the round-cost table's partition counts (default 100,1000,10000)")
+    b.add_argument("--rounds", type=int, help="rounds measured: round-cost table 10, --long-run 10000, --exchange 200")
     b.add_argument("--master")
     b.add_argument("--markdown", help="also write the table to this file")
     b.add_argument("--reference", action="store_true",
@@ -125,8 +125,8 @@ def _parser() -> argparse.ArgumentParser:
                         "acks=all on every partition, a crash at 20 s and restart at 40 s, 60 emulated s)")
     b.add_argument("--scale", help="with --reference: BROKERS,PARTITIONS (default 12,3000); with --long-run: "
                                    "(default 3,6); with --idle-hour: (default 3,30)")
-    b.add_argument("--seconds", type=float, default=60.0, help="with --reference: emulated seconds (default 60)")
-    b.add_argument("--engine", default="rounds,resident",
+    b.add_argument("--seconds", type=float, help="with --reference: emulated seconds (default 60)")
+    b.add_argument("--engine",
                    help="with --reference and --idle-hour: the engines to run side by side, comma-separated (default "
                         "rounds,resident); with --long-run: the one engine (default resident)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")

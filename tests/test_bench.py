@@ -1,4 +1,6 @@
-"""The benchmark's reference scenario is the one issue 11 names (no Spark needed)."""
+"""The benchmark's reference scenario is the one issue 11 names, and its flags are checked (no Spark needed)."""
+
+import pytest
 
 from sparkkafka.bench import reference_scenario
 
@@ -33,3 +35,44 @@ def test_long_run_scenario_shape():
     assert sc.end_ms // sc.round_ms + 1 == 10_000  # rounds 0 .. 9,999
     (prod,) = sc.timeline
     assert prod.args["duration_ms"] > sc.end_ms and prod.args["partition"] == "all"
+
+
+def _bench_args(*argv):
+    from sparkkafka.cli import _parser
+
+    return _parser().parse_args(["bench", *argv])
+
+
+def test_bench_flags_get_the_chosen_benchs_defaults():
+    from sparkkafka.bench import check_args
+
+    ref = check_args(_bench_args("--reference"))
+    assert (ref.scale, ref.seconds, ref.engine) == ("12,3000", 60.0, "rounds,resident")
+    long = check_args(_bench_args("--long-run", "--scale", "3,9"))
+    assert (long.scale, long.rounds, long.engine) == ("3,9", 10_000, "resident")
+    assert check_args(_bench_args("--exchange")).rounds == 200
+    table = check_args(_bench_args("--rounds", "5"))
+    assert (table.brokers, table.partitions, table.rounds) == ("3,12,48", "100,1000,10000", 5)
+
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--scale", "96,20000"], "--scale"),  # without --reference it ran the round-cost table, silently
+    (["--seconds", "10"], "--seconds"),
+    (["--reference", "--scale", "96"], "--scale"),
+    (["--reference", "--scale", "0,10"], "--scale"),
+    (["--reference", "--seconds", "0"], "--seconds"),
+    (["--reference", "--engine", "rounds,fast"], "--engine"),
+    (["--reference", "--rounds", "5"], "--rounds"),
+    (["--reference", "--brokers", "3"], "--brokers"),
+    (["--long-run", "--engine", "rounds,resident"], "--engine"),
+    (["--reference", "--long-run"], "--long-run"),
+    (["--partitions", "10,x"], "--partitions"),
+])
+def test_a_flag_the_bench_does_not_use_or_a_bad_value_exits_2_naming_it(argv, field, capsys):
+    """Refused before Spark starts: exit 2 and the flag and value named, as for any bad input."""
+    from sparkkafka.cli import main
+
+    assert main(["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {field}:" in err
