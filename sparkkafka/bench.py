@@ -380,7 +380,7 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         raise ScenarioError(flag(modes[1]), True, f"is a bench of its own: not with {flag(modes[0])}")
     mode = modes[0] if modes else None
     unused = {"scale": mode not in SCALED, "seconds": mode != "reference", "brokers": mode is not None,
-              "partitions": mode is not None, "engine": mode not in ("reference", "long_run", "idle_hour"),
+              "partitions": mode is not None, "engine": mode not in SCALED,
               "rounds": mode in ("reference", "idle_hour")}
     for name, refused in unused.items():
         if refused and getattr(args, name) is not None:

@@ -96,9 +96,10 @@ _SCALAR = frozenset({str, int, float, bool, type(None)})
 ROWS = 64  # a list of more like rows than this is stored column by column
 
 
-def _rows_of(items: list) -> tuple[str, list[str] | int, Callable[[Any, Any], Any]] | None:
+def _rows_of(items: list) -> tuple[str, list[str] | int, Callable[[Any], Callable[[Any], Any]]] | None:
     """How a list of like rows is stored column by column: (what a row is: "dict", "tuple" or a dataclass's
-    tag; its keys (field names, dict keys) or a tuple's length; how a row's value is read), or None for
+    tag; its keys (field names, dict keys) or a tuple's length; the getter of a key's value: itemgetter or
+    attrgetter, C-level), or None for
     any other list. Every value must be a JSON scalar, a numpy one (written as its Python value) or a list
     of JSON scalars."""
     if len(items) <= ROWS:
@@ -108,12 +109,12 @@ def _rows_of(items: list) -> tuple[str, list[str] | int, Callable[[Any, Any], An
     if cls is dict:
         if TAG in first or not all(type(k) is str for k in first):
             return None
-        form = ("dict", list(first), operator.getitem)
+        form = ("dict", list(first), operator.itemgetter)
     elif cls is tuple:
-        form = ("tuple", len(first), operator.getitem)
+        form = ("tuple", len(first), operator.itemgetter)
     elif dataclasses.is_dataclass(cls) and cls.__module__.startswith(_PACKAGE) and not hasattr(cls, "to_dict") \
             and all(f.init for f in dataclasses.fields(cls)):
-        form = (_tag(cls), [f.name for f in dataclasses.fields(cls)], getattr)
+        form = (_tag(cls), [f.name for f in dataclasses.fields(cls)], operator.attrgetter)
     else:
         return None
     keys = _row_keys(form)
@@ -124,17 +125,12 @@ def _rows_of(items: list) -> tuple[str, list[str] | int, Callable[[Any, Any], An
             cls is dict and set(map(tuple, items)) != {tuple(form[1])}):
         return None
     for k in keys:
-        values = list(map(_getter(form, k), items))
+        values = list(map(form[2](k), items))
         for t in set(map(type, values)):
             if t not in _SCALAR and not issubclass(t, np.generic) and not (
                     t is list and all(_scalars(v) for v in values if type(v) is list)):
                 return None
     return form
-
-
-def _getter(form: tuple, key: Any) -> Callable[[Any], Any]:
-    """A row's value at `key` (form[2](row, key)), as one C-level callable."""
-    return operator.itemgetter(key) if form[2] is operator.getitem else operator.attrgetter(key)
 
 
 def _rows_head(form: tuple) -> dict:
@@ -198,7 +194,7 @@ def _row_keys(form: tuple) -> Iterable:
 
 def _column(items: list, key: Any, form: tuple, lo: int, hi: int) -> list:
     """Rows lo..hi of one column (numpy scalars as their Python values)."""
-    values = list(map(_getter(form, key), items[lo:hi]))
+    values = list(map(form[2](key), items[lo:hi]))
     if any(issubclass(t, np.generic) for t in set(map(type, values))):
         return [v.item() if isinstance(v, np.generic) else v for v in values]
     return values

@@ -572,8 +572,8 @@ class ZooKeeper:
                 f.write(_nested(top[key], 1))
                 continue
             sep = "["
-            for (t, p), (state, v) in sorted(self._states.items()):  # _plain_states' entries, written as made
-                f.write(f"{sep}\n  {_state_entry(t, p, state, v)}")
+            for s in self._plain_states(copies=False):
+                f.write(f"{sep}\n  {_state_entry(s['topic'], s['partition'], s['state'], s['version'])}")
                 sep = ","
             f.write("[]" if sep == "[" else "\n ]")
         f.write("\n}")

@@ -296,15 +296,18 @@ class RoundLoop(Timeline, IdleJumps):
         topics, parts = self.workload.written()
         if not len(parts):
             return False
-        leaders = self.control.leaders_of(pd.Series(topics, dtype=object), pd.Series(parts))
-        return bool((leaders < 0).any() or np.isin(leaders, sorted(self.crashed)).any())
+        return bool(self._down(self.control.leaders_of(pd.Series(topics, dtype=object), pd.Series(parts))).any())
+
+    def _down(self, leaders: np.ndarray) -> np.ndarray:
+        """Whether a batch sent to each leader fails at once: no leader (-1), or a crashed one."""
+        return (leaders < 0) | np.isin(leaders, sorted(self.crashed))
 
     def _route(self, b: pd.DataFrame, send: bool) -> None:
         if b.empty:
             return
         self._produced += int(b["count"].sum())
         b["broker"] = self.control.leaders_of(b["topic"], b["partition"])
-        down = (b["broker"] < 0) | b["broker"].isin(sorted(self.crashed))
+        down = self._down(b["broker"].to_numpy())
         if down.any():
             failed = b[down]
             err = ["LEADER_NOT_AVAILABLE" if x < 0 else kerr.NETWORK_EXCEPTION for x in failed["broker"]]
