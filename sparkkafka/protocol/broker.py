@@ -701,10 +701,9 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
         effects += history(F.concat([replicas, hr], F.REPLICA), F.concat([remotes, hm], F.REMOTE), results,
                            pd.concat([lines, stop_lines], ignore_index=True))
     sw.lap("write_files")
-    gauges = isr.isr_gauges(replicas, min_isr)
     summary = {"timings": sw.laps, "storage_reads": len(misses), "halted": sorted(int(b) for b in halted),
                **{c: int(v) for c, v in counts.items()},
-               **{g: int(gauges[g].sum()) for g in ("under_replicated", "under_min_isr", "at_min_isr")}}
+               **isr.isr_gauge_counts(replicas, min_isr)}
     if cfg.get("emulator.idle.jump"):  # quiescence, for the driver's idle jump (protocol/idle.py)
         others = [epoch_requests, epoch_answers, expand, shrink, offline_new, lai_offline, alter_answers, halts]
         summary.update(idle.quiescence(replicas, remotes, parked, pending, futures, brokers, new_requests, responses,

@@ -263,17 +263,25 @@ def apply_isr_results(
     return replicas, remotes, counts
 
 
-def isr_gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> pd.DataFrame:
-    """Partition's gauges per led partition (protocol.md 4.6), on the committed ISR:
-    under_replicated (|ISR| < |replicas|), under_min_isr (|ISR| < min.insync.replicas of the
-    topic, `min_isr` indexed by topic; 1 when absent) and at_min_isr (|ISR| == it)."""
+def _gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(the led partitions' rows, each gauge of `isr_gauges` as a boolean per led partition)."""
     lead = np.flatnonzero(_leaders(replicas))
 
     def led(c: str) -> np.ndarray:
         return array(replicas, c)[lead]
 
     isr, rf, mi = isr_size(led("isr")), isr_size(led("replicas")), per_topic(led("topic"), min_isr, 1)
-    return pd.DataFrame({
-        "broker": led("broker"), "topic": led("topic"), "partition": led("partition"),
-        "under_replicated": isr < rf, "under_min_isr": isr < mi, "at_min_isr": isr == mi,
-    })
+    return lead, {"under_replicated": isr < rf, "under_min_isr": isr < mi, "at_min_isr": isr == mi}
+
+
+def isr_gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> pd.DataFrame:
+    """Partition's gauges per led partition (protocol.md 4.6), on the committed ISR:
+    under_replicated (|ISR| < |replicas|), under_min_isr (|ISR| < min.insync.replicas of the
+    topic, `min_isr` indexed by topic; 1 when absent) and at_min_isr (|ISR| == it)."""
+    lead, gauges = _gauges(replicas, min_isr)
+    return pd.DataFrame({**{c: array(replicas, c)[lead] for c in ("broker", "topic", "partition")}, **gauges})
+
+
+def isr_gauge_counts(replicas: pd.DataFrame, min_isr: pd.Series) -> dict[str, int]:
+    """How many led partitions each gauge of `isr_gauges` holds for (a round's summary: no frame built)."""
+    return {g: int(v.sum()) for g, v in _gauges(replicas, min_isr)[1].items()}

@@ -312,12 +312,13 @@ def _latest_epoch(cache: str | None) -> int:
 _INT = re.compile(r"-?[0-9]+")
 
 
-def on_append(replicas, appended, rules: Rules | str):
+def on_append(replicas, appended, rules: Rules | str, at: np.ndarray | None = None):
     """LeaderEpochFileCache.assign(batch epoch, base offset) for every appended batch (leader or
     follower, protocol.md 5.1 site a). `appended` holds RECORD rows sorted by offset per partition;
     an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
     the cache's latest epoch. Returns the replicas frame (a new frame when changed, sharing the columns
-    it does not change; `replicas` is indexed by position)."""
+    it does not change; `replicas` is indexed by position). `at`: each appended row's position in
+    `replicas` when the caller has it (both appends do: a lookup of the replicas costs ~0.3 ms)."""
 
     from .frames import KEY, locate, sort_order, with_values
 
@@ -332,7 +333,7 @@ def on_append(replicas, appended, rules: Rules | str):
         v = a[c]
         same[1:] &= v[1:] == v[:-1]
     key_change[1:] = ~same[1:]
-    pos = locate(replicas, appended)[order]
+    pos = (locate(replicas, appended) if at is None else np.asarray(at))[order]
     r = replicas
     lfe = array(r, "last_fetched_epoch")
     prev = np.where(key_change, lfe[np.maximum(pos, 0)], np.r_[-2, ep[:-1]])

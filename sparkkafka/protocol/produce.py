@@ -125,7 +125,7 @@ def append_to_leader(
     rules = rules_of(cfg)
     records = expand_batches({**a, "leader_epoch": epoch[ok] if rules.leader_epoch_cache else np.full(len(at), -1),
                               "src": a["broker"], "timestamp": a["sent_ms"]})
-    replicas = leader_epoch.on_append(replicas, records, rules)
+    replicas = leader_epoch.on_append(replicas, records, rules, at=np.repeat(at, count))
     replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
 
     ack1 = a["acks"] == 1
@@ -176,8 +176,10 @@ def complete_delayed_produce(
     gone = _offline(pending, offline)
     lost = ~(leader == array(pending, "broker"))
     reached = ~lost & (hw >= array(pending, "required_offset"))
-    need = per_topic(pending["topic"], min_isr, 1)
-    small = isr_size(take(replicas, "isr", pos, "")) < need
+    small = np.zeros(len(pending), dtype=bool)  # the ISR check, for the batches that reached the HW only
+    if reached.any():
+        small[reached] = isr_size(array(replicas, "isr")[pos[reached]]) < per_topic(
+            array(pending, "topic")[reached], min_isr, 1)
     expired = ~lost & ~reached & (array(pending, "deadline_ms") <= now)
     err = np.select(
         [gone, lost, reached & small, reached, expired],
