@@ -88,6 +88,23 @@ def test_locate_remembers_a_tables_keys_and_sees_them_change_even_in_place():
     assert F.locate(table, floats).tolist() == _multiindex_locate(table, floats, F.KEY).tolist()
 
 
+def test_locate_answers_a_repeated_probe_from_memory_and_sees_the_probe_change(monkeypatch):
+    monkeypatch.setattr(F._TableKeys, "_kept", [])
+    n = 3000  # table and probe above MIN_ROWS: the probe's answer is kept
+    table = pd.DataFrame({"broker": np.repeat(np.arange(3), n // 3).astype("int32"), "topic": "t",
+                          "partition": np.tile(np.arange(n // 3), 3).astype("int32")})
+    probe = table.iloc[::-1].reset_index(drop=True).copy()
+    first = F.locate(table, probe)
+    assert first.tolist() == list(range(n - 1, -1, -1))
+    first[:] = -7  # the caller's answer is its own: the kept one is not changed through it
+    assert F.locate(table, probe).tolist() == list(range(n - 1, -1, -1))
+    assert len(F._TableKeys._kept[0].probes) == 1  # the second answer came from memory
+    F.array(probe, "partition")[0] = 10**6  # written into the probe's own array: a new probe
+    assert F.locate(table, probe).tolist() == [-1, *range(n - 2, -1, -1)]
+    probe2 = probe.assign(topic=np.array(["t"] * n, dtype=object))  # equal strings held by other objects
+    assert F.locate(table, probe2).tolist() == [-1, *range(n - 2, -1, -1)]
+
+
 def test_locate_keeps_no_table_over_its_memory_budget(monkeypatch):
     table = pd.DataFrame({"broker": np.zeros(5000, dtype="int32"), "topic": "t", "partition": np.arange(5000)})
     probe = table.iloc[[4999, 7, 0]]
