@@ -402,3 +402,17 @@ def test_to_arrow_is_pa_array_from_pandas_for_every_kind_of_object_column():
     for v, t in cases:
         got, want = F.to_arrow(v, t), pa.array(v, type=t, from_pandas=True)
         assert got.type == want.type and got.equals(want), (v[:4], t)
+
+
+def test_few_strings_are_counted_as_arrows_kernels_count_them(monkeypatch):
+    """isr_size / str_len count a handful of distinct values in Python (Arrow's calls cost more than the
+    work): the same counts and dtypes as the Arrow path, for lists, empty strings, nulls and NaN."""
+    rng = np.random.default_rng(5)
+    values = np.array([",".join(map(str, rng.choice(30, rng.integers(1, 5), replace=False))) for _ in range(40)]
+                      + ["", None, np.nan, float("nan"), "ü,é"], dtype=object)
+    few = F._isr_size(values), F._str_len(values)
+    monkeypatch.setattr(F, "_FEW_STRINGS", 0)
+    arrow = F._isr_size(values), F._str_len(values)
+    for a, b in zip(few, arrow, strict=True):
+        assert a.dtype == b.dtype and a.tolist() == b.tolist()
+    assert few[0][-5:].tolist() == [0, 0, 0, 0, 2]

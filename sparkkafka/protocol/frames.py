@@ -322,6 +322,8 @@ def isr_size(isr: pd.Series | np.ndarray) -> np.ndarray:
 
 
 def _isr_size(isr: np.ndarray) -> np.ndarray:
+    if _few_strings(isr):
+        return np.array([s.count(",") + 1 if isinstance(s, str) and s else 0 for s in isr], dtype="int32")
     a = _arrow_strings(isr)
     if a is None:
         s = pd.Series(_values(isr)).fillna("").astype(str)
@@ -337,10 +339,22 @@ def str_len(values: pd.Series | np.ndarray) -> np.ndarray:
 
 
 def _str_len(values: np.ndarray) -> np.ndarray:
+    if _few_strings(values):
+        return np.array([len(s) if isinstance(s, str) else 0 for s in values], dtype="int64")
     a = _arrow_strings(values)
     if a is None:
         return pd.Series(_values(values)).fillna("").astype(str).str.len().to_numpy()
     return pc.utf8_length(a).fill_null(0).to_numpy(zero_copy_only=False).astype("int64")
+
+
+_FEW_STRINGS = 128  # below, a Python loop over the strings beats Arrow's kernels (~70 us a call, a few a value)
+
+
+def _few_strings(values: np.ndarray) -> bool:
+    """Whether `values` are few, and each a string or a null (None, NaN) as `_arrow_strings` reads them: the
+    distinct ISRs of a round are a handful, and its Arrow calls cost ~0.3 ms for each of a round's ~4 counts."""
+    return len(values) <= _FEW_STRINGS and all(
+        isinstance(v, str) or v is None or (isinstance(v, float) and v != v) for v in values)
 
 
 def _arrow_strings(values: pd.Series | np.ndarray) -> pa.Array | None:
