@@ -36,6 +36,7 @@ from .frames import (
     locate,
     per_topic,
     positional,
+    select,
     str_len,
     with_values,
 )
@@ -140,23 +141,28 @@ def out_of_sync_replicas(
     pos = locate(replicas, remotes)
     ok = pos >= 0
     ok[ok] = _leaders(replicas)[pos[ok]]
-    r = remotes[ok]
-    rp = pos[ok]
-    who = array(r, "replica")
-    in_isr = _member(_strs(replicas["isr"])[rp], who) & (who != array(replicas, "broker")[rp])
+    rows = np.flatnonzero(ok)  # the remotes of led partitions, read as arrays (no frame of them)
+    rp = pos[rows]
+
+    def remote(c: str) -> np.ndarray:
+        return array(remotes, c)[rows]
+
+    who = remote("replica")
+    # _member reads a null ISR (None, NaN) as no member, as it reads the "" _strs makes of it
+    in_isr = _member(array(replicas, "isr")[rp], who) & (who != array(replicas, "broker")[rp])
     lag = cfg["replica.lag.time.max.ms"]
-    leo = array(r, "leo")
+    leo = remote("leo")
     leader_leo = array(replicas, "leo")[rp]
     rules = rules_for(rules)
     if rules.isr_lag_by_messages:
-        stuck = (now - array(r, "leo_changed_ms")) > lag
+        stuck = (now - remote("leo_changed_ms")) > lag
         slow = (leo >= 0) & (leader_leo - leo > cfg["replica.lag.max.messages"])
         out = stuck | slow
     else:
-        out = (now - array(r, "last_caught_up_ms")) > lag
+        out = (now - remote("last_caught_up_ms")) > lag
         if rules.isr_equal_leo_in_sync:  # KAFKA-7152
             out &= leo != leader_leo
-    return r.loc[in_isr & out, cols].reset_index(drop=True)
+    return select(remotes, cols, rows[in_isr & out])
 
 
 def maybe_shrink_isr(
@@ -185,7 +191,7 @@ def maybe_shrink_isr(
         return replicas, empty(ISR_CHANGE)
     replicas = with_values(replicas, "isr_check_ms", due, now)
     run = due & _no_change(replicas)
-    gone = out_of_sync_replicas(replicas[run], remotes, now, cfg, rules)
+    gone = out_of_sync_replicas(select(replicas, [*KEY, "leader", "isr", "leo"], run), remotes, now, cfg, rules)
     if gone.empty:
         return replicas, empty(ISR_CHANGE)
     removed = gone.groupby(KEY)["replica"].agg(lambda s: set(s.tolist())).reset_index()
