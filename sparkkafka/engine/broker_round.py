@@ -325,20 +325,27 @@ def run(p: RoundParams, state: B.BrokerState, inbox: B.Inbox, tag: str, held: Wi
     return done, adds
 
 
-def wire_parts(done: B.Step, adds: list[dict]) -> list[tuple[int, pd.DataFrame]]:
+def wire_parts(done: B.Step, adds: list[dict], side: bool = True) -> list[tuple[int, pd.DataFrame]]:
     """A round's output as (wire kind, frame) parts: the brokers' state, their messages (and those held for
-    paused brokers), the file actions and the round's summary."""
+    paused brokers), and (`side`) the file actions and the round's summary (`side_rows`; a resident window
+    gathers those of its rounds and adds them once)."""
     parts = [*[(STATE[f], getattr(done.state, f)) for f in ("replicas", "remotes", "tail", "brokers", "parked",
                                                             "pending")],
              *[(OUTBOX[f], getattr(done.outbox, f)) for f in ("fetches", "fetch_responses", "fetch_records",
                                                               "isr_changes", "epoch_requests", "epoch_responses")],
              *[(STATE[f], getattr(done.state, f)) for f in ("futures", "preferred", "offline")],
-             *[(OUTBOX[f], getattr(done.outbox, f)) for f in ("offline_replicas", "alter_log_dirs_responses")],
-             (W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in adds]})),
-             (W.RESULT_SUMMARY, pd.DataFrame([{"broker": -1, "payload": json.dumps(done.outbox.summary)}]))]
+             *[(OUTBOX[f], getattr(done.outbox, f)) for f in ("offline_replicas", "alter_log_dirs_responses")]]
+    if side:
+        parts += side_rows(adds, [done.outbox.summary])
     if done.deferred is not None:  # messages to paused brokers wait for them
         parts += [(kind, getattr(done.deferred, name)) for name, kind in INBOX.items()]
     return parts
+
+
+def side_rows(adds: list[dict], summaries: list[dict]) -> list[tuple[int, pd.DataFrame]]:
+    """The rows only the driver reads: file actions (ADD) and round summaries (RESULT_SUMMARY), as JSON."""
+    return [(W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in adds]})),
+            (W.RESULT_SUMMARY, pd.DataFrame({"broker": -1, "payload": [json.dumps(x) for x in summaries]}))]
 
 
 def unpack_state(k: dict[int, pd.DataFrame]) -> B.BrokerState:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 import time
 from collections import defaultdict
@@ -43,7 +42,16 @@ from ..protocol.broker import present_brokers
 from ..protocol.frames import PRODUCE, array, concat, conform, leaders_by_key, select
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
-from .broker_round import STATE, RoundParams, WindowFiles, run, unpack_inbox, unpack_state, wire_parts
+from .broker_round import (
+    STATE,
+    RoundParams,
+    WindowFiles,
+    run,
+    side_rows,
+    unpack_inbox,
+    unpack_state,
+    wire_parts,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -249,6 +257,8 @@ class ResidentRounds:
         # the brokers' state stays unpacked between rounds; only messages are packed, for the exchange
         state, inbox = unpack_state(k0), unpack_inbox(k0)
         driver: list[tuple[int, pd.DataFrame]] = []  # the rows for the driver, by kind: packed once, at the end
+        adds_all: list[dict] = []  # the rounds' file actions and summaries: rows for the driver, made at the end
+        summaries: list[dict] = []  # (side_rows), not a frame each a round
         snap = LogSnapshot(int(w.first.log_version))
         held = WindowFiles(writer=mesh.rank)  # the window's log and history rows, written at its end
         msgs: dict[int, pd.DataFrame] = {}  # the messages in flight to this task's brokers, by kind
@@ -271,15 +281,16 @@ class ResidentRounds:
                     t = time.perf_counter()
                     if present_brokers(state, inbox):  # a task with no rows runs no round
                         done, adds = run(p, state, inbox, "", held)
-                        parts, state, summary = wire_parts(done, adds), done.state, done.outbox.summary
+                        parts, state, summary = wire_parts(done, adds, side=False), done.state, done.outbox.summary
                     else:
                         parts, adds, summary = [], [], {"timings": {}, "halted": []}
                     spent["resident.round"] += time.perf_counter() - t
                     snap = snap.then(adds)
                     summary = {**summary, "round": p.round_no}
                     kinds = {kind for kind, f in parts if len(f)}
-                    driver += [(kind, f) for kind, f in parts if kind in W.DRIVER_KINDS and kind != W.RESULT_SUMMARY]
-                    driver.append((W.RESULT_SUMMARY, pd.DataFrame({"broker": [-1], "payload": [json.dumps(summary)]})))
+                    driver += [(kind, f) for kind, f in parts if kind in W.DRIVER_KINDS]
+                    adds_all += adds
+                    summaries.append(summary)
                     stop = bool(summary.get("halted")) or bool(kinds & set(STOP_KINDS))
                     report = {k: int(summary.get(k, 0)) for k in idle.KEYS}
                     # each kind travels in its own columns: no packing into the wire schema and splitting again
@@ -299,11 +310,8 @@ class ResidentRounds:
         written = held.flush(w.first.tables_dir)
         snap = snap.then(written)
         merged = written + merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
-        if merged:
-            driver.append((W.ADD, pd.DataFrame({"broker": -1, "payload": [json.dumps(a) for a in merged]})))
         blobs = W.state_blobs({**{kind: getattr(state, f) for f, kind in STATE.items()}, **msgs})
         spent["resident.end"] += time.perf_counter() - t
         # the window's own costs (start, producers, exchange, end) as one more summary of its last round
-        driver.append((W.RESULT_SUMMARY, pd.DataFrame({"broker": [-1], "payload": [json.dumps(
-            {"round": p.round_no, "timings": spent})]})))
+        driver += side_rows(adds_all + merged, [*summaries, {"round": p.round_no, "timings": spent}])
         yield concat([blobs, W.pack_all(driver).assign(blob=None)], W.BLOB_WIRE)
