@@ -416,3 +416,21 @@ def test_few_strings_are_counted_as_arrows_kernels_count_them(monkeypatch):
     for a, b in zip(few, arrow, strict=True):
         assert a.dtype == b.dtype and a.tolist() == b.tolist()
     assert few[0][-5:].tolist() == [0, 0, 0, 0, 2]
+
+
+def test_isr_sizes_remembers_a_column_while_it_holds_the_same_strings(monkeypatch):
+    monkeypatch.setattr(F._Remembered, "_kept", [])
+    rng = np.random.default_rng(3)
+    isr = np.array([",".join(map(str, rng.choice(20, rng.integers(1, 4), replace=False))) for _ in range(1000)]
+                   + [None, ""], dtype=object)
+    frame = pd.DataFrame({"isr": isr})
+    want = F.isr_size(isr).tolist()
+    first = F.isr_sizes(frame)
+    assert first.tolist() == want
+    first[:] = -1  # the caller's answer is its own
+    calls, per_value = [], F.per_value
+    monkeypatch.setattr(F, "per_value", lambda *a, **k: calls.append(1) or per_value(*a, **k))
+    assert F.isr_sizes(frame).tolist() == want and calls == []  # the same objects: from memory
+    changed = isr.copy()
+    changed[0] = "1,2,3,4,5"  # another object in one row: counted again
+    assert F.isr_sizes(pd.DataFrame({"isr": changed})).tolist() == [5, *want[1:]] and calls == [1]

@@ -321,6 +321,40 @@ def isr_size(isr: pd.Series | np.ndarray) -> np.ndarray:
     return per_value(isr, _isr_size)
 
 
+def isr_sizes(frame: pd.DataFrame, column: str = "isr") -> np.ndarray:
+    """isr_size of every row of a frame's comma-joined id column, remembered while the column holds the same
+    string objects (`_Remembered`): a round counts its replicas' ISR four times, on different rows, and the
+    next round's replicas hold the same ISR strings unless one changed (~1 ms each at 30,000 replicas)."""
+    return _Remembered.of(array(frame, column), _isr_size)
+
+
+class _Remembered:
+    """per_value(values, fn) of whole object columns, kept for the next call on a column holding the very
+    same objects (compared by pointer, ~10 us for 30,000 rows: strings do not change, so the same objects
+    give the same answer). A pure memo; the objects are kept alive by a copy of the column, so no pointer is
+    reused while its answer is kept. Small and large columns are not kept."""
+
+    SLOTS = 4
+    MAX_ROWS = 1 << 21  # ~16 MB of pointers a column at most
+    _kept: list[tuple[object, np.ndarray, np.ndarray, np.ndarray]] = []  # (fn, column copy, its pointers, answer)
+
+    @classmethod
+    def of(cls, values: np.ndarray, fn) -> np.ndarray:
+        values = np.ascontiguousarray(values)
+        if values.dtype != object or not _TableKeys.MIN_ROWS <= len(values) <= cls.MAX_ROWS:
+            return per_value(values, fn)
+        address = _addresses(values)
+        for i, (f, _, kept, out) in enumerate(cls._kept):
+            if f is fn and len(kept) == len(address) and (kept == address).all():
+                if i:
+                    cls._kept.insert(0, cls._kept.pop(i))
+                return out.copy()
+        out = per_value(values, fn)
+        copy = values.copy()
+        cls._kept = [(fn, copy, _addresses(copy), out.copy()), *cls._kept[:cls.SLOTS - 1]]
+        return out
+
+
 def _isr_size(isr: np.ndarray) -> np.ndarray:
     if _few_strings(isr):
         return np.array([s.count(",") + 1 if isinstance(s, str) and s else 0 for s in isr], dtype="int32")

@@ -33,6 +33,7 @@ from .frames import (
     empty,
     ids,
     isr_size,
+    isr_sizes,
     locate,
     per_topic,
     positional,
@@ -276,7 +277,7 @@ def _gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> tuple[np.ndarray, dic
     def led(c: str) -> np.ndarray:
         return array(replicas, c)[lead]
 
-    isr, rf, mi = isr_size(led("isr")), isr_size(led("replicas")), per_topic(led("topic"), min_isr, 1)
+    isr, rf, mi = isr_sizes(replicas)[lead], isr_sizes(replicas, "replicas")[lead], per_topic(led("topic"), min_isr, 1)
     return lead, {"under_replicated": isr < rf, "under_min_isr": isr < mi, "at_min_isr": isr == mi}
 
 

@@ -24,7 +24,7 @@ from .frames import (
     conform,
     empty,
     filled,
-    isr_size,
+    isr_sizes,
     locate,
     owned,
     per_topic,
@@ -86,13 +86,13 @@ def append_to_leader(
     order = sort_order([array(batches, c) for c in ("broker", "topic", "partition", "record_id")])
     b = {c: array(batches, c)[order] for c in PRODUCE}
     pos = locate(replicas, batches)[order]
-    leader, isr, epoch, leo_now = (take(replicas, c, pos, d) for c, d in (
-        ("leader", -1), ("isr", ""), ("leader_epoch", -1), ("leo", 0)))
+    leader, epoch, leo_now = (take(replicas, c, pos, d) for c, d in (("leader", -1), ("leader_epoch", -1), ("leo", 0)))
     hosted = pos >= 0
     is_leader = hosted & (leader == b["broker"])
     need = per_topic(b["topic"], min_isr, 1)
     acks = b["acks"]
-    too_few = (acks == -1) & (isr_size(isr) < need)
+    sizes = np.append(isr_sizes(replicas), 0)  # a batch of no hosted partition (pos -1) finds 0
+    too_few = (acks == -1) & (sizes[pos] < need)
     err = np.select(
         [~np.isin(acks, VALID_ACKS), _offline(batches, offline)[order], ~hosted, ~is_leader, too_few],
         [errors.INVALID_REQUIRED_ACKS, errors.KAFKA_STORAGE_ERROR, errors.UNKNOWN_TOPIC_OR_PARTITION,
@@ -178,7 +178,7 @@ def complete_delayed_produce(
     reached = ~lost & (hw >= array(pending, "required_offset"))
     small = np.zeros(len(pending), dtype=bool)  # the ISR check, for the batches that reached the HW only
     if reached.any():
-        small[reached] = isr_size(array(replicas, "isr")[pos[reached]]) < per_topic(
+        small[reached] = isr_sizes(replicas)[pos[reached]] < per_topic(
             array(pending, "topic")[reached], min_isr, 1)
     expired = ~lost & ~reached & (array(pending, "deadline_ms") <= now)
     err = np.select(
