@@ -360,3 +360,7 @@ def test_latest_epochs_read_alike_for_few_and_many_caches():
     assert few.tolist() == many.tolist()
     assert many[:12].tolist() == [L.UNDEFINED_EPOCH, L.UNDEFINED_EPOCH, 0, 3, -1] + [L.UNDEFINED_EPOCH] * 7
     assert L.latest_epochs(np.array(["0:0,3:120"] * 5 + [None], dtype=object)).tolist() == [3] * 5 + [L.UNDEFINED_EPOCH]
+    column = np.array(caches, dtype=object)  # a replicas' column (remembered): the rows asked for, twice
+    rows = np.array([3, 0, 3, 311, 2])
+    for _ in range(2):
+        assert L.latest_epochs(column, rows).tolist() == many[rows].tolist()

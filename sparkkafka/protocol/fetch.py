@@ -473,7 +473,7 @@ def apply_fetch_responses(
         end = np.full(len(r), -1, dtype="int64")
         np.maximum.at(end, at, array(appended, "offset").astype("int64") + 1)
         r["leo"] = np.where(end >= 0, end, array(r, "leo"))
-        r = leader_epoch.on_append(r, appended, rules_of(cfg), at=at)
+        r = leader_epoch.on_append(r, appended, rules_of(cfg), at=at, in_order=True)  # sorted above
     op = pos[ok]
     ls = np.maximum(array(r, "log_start_offset")[op], array(okr, "log_start_offset"))
     r = with_values(r, "log_start_offset", op, ls)

@@ -321,6 +321,11 @@ def isr_size(isr: pd.Series | np.ndarray) -> np.ndarray:
     return per_value(isr, _isr_size)
 
 
+def remembered(values: np.ndarray, fn, null=0) -> np.ndarray:
+    """per_value(values, fn, null) of a whole column, remembered while it holds the same objects (`_Remembered`)."""
+    return _Remembered.of(values, fn, null)
+
+
 def isr_sizes(frame: pd.DataFrame, column: str = "isr") -> np.ndarray:
     """isr_size of every row of a frame's comma-joined id column, remembered while the column holds the same
     string objects (`_Remembered`): a round counts its replicas' ISR four times, on different rows, and the
@@ -336,22 +341,22 @@ class _Remembered:
 
     SLOTS = 4
     MAX_ROWS = 1 << 21  # ~16 MB of pointers a column at most
-    _kept: list[tuple[object, np.ndarray, np.ndarray, np.ndarray]] = []  # (fn, column copy, its pointers, answer)
+    _kept: list[tuple[tuple, np.ndarray, np.ndarray, np.ndarray]] = []  # ((fn, null), column copy, pointers, answer)
 
     @classmethod
-    def of(cls, values: np.ndarray, fn) -> np.ndarray:
+    def of(cls, values: np.ndarray, fn, null=0) -> np.ndarray:
         values = np.ascontiguousarray(values)
         if values.dtype != object or not _TableKeys.MIN_ROWS <= len(values) <= cls.MAX_ROWS:
-            return per_value(values, fn)
+            return per_value(values, fn, null)
         address = _addresses(values)
         for i, (f, _, kept, out) in enumerate(cls._kept):
-            if f is fn and len(kept) == len(address) and (kept == address).all():
+            if f == (fn, null) and len(kept) == len(address) and (kept == address).all():
                 if i:
                     cls._kept.insert(0, cls._kept.pop(i))
                 return out.copy()
-        out = per_value(values, fn)
+        out = per_value(values, fn, null)
         copy = values.copy()
-        cls._kept = [(fn, copy, _addresses(copy), out.copy()), *cls._kept[:cls.SLOTS - 1]]
+        cls._kept = [((fn, null), copy, _addresses(copy), out.copy()), *cls._kept[:cls.SLOTS - 1]]
         return out
 
 

@@ -125,7 +125,7 @@ def append_to_leader(
     rules = rules_of(cfg)
     records = expand_batches({**a, "leader_epoch": epoch[ok] if rules.leader_epoch_cache else np.full(len(at), -1),
                               "src": a["broker"], "timestamp": a["sent_ms"]})
-    replicas = leader_epoch.on_append(replicas, records, rules, at=np.repeat(at, count))
+    replicas = leader_epoch.on_append(replicas, records, rules, at=np.repeat(at, count), in_order=True)
     replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
 
     ack1 = a["acks"] == 1
