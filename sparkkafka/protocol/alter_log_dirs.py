@@ -36,6 +36,7 @@ import pandas as pd
 
 from . import errors, leader_epoch
 from .config import LONG_MAX
+from .fetch import record_bytes  # the bytes a mover's copy counts, as a replica fetch counts them
 from .frames import (
     ALTER_LOG_DIRS_RESPONSE,
     FETCHING,
@@ -419,12 +420,6 @@ def copy_ranges(futures: pd.DataFrame, replicas: pd.DataFrame, selected: np.ndar
     r = pd.DataFrame({"broker": array(f, "broker"), "topic": array(f, "topic"),
                       "partition": array(f, "partition"), "from_offset": array(f, "leo"), "to_offset": to})
     return r[r["to_offset"] > r["from_offset"]].reset_index(drop=True)
-
-
-def record_bytes(records: pd.DataFrame) -> np.ndarray:
-    """Bytes a record costs (value plus key, at least one), as fetch.record_bytes counts them."""
-    key = records["key"].fillna("").astype(str).str.len().to_numpy()
-    return np.maximum(array(records, "value_bytes").astype("int64") + key, 1)
 
 
 def append_copies(
