@@ -8,7 +8,8 @@ Lists of broker ids (ISR, replicas) travel as comma-joined strings, the cheapest
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -328,35 +329,41 @@ def remembered(values: np.ndarray, fn, null=0) -> np.ndarray:
 
 def isr_sizes(frame: pd.DataFrame, column: str = "isr") -> np.ndarray:
     """isr_size of every row of a frame's comma-joined id column, remembered while the column holds the same
-    string objects (`_Remembered`): a round counts its replicas' ISR four times, on different rows, and the
+    string objects (`remembered`): a round counts its replicas' ISR four times, on different rows, and the
     next round's replicas hold the same ISR strings unless one changed (~1 ms each at 30,000 replicas)."""
-    return _Remembered.of(array(frame, column), _isr_size)
+    return remembered(array(frame, column), _isr_size)
+
+
+def _recall(entries: list, match: Callable[[Any], bool]) -> Any:
+    """The first of `entries` (newest first) that `match` accepts, moved to the front; None when none does:
+    the lookup of the memos below."""
+    for i, e in enumerate(entries):
+        if match(e):
+            entries.insert(0, entries.pop(i))
+            return e
+    return None
 
 
 class _Remembered:
     """per_value(values, fn) of whole object columns, kept for the next call on a column holding the very
-    same objects (compared by pointer, ~10 us for 30,000 rows: strings do not change, so the same objects
-    give the same answer). A pure memo; the objects are kept alive by a copy of the column, so no pointer is
-    reused while its answer is kept. Small and large columns are not kept."""
+    same objects (`_same_rows` compares their pointers, ~10 us for 30,000 rows: strings do not change, so the
+    same objects give the same answer). A pure memo; the objects are kept alive by a copy of the column, so
+    no pointer is reused while its answer is kept. Small and large columns are not kept."""
 
     SLOTS = 4
     MAX_ROWS = 1 << 21  # ~16 MB of pointers a column at most
-    _kept: list[tuple[tuple, np.ndarray, np.ndarray, np.ndarray]] = []  # ((fn, null), column copy, pointers, answer)
+    _kept: list[tuple[tuple, np.ndarray, np.ndarray]] = []  # ((fn, null), column copy, answer), newest first
 
     @classmethod
     def of(cls, values: np.ndarray, fn, null=0) -> np.ndarray:
         values = np.ascontiguousarray(values)
         if values.dtype != object or not _TableKeys.MIN_ROWS <= len(values) <= cls.MAX_ROWS:
             return per_value(values, fn, null)
-        address = _addresses(values)
-        for i, (f, _, kept, out) in enumerate(cls._kept):
-            if f == (fn, null) and len(kept) == len(address) and (kept == address).all():
-                if i:
-                    cls._kept.insert(0, cls._kept.pop(i))
-                return out.copy()
+        hit = _recall(cls._kept, lambda e: e[0] == (fn, null) and _same_rows([e[1]], [values]))
+        if hit is not None:
+            return hit[2].copy()
         out = per_value(values, fn, null)
-        copy = values.copy()
-        cls._kept = [((fn, null), copy, _addresses(copy), out.copy()), *cls._kept[:cls.SLOTS - 1]]
+        cls._kept = [((fn, null), values.copy(), out.copy()), *cls._kept[:cls.SLOTS - 1]]
         return out
 
 
@@ -640,10 +647,9 @@ class _TableKeys:
 
     @classmethod
     def of(cls, table: list[np.ndarray]) -> _TableKeys | None:
-        for i, kept in enumerate(cls._kept):
-            if _same_rows(kept.cols, table):  # kept.cols are private copies: compared by value
-                cls._kept.insert(0, cls._kept.pop(i))
-                return kept
+        kept = _recall(cls._kept, lambda k: _same_rows(k.cols, table))  # k.cols are private copies: by value
+        if kept is not None:
+            return kept
         made = cls.build(table)
         if made is not None and made.nbytes <= cls.BUDGET:
             kept, used = [made], made.nbytes
@@ -657,11 +663,11 @@ class _TableKeys:
     @property
     def nbytes(self) -> int:
         lookup = self.at.nbytes if self.at is not None else 3 * self.index.nbytes  # with its hash table
-        return lookup + self._bytes(self.cols) + sum(self._bytes([*c, p]) for c, p in self.probes)
+        return lookup + sum(v.nbytes for v in self.cols) + self._probe_bytes(self.probes)
 
     @staticmethod
-    def _bytes(arrays: list[np.ndarray]) -> int:
-        return sum(v.nbytes for v in arrays)
+    def _probe_bytes(probes: list[tuple[list[np.ndarray], np.ndarray]]) -> int:
+        return sum(sum(v.nbytes for v in cols) + pos.nbytes for cols, pos in probes)
 
     @classmethod
     def build(cls, table: list[np.ndarray]) -> _TableKeys | None:
@@ -686,15 +692,14 @@ class _TableKeys:
         The answers for the last few probes are kept (`PROBES`): a round looks its remotes up in its replicas
         three times (each HW check) and from one round to the next the same follower rows come back. The
         probe's columns are compared by value (`_same_rows`, ~20 us) against a coding of ~150 us."""
-        for i, (cols, pos) in enumerate(self.probes):
-            if _same_rows(cols, probe):
-                if i:
-                    self.probes.insert(0, self.probes.pop(i))
-                return pos.copy()
+        hit = _recall(self.probes, lambda e: _same_rows(e[0], probe))
+        if hit is not None:
+            return hit[1].copy()
         pos = self._find(probe)
         if pos is not None and len(pos) >= self.MIN_ROWS:
             kept = [([v.copy() for v in probe], pos.copy()), *self.probes[:self.PROBES - 1]]
-            if self._bytes(self.cols) + sum(self._bytes([*c, p]) for c, p in kept) <= self.BUDGET:
+            grown = self._probe_bytes(kept) - self._probe_bytes(self.probes)
+            if sum(t.nbytes for t in self._kept) + grown <= self.BUDGET:  # the budget is for all tables kept
                 self.probes = kept
         return pos
 

@@ -10,6 +10,7 @@ record of a run has a unique id.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,14 +108,23 @@ class Workload:
         the batches; returns the records they would hold. The driver's copy follows a resident window's
         rounds so, when no batch of them can fail (every partition written has a live leader)."""
         total = 0
+        for p, n in self._due(now):
+            p.skip(n)
+            total += n
+        self.next_record_id += total
+        self._retire()
+        return total
+
+    def _due(self, now: int) -> Iterator[tuple[Producer, int]]:
+        """(producer, records it sends) of each producer with records due in the round starting at `now`."""
         for p in self.producers:
             n = p.due(now, self.round_ms)
             if n > 0:
-                p.skip(n)
-                total += n
-        self.next_record_id += total
+                yield p, n
+
+    def _retire(self) -> None:
+        """Drop the producers that have sent everything (after a round's records)."""
         self.producers = [p for p in self.producers if not p.finished]
-        return total
 
     def written(self) -> tuple[list[str], np.ndarray]:
         """(topic, partition) of every partition an active producer writes to, as two columns."""
@@ -125,10 +135,7 @@ class Workload:
     def batches(self, now: int) -> pd.DataFrame:
         """PRODUCE rows (broker not yet routed: -1) for the round starting at `now`."""
         parts = []  # per producer: its batches' columns (the driver makes a round's batches every round)
-        for p in self.producers:
-            n = p.due(now, self.round_ms)
-            if n <= 0:
-                continue
+        for p, n in self._due(now):
             partitions, counts = p.batches(n)
             first = self.next_record_id + np.concatenate([[0], np.cumsum(counts)[:-1]])
             self.next_record_id += int(counts.sum())
@@ -139,7 +146,7 @@ class Workload:
                           "value_bytes": np.full(k, p.value_bytes, "int32"), "key": filled(k, p.key, object),
                           "sent_ms": np.full(k, now, "int64"),
                           "deadline_ms": np.full(k, now + self.request_timeout_ms, "int64")})
-        self.producers = [p for p in self.producers if not p.finished]
+        self._retire()
         if not parts:
             return empty(PRODUCE)
         return owned({c: np.concatenate([q[c] for q in parts]) for c in PRODUCE}, PRODUCE)
