@@ -120,3 +120,21 @@ def test_a_throttle_left_set_keeps_every_round(tmp_path):
     assert len(got[True]["metrics"]) == len(got[False]["metrics"]) == 51
     for name, df in got[True].items():
         pd.testing.assert_frame_equal(df, got[False][name], check_dtype=False, obj=name)
+
+
+def test_resident_windows_jump_where_the_round_engine_does(spark, tmp_path):
+    """With idle jumps on, the resident engine runs the rounds the round engine runs and leaves its
+    tables, though its windows run the controller's requests ahead (plan_window): the expiry of broker
+    2's session (2.6 s) elects new leaders, whose requests reach the brokers in the next round of the
+    same window; the window then ends where the driver would jump, not at the delivery."""
+    want = _run(spark, tmp_path, CRASH_SHORT_MS, "rounds", True)
+    c = Cluster.from_scenario(_scenario(CRASH_SHORT_MS, "resident", True), spark=spark, out=str(tmp_path / "res"))
+    total, windows = c.scenario.end_ms // c.round_ms + 1, []
+    while c.round < total:
+        first = c.round
+        windows.append((first, c.loop.advance(min(total - first, c.loop.window_limit()), total - first)))
+    c.run()
+    assert any(first <= 26 < first + n - 1 for first, n in windows), windows
+    got = tables(c.out)
+    for name, df in got.items():
+        pd.testing.assert_frame_equal(df, want[name], check_dtype=False, obj=name)

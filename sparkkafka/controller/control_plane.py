@@ -365,6 +365,11 @@ class ControlPlane:
         """Requests the controllers' channels deliver this round, as (kind, sending broker, frame).
         A request made in one round arrives in the next, like every message; a paused sender keeps
         its requests queued until it runs again, a crashed one lost them."""
+        out, self.outbox, self.isr_results = self._deliver(now, paused, crashed)
+        return out
+
+    def _deliver(self, now: int, paused: frozenset, crashed: set[int]) -> tuple[list, list, list]:
+        """take_messages' answer, and the requests and ISR answers left in the channels after it."""
         keep, out = [], []
         for src, made, req in self.outbox:
             if src in crashed:
@@ -375,15 +380,43 @@ class ControlPlane:
             for kind, frame in req.frames().items():
                 if len(frame):
                     out.append((kind, src, frame))
-        self.outbox = keep
         keep_r = []
         for made, r in self.isr_results:
             if made >= now:
                 keep_r.append((made, r))
             else:
                 out.append(("isr_results", ZOOKEEPER, r))
-        self.isr_results = keep_r
-        return out
+        return out, keep, keep_r
+
+    def ticks_ahead(self, now: int, last: int, round_ms: int, crashed: set[int]) -> tuple[dict[int, list], int | None]:
+        """The rounds after `now` (up to `last`, round times) whose tick does nothing but deliver what the
+        channels hold and run a leader-rebalance check that finds no broker over the imbalance threshold,
+        worked out without running them (the resident window runs such rounds without the driver; the
+        driver ticks them after the window, RoundLoop.catch_up): round time -> what take_messages would
+        give then (no pause: a window has none). Also the first time after them at which the driver has
+        something to do for the controller (None: nothing up to `last`). Anything else a tick may do
+        (expire or register a session, elect a controller, handle a queued event) ends them."""
+        c = self.active()
+        if c is None or any(x.queue for x in self.controllers):
+            return {}, self.next_action_ms(now)
+        rebalance = c.next_rebalance_ms if bool(self.broker_cfg["auto.leader.rebalance.enable"]) else None
+        timers = [*self.session_expiry.values(), *(t + 1 for t in self.waiting.values())]
+        out: dict[int, list] = {}
+        sent: list | None = None  # the channels' messages, delivered by the first tick
+        t = self.next_action_ms(now)
+        while t is not None and t <= last:
+            at = -(-t // round_ms) * round_ms  # the round whose tick it is
+            if any(x <= at for x in timers) or (rebalance is not None and rebalance <= at and c.imbalanced()):
+                return out, t
+            if rebalance is not None and rebalance <= at:
+                rebalance = at + 1000 * int(self.broker_cfg["leader.imbalance.check.interval.seconds"])
+            if sent is None:
+                sent = out[at] = self._deliver(at, frozenset(), crashed)[0]
+            else:
+                out[at] = []  # the ticks ahead make no requests: nothing is left to deliver
+            due = [x for x in [*timers, rebalance] if x is not None]
+            t = max(min(due), at + 1) if due else None
+        return out, t
 
     # ------------------------------------------------------------------ views
     def leaders_of(self, topics: pd.Series, partitions: pd.Series) -> np.ndarray:

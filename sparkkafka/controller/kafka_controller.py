@@ -715,28 +715,35 @@ class KafkaController:
 
     def _on_auto_rebalance(self, now: int) -> None:
         """checkAndTriggerAutoLeaderRebalance (protocol.md 10): per preferred broker, an imbalance above
-        leader.imbalance.per.broker.percentage runs preferred elections, but (2.8) only while no
-        partition is being reassigned anywhere; later Kafka dropped that condition (golden I-03 b, c),
-        which `emulator.auto.rebalance.during.reassignment: true` selects."""
+        leader.imbalance.per.broker.percentage runs preferred elections."""
+        for tp in self.imbalanced():
+            state, v = self._state(tp)
+            reps = self._assignment(tp)
+            if (self._replica_online(reps[0], tp) and reps[0] in state["isr"]
+                    and self._partition_ok(now, tp, PS.OnlinePartition)):
+                self._line(now, tp, f"Starting auto preferred replica leader election for {tp[0]}-{tp[1]}")
+                self._elect_one(now, tp, state, v, "preferred")
+
+    def imbalanced(self) -> list[TP]:
+        """The partitions a leader-rebalance check would try to move back to their preferred leader: those
+        not led by it, of each preferred broker whose share of them is above
+        leader.imbalance.per.broker.percentage; none (2.8) while a partition is being reassigned anywhere.
+        Later Kafka dropped that condition (golden I-03 b, c), which
+        `emulator.auto.rebalance.during.reassignment: true` selects. Reads only."""
         cfg = self.broker_config()
         pct = float(cfg.get("leader.imbalance.per.broker.percentage", 10))
         if self.reassigning and not bool(cfg.get("emulator.auto.rebalance.during.reassignment", False)):
-            return  # 2.8: every candidate fails `partitionsBeingReassigned.isEmpty`
+            return []  # 2.8: every candidate fails `partitionsBeingReassigned.isEmpty`
         by_broker: dict[int, list[TP]] = {}
         for tp in self.partitions():
             if tp[0] not in self.zk.topics_to_delete():
                 by_broker.setdefault(self._assignment(tp)[0], []).append(tp)
+        out: list[TP] = []
         for b, tps in sorted(by_broker.items()):
             off = [tp for tp in tps if self._state(tp)[0]["leader"] != b]
-            if len(off) / len(tps) <= pct / 100:
-                continue
-            for tp in off:
-                state, v = self._state(tp)
-                reps = self._assignment(tp)
-                if (self._replica_online(reps[0], tp) and reps[0] in state["isr"]
-                        and self._partition_ok(now, tp, PS.OnlinePartition)):
-                    self._line(now, tp, f"Starting auto preferred replica leader election for {tp[0]}-{tp[1]}")
-                    self._elect_one(now, tp, state, v, "preferred")
+            if len(off) / len(tps) > pct / 100:
+                out += off
+        return out
 
     # ------------------------------------------------------------------ log-dir failure (KIP-112, 9.5)
     def _on_log_dir_failure(self, now: int, replicas: pd.DataFrame) -> None:

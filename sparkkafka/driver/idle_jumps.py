@@ -6,6 +6,7 @@ many rounds a resident window may run without the driver. A mixin of RoundLoop (
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 
 from ..controller.control_plane import ControlPlane
 from ..engine import rows as W
@@ -21,21 +22,26 @@ class IdleJumps:
     def due_ms(self, now: int) -> int | None:
         """The first emulated time after `now` at which the driver has something to do: a timeline event,
         a controller action or request to deliver, the end of a network partition (None: none)."""
-        due = [self.control.next_action_ms(now)]
-        if self.next_event < len(self.events):
-            due.append(self.events[self.next_event].time_ms(self.round_ms))
-        due += [end for _, _, end in self.isolations if end is not None]
+        due = [self.control.next_action_ms(now), self._outside_due()]
         due = [t for t in due if t is not None]
         return min(due) if due else None
 
-    def jump_last(self, first: int, horizon: int) -> int | None:
+    def _outside_due(self) -> int | None:
+        """The first time the driver's own part needs it: the next timeline event or a partition's end."""
+        due = [end for _, _, end in self.isolations if end is not None]
+        if self.next_event < len(self.events):
+            due.append(self.events[self.next_event].time_ms(self.round_ms))
+        return min(due) if due else None
+
+    def jump_last(self, first: int, horizon: int, plan: WindowPlan | None = None) -> int | None:
         """The round an idle span from round `first` on may skip to, at most: the first round that needs
-        the driver, or the last of the `horizon` rounds to run (None: jumping is off). The resident
-        tasks get it too, to end a window where the driver would jump."""
+        the driver (`plan`: the first after the controller's ticks a window's plan runs ahead, its `due`),
+        or the last of the `horizon` rounds to run (None: jumping is off). The resident tasks get it too,
+        to end a window where the driver would jump."""
         if not self.scenario.emulator.get("idle.jump") or self._throttling():
             return None
         last = first + horizon - 1
-        due = self.due_ms(first * self.round_ms - 1)
+        due = self.due_ms(first * self.round_ms - 1) if plan is None else plan.due
         return last if due is None else min(last, -(-due // self.round_ms))
 
     def _throttling(self) -> bool:
@@ -56,10 +62,8 @@ class IdleJumps:
         new last round (at most `end`)."""
         r = self.round_ms
         while last < end:
-            t = self.control.next_action_ms(last * r - 1)
-            ev = self.events[self.next_event].time_ms(r) if self.next_event < len(self.events) else None
-            others = [x for x in [ev, *(e for _, _, e in self.isolations)] if x is not None]
-            if t is None or -(-t // r) != last or any(-(-x // r) <= last for x in others):
+            t, outside = self.control.next_action_ms(last * r - 1), self._outside_due()
+            if t is None or -(-t // r) != last or (outside is not None and -(-outside // r) <= last):
                 break
             probe = copy.deepcopy(self.control)
             probe.tick(last * r, frozenset())
@@ -106,12 +110,62 @@ class IdleJumps:
         """How many rounds from `now` on may run without the driver: none of them (but the first) has a
         timeline event due, a pause or network partition ending, a controller action or request to deliver,
         or a shutdown in progress."""
+        return self.plan_window(now, limit, ahead=False).rounds
+
+    def plan_window(self, now: int, limit: int, ahead: bool = True) -> WindowPlan:
+        """The rounds from `now` on (at most `limit`) a resident window may run without the driver, and what
+        the controller sends in them. Beyond the quiet rounds, a round due only for the controller joins the
+        window when its tick would do nothing but deliver the requests an earlier round made, or run a
+        leader-rebalance check that finds nothing to move (ControlPlane.ticks_ahead, with `ahead`): those
+        requests go to the tasks for that round, as the driver would have sent them, and after the window
+        the driver ticks its controller through the same rounds (`catch_up`) before the window's reports
+        reach it. That is the round engine's order: the controller hears from the brokers only at a
+        window's end (a report ends the window), so its ticks in the window have no input from them. Without
+        it, a crash's detection cost two windows (the elections' round, then the requests' delivery), and so
+        did a restart or an ISR change's notification: each a whole Spark job for one round."""
         if limit <= 1 or self.stopping or self.paused_until:
-            return 1
-        first = self.due_ms(now)  # the first round at or after it needs the driver
-        if first is None:
-            return limit
-        return int(max(1, min(limit, -(-(first - now) // self.round_ms))))
+            return WindowPlan(1)
+        r, outside = self.round_ms, self._outside_due()
+        if ahead:  # ticks up to the window's last round, and before the round of the driver's next event
+            last = now + (limit - 1) * r if outside is None else min(now + (limit - 1) * r, -(-outside // r) * r - r)
+            ticks, first = self.control.ticks_ahead(now, last, r, self.crashed)
+        else:
+            ticks, first = {}, self.control.next_action_ms(now)
+        due = min([t for t in (first, outside) if t is not None], default=None)
+        rounds = limit if due is None else int(max(1, min(limit, -(-(due - now) // r))))
+        return WindowPlan(rounds, {(at - now) // r: msgs for at, msgs in ticks.items()}, due)
+
+    def catch_up(self, ticks: dict[int, list], first: int, ran: int) -> None:
+        """After a window of `ran` rounds from round `first`: the controller's ticks its plan ran ahead
+        (plan_window), now on the run's controller, their requests (delivered by the window) taken. Each must
+        do what the plan said: deliver those requests and change nothing else."""
+        for k in sorted(ticks):
+            if k < ran:
+                t, seen = (first + k) * self.round_ms, self._control_seen()
+                self.control.tick(t, frozenset())
+                got = self.control.take_messages(t, frozenset(), self.crashed)
+                if self._control_seen() != seen or _shape(got) != _shape(ticks[k]):
+                    raise RuntimeError(f"the controller's tick at {t} ms did more than its window's plan "
+                                       f"(IdleJumps.plan_window): {_shape(got)} against {_shape(ticks[k])}")
+
+    def _control_seen(self) -> tuple:
+        c = self.control
+        return c.zk.zxid, len(c.writes), len(c.lines), c.unclean_elections, len(c.admin_results)
+
+
+def _shape(messages: list) -> list[tuple]:
+    return [(kind, src, len(frame)) for kind, src, frame in messages]
+
+
+@dataclass
+class WindowPlan:
+    """A resident window's plan (IdleJumps.plan_window): its rounds; the controller's ticks run ahead (round
+    offset in the window -> the requests delivered in that round, as ControlPlane.take_messages gives them);
+    the first time after them at which the driver has something to do (None: nothing)."""
+
+    rounds: int
+    ticks: dict[int, list] = field(default_factory=dict)
+    due: int | None = None
 
 
 def _gauges(control: ControlPlane) -> dict:

@@ -191,6 +191,7 @@ class RoundLoop(Timeline, IdleJumps):
         self.writer = self._table_writer()
         self._cut: dict[int, frozenset] = {}  # who cannot reach whom this round
         self._placed: int | None = None  # the resident tasks `state` is placed over (None: not placed)
+        self._ahead: dict[int, list] = {}  # the controller's ticks a window's plan ran ahead (plan_window)
         self._before_jump: DataFrame | None = None  # the rows an idle jump's job reads, until it has run
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
         self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
@@ -353,12 +354,15 @@ class RoundLoop(Timeline, IdleJumps):
             offline_dirs={b: frozenset(d) for b, d in self.offline_dirs.items()},
         )
 
-    def outbox_wire(self) -> pd.DataFrame | None:
-        """The driver's messages for this round, packed (None: none), and the outbox emptied."""
-        if not self._outbox:
+    def outbox_wire(self, outbox: list | None = None) -> pd.DataFrame | None:
+        """The driver's messages for this round, packed (None: none), and the outbox emptied; or those of
+        `outbox` ((kind, frame, sending broker) as the outbox holds them), the driver's outbox left alone."""
+        if outbox is None:
+            outbox, self._outbox = self._outbox, []
+        if not outbox:
             return None
         packed = []
-        for kind, frame, src in self._outbox:
+        for kind, frame, src in outbox:
             # what is sent to a crashed or cut-off broker is lost, as in _route; a START only to a crashed
             # one (a restart event takes its broker out of `crashed` first): the brokers' first START must
             # not start a broker the timeline crashed at time 0 (it ran round 0, then started again)
@@ -367,7 +371,6 @@ class RoundLoop(Timeline, IdleJumps):
             w = W.pack(kind, frame)
             w["src"] = np.int32(src)
             packed.append(w)
-        self._outbox = []
         return W.concat(packed)  # (pd.concat checks every value of the all-null slots: ~1.8 s at 300k replicas)
 
     def input(self, outbox: bool = True) -> DataFrame:
@@ -479,7 +482,8 @@ class RoundLoop(Timeline, IdleJumps):
             if self._warm is not None:
                 self._warm.join()
                 self._warm = None
-            n = self.quiet_rounds(params.now, limit)
+            plan = self.plan_window(params.now, limit)
+            self._ahead = plan.ticks  # the controller's ticks to catch up with after the window (take_results)
             tasks = self.resident_tasks()
             # Once placed by a window (task b % tasks hosts broker b), the state stays where it is: no
             # shuffle. (A shuffle over a union with that state would also make Spark ask for a barrier map
@@ -498,12 +502,19 @@ class RoundLoop(Timeline, IdleJumps):
                     inp = self.route(self.state_rows()).unionByName(inp)
                 inp = inp.repartitionById(tasks, "broker")
             meet = self._meeting_folder()
+            # the controller's requests of the ticks run ahead, each in its round, as control_messages sends them
+            wires = {0: self.outbox_wire(), **{k: self.outbox_wire([(CONTROL_KINDS[kind], frame, src)
+                                                                    for kind, src, frame in msgs])
+                                               for k, msgs in plan.ticks.items()}}
+            inbox, sends = write_inbox(meet, wires, tasks)
+            ahead = max(plan.ticks, default=-1) + 1  # the first round after them
+            n = plan.rounds
             window = Window(first=params, rounds=n, round_ms=self.round_ms,
                             workload=copy.deepcopy(self.workload) if n > 1 else None,
                             leaders=self.control.partition_frame()[["topic", "partition", "leader"]],
                             crashed=frozenset(self.crashed), isolations=tuple((a, o) for a, o, _ in self.isolations),
-                            inbox=write_inbox(meet, self.outbox_wire(), tasks),
-                            jump_last=self.jump_last(self.round, horizon),
+                            inbox=inbox, sends=sends, ticks=tuple(sorted(plan.ticks)),
+                            jump_last=self.jump_last(self.round + ahead, horizon - ahead, plan if plan.ticks else None),
                             cycle=self.fetch_cycle(), meet=meet)
             clock.lap("driver")
             out = window_job(inp, ResidentRounds(window))
@@ -542,6 +553,8 @@ class RoundLoop(Timeline, IdleJumps):
                 gauges[r][k] += v
         ran = max([*gauges, self.round]) - self.round + 1
         last = self.round + ran - 1
+        self.catch_up(self._ahead, self.round, ran)  # before the window's reports reach the controller
+        self._ahead = {}
         self._idle_round = last if idle.cluster_idle(gauges[last]) else None
         # the rounds the tasks produced for on their own
         self.produce_batches([r * self.round_ms for r in range(self.round + 1, last + 1)], send=False)

@@ -72,8 +72,10 @@ class Window:
     leaders: pd.DataFrame  # topic, partition, leader: ZooKeeper's leaders, fixed in the window
     crashed: frozenset  # brokers down: what is sent to them is lost
     isolations: tuple  # (side a, side b) pairs cut from each other for the whole window
-    inbox: str | None = None  # the folder of the driver's messages for the first round (write_inbox); None: none
-    jump_last: int | None = None  # RoundLoop.jump_last: the window ends where the driver would jump (None: off)
+    inbox: str | None = None  # the folder of the driver's messages (write_inbox); None: none
+    sends: tuple = ()  # the rounds (offsets in the window) the driver has messages for, in `inbox`
+    ticks: tuple = ()  # the rounds (offsets) of the controller's ticks run ahead (IdleJumps.plan_window)
+    jump_last: int | None = None  # RoundLoop.jump_last after those ticks: the window ends where the driver would jump
     cycle: int = 1  # rounds of the idle fetch cycle (idle.fetch_cycle_rounds)
     meet: str | None = None  # a new folder the tasks meet in (exchange.Mesh.rendezvous_files); None: allGather
 
@@ -88,7 +90,9 @@ def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:
     for h in headers:
         for k, v in h.get("idle", {}).items():
             totals[k] += int(v)
-    return idle.cluster_idle(totals) and idle.jump_rounds(w.jump_last - next_round, w.cycle) > 0
+    # before a tick the driver's plan ran ahead, that tick's round needs the driver (RoundLoop.jump_last)
+    last = min([w.first.round_no + k for k in w.ticks if w.first.round_no + k >= next_round], default=w.jump_last)
+    return idle.cluster_idle(totals) and idle.jump_rounds(last - next_round, w.cycle) > 0
 
 
 def partitioned(src: np.ndarray, dst: np.ndarray, isolations) -> np.ndarray:
@@ -152,31 +156,37 @@ def window_job(inp: DataFrame, fn) -> DataFrame:
     return inp.mapInPandas(fn, W.BLOB_SCHEMA, barrier=True).localCheckpoint(eager=False)
 
 
-def _inbox_file(folder: str, rank: int) -> str:
-    return os.path.join(folder, f"inbox-{rank}.arrow")
+def _inbox_file(folder: str, rank: int, k: int) -> str:
+    return os.path.join(folder, f"inbox-{rank}-{k}.arrow")
 
 
-def write_inbox(folder: str, wire: pd.DataFrame | None, tasks: int) -> str | None:
-    """The driver's messages for a window's first round (packed wire rows) as one Arrow IPC file per task
-    in `folder` (new per window, in the run directory every executor reaches): task r's file holds the rows
-    of the brokers it hosts (broker % tasks == r). Returns the folder (None: no messages). Pickled with the
-    function instead, every task got every row; as a Spark input (createDataFrame), a new cluster's
-    LeaderAndIsr for every replica went through the JVM and a shuffle (~2 s of the reference scenario's
-    first window, whose task Spark flagged as 1.6 MB)."""
-    if wire is None or not len(wire):
-        return None
+def write_inbox(folder: str, wires: dict[int, pd.DataFrame | None], tasks: int) -> tuple[str | None, tuple]:
+    """The driver's messages for a window's rounds (round offset in the window -> packed wire rows, None:
+    none) as one Arrow IPC file per task and round in `folder` (new per window, in the run directory every
+    executor reaches): task r's file holds the rows of the brokers it hosts (broker % tasks == r). Returns
+    the folder (None: no messages) and the offsets with messages. Pickled with the function instead, every
+    task got every row; as a Spark input (createDataFrame), a new cluster's LeaderAndIsr for every replica
+    went through the JVM and a shuffle (~2 s of the reference scenario's first window, whose task Spark
+    flagged as 1.6 MB)."""
+    sends = tuple(sorted(k for k, wire in wires.items() if wire is not None and len(wire)))
+    if not sends:
+        return None, ()
     os.makedirs(folder, exist_ok=True)
-    table = pa.Table.from_pandas(wire, schema=W.ARROW_SCHEMA, preserve_index=False)
-    rank = wire["broker"].to_numpy() % tasks
-    for r in range(tasks):
-        with pa.OSFile(_inbox_file(folder, r), "wb") as sink, pa.ipc.new_file(sink, W.ARROW_SCHEMA) as out:
-            out.write_table(table.filter(pa.array(rank == r)))
-    return folder
+    for k in sends:
+        table = pa.Table.from_pandas(wires[k], schema=W.ARROW_SCHEMA, preserve_index=False)
+        rank = wires[k]["broker"].to_numpy() % tasks
+        for r in range(tasks):
+            with pa.OSFile(_inbox_file(folder, r, k), "wb") as sink, pa.ipc.new_file(sink, W.ARROW_SCHEMA) as out:
+                out.write_table(table.filter(pa.array(rank == r)))
+    return folder, sends
 
 
-def read_inbox(folder: str, rank: int) -> pd.DataFrame:
-    """Task `rank`'s part of the driver's messages (write_inbox), as wire rows."""
-    with pa.memory_map(_inbox_file(folder, rank)) as source:
+def read_inbox(w: Window, rank: int, k: int) -> pd.DataFrame | None:
+    """Task `rank`'s part of the driver's messages for the window's round `k` (write_inbox), as wire rows
+    (None: the driver sends nothing that round)."""
+    if k not in w.sends:
+        return None
+    with pa.memory_map(_inbox_file(w.inbox, rank, k)) as source:
         return pa.ipc.open_file(source).read_all().to_pandas()
 
 
@@ -249,8 +259,9 @@ class ResidentRounds:
         if frames and "blob" in frames[0].columns:  # the previous window's output, as its task left it
             parts, frames = W.blob_parts(frames)
             carried = arrive(W.by_kind(parts, empty=False), w.crashed, w.isolations)
-        if w.inbox is not None:
-            frames.append(read_inbox(w.inbox, mesh.rank))
+        sent = read_inbox(w, mesh.rank, 0)
+        if sent is not None:
+            frames.append(sent)
         k0 = W.split(W.concat(frames), only=W.CARRY_KINDS)
         if carried:  # each kind's carried rows first, then the driver's: as one wire frame would give them
             k0 = W.by_kind([*carried.items(), *k0.items()])
@@ -300,10 +311,14 @@ class ResidentRounds:
                     headers, got = exchange_parts(mesh, out, "broker", {"stop": stop, "idle": report})
                     spent["resident.exchange"] += time.perf_counter() - t
                     arrived = W.by_kind((kind, f) for kind, pieces in got.items() for f in pieces)
-                    inbox, msgs = unpack_inbox(arrived), {kind: f for kind, f in arrived.items() if len(f)}
+                    msgs = {kind: f for kind, f in arrived.items() if len(f)}
                     collect_round(spent)
                     if any(h.get("stop") for h in headers) or driver_jumps(w, headers, p.round_no + 1):
                         break
+                    sent = read_inbox(w, mesh.rank, k + 1)
+                    if sent is not None:  # the controller's requests for the next round, after the brokers' messages
+                        arrived = W.by_kind([*arrived.items(), *W.split(sent, only=W.CARRY_KINDS).items()])
+                    inbox = unpack_inbox(arrived)
         finally:
             mesh.close()
         t = time.perf_counter()
