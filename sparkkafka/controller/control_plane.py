@@ -406,7 +406,8 @@ class ControlPlane:
         t = self.next_action_ms(now)
         while t is not None and t <= last:
             at = -(-t // round_ms) * round_ms  # the round whose tick it is
-            if any(x <= at for x in timers) or (rebalance is not None and rebalance <= at and c.imbalanced()):
+            if any(x <= at for x in timers) or (rebalance is not None and rebalance <= at and not self._balanced()
+                                                 and c.imbalanced()):
                 return out, t
             if rebalance is not None and rebalance <= at:
                 rebalance = at + 1000 * int(self.broker_cfg["leader.imbalance.check.interval.seconds"])
@@ -433,6 +434,13 @@ class ControlPlane:
                                                   "leader_epoch", "controller_epoch", "version"])
         self._frame_zxid = self.zk.zxid
         return self._frame
+
+    def _balanced(self) -> bool:
+        """Whether every partition in ZooKeeper is led by its preferred (first) replica: then no leader-rebalance
+        check can act. One pass over the cached partition table, before the controller's own per-partition check
+        (KafkaController.imbalanced: ~65 ms at 3,000 partitions, ZooKeeper read partition by partition)."""
+        f = self.partition_frame()
+        return all(reps and reps[0] == leader for leader, reps in zip(f["leader"].tolist(), f["replicas"], strict=True))
 
     def controller_id(self) -> int:
         c = self.zk.controller()
