@@ -5,8 +5,9 @@ emulated time. Here one barrier stage (`mapInPandas(..., barrier=True)`) runs a 
 each task keeps the rows of the brokers it hosts (broker b in task b % tasks, the placement
 `repartitionById` gives) in memory, runs the same round as the round engine (broker_round.process)
 and hands each round's messages to the tasks hosting their destination over the mesh of
-engine/exchange.py. The driver chose the window so that nothing in it needs the controller: no
-timeline event, no controller request or timer falls inside it. A task whose round produced
+engine/exchange.py. The driver chose the window so that nothing in it needs the driver: no timeline
+event and no controller tick that acts falls inside it; requests the controller only delivers in a round
+of it come with the window, in a file per task and round (IdleJumps.plan_window, write_inbox). A task whose round produced
 something only the driver can act on (an AlterIsr / ISR change proposal, an offline replica, an
 AlterReplicaLogDirs answer, a broker that exits) says so in its exchange header, and every task
 stops after that round, so the driver sees it in the same round as the round engine would.
