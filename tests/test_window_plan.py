@@ -114,3 +114,24 @@ def test_an_imbalanced_cluster_ends_the_window_before_the_rebalance_check(tmp_pa
     assert (plan.rounds, plan.ticks, plan.due) == (49, {}, 4900)
     with pytest.raises(RuntimeError, match="did more than its window's plan"):
         loop.catch_up({49: []}, 0, 100)
+
+
+def test_a_window_ends_for_an_idle_jump_only_after_the_ticks_it_runs_ahead():
+    """driver_jumps (the tasks' end of a window where the driver would jump): before a round whose
+    controller tick the plan ran ahead, the driver would not jump past it (that round needs it), so a
+    quiescent cluster runs on; after the last such tick, the plan's jump_last (the next thing due) decides."""
+    from types import SimpleNamespace
+
+    from sparkkafka.engine.resident import driver_jumps
+
+    w = SimpleNamespace(first=SimpleNamespace(round_no=100), ticks=(1, 9), jump_last=140, cycle=4,
+                        workload=SimpleNamespace(active=False))
+    quiet = [{"idle": {"idle_checked": 1, "idle_blockers": 0}}]
+    assert not driver_jumps(w, quiet, 101)  # the tick at round 101 is next: no span to skip
+    assert driver_jumps(w, quiet, 102)  # rounds 102-108 before the tick at 109: one whole 4-round cycle
+    assert not driver_jumps(w, quiet, 106)  # 106-108: less than a cycle
+    assert driver_jumps(w, quiet, 110)  # after the ticks: up to jump_last
+    assert not driver_jumps(w, quiet, 137)
+    busy = [{"idle": {"idle_checked": 1, "idle_blockers": 1}}]
+    assert not driver_jumps(w, busy, 110)
+    assert not driver_jumps(SimpleNamespace(**{**vars(w), "workload": SimpleNamespace(active=True)}), quiet, 110)
