@@ -58,7 +58,7 @@ def test_a_timer_that_finds_nothing_to_do_runs_ahead_in_the_window(tmp_path):
     the run's controller, ticked through the same rounds after the window, is the copy."""
     loop = _loop(tmp_path, [])
     _to_round(loop, 0)
-    assert loop.quiet_rounds(0, 100) == 49
+    assert loop.control.next_action_ms(0) == 4900  # what ended the window at round 49 before
     plan = loop.plan_window(0, 100)
     assert (plan.rounds, plan.ticks, plan.due) == (100, {49: []}, 304_900)
     want = _ticked(loop, 0, plan.ticks)
@@ -83,7 +83,7 @@ def test_requests_due_next_round_join_the_window_and_zookeeper_writes_end_it(tmp
     loop.outbox_wire()
     loop.round += 1
     _to_round(loop, 9)
-    assert loop.quiet_rounds(900, 100) == 1
+    assert loop.control.next_action_ms(900) == 901  # requests pending: a one-round window before
     plan = loop.plan_window(900, 100)
     assert (plan.rounds, sorted(plan.ticks)) == (16, [1])  # rounds 9-24: the restart at 2.5 s is an event
     sent = {kind: frame for kind, _, frame in plan.ticks[1]}

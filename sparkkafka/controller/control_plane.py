@@ -236,10 +236,10 @@ class ControlPlane:
                 if c is not None:
                     self.controllers.append(c)
         c = self.active()
-        if (c is not None and c.next_rebalance_ms is not None and now >= c.next_rebalance_ms
-                and bool(self.broker_cfg["auto.leader.rebalance.enable"])):
+        at = self._rebalance_ms(c)
+        if at is not None and now >= at:
             c.queue.append(ev.AutoPreferredReplicaLeaderElection())
-            c.next_rebalance_ms = now + 1000 * int(self.broker_cfg["leader.imbalance.check.interval.seconds"])
+            c.next_rebalance_ms = self._next_rebalance(now)
         for c in list(self.controllers):
             if c.broker not in paused:
                 c.process(now)
@@ -255,13 +255,22 @@ class ControlPlane:
             for _, _, req in self.outbox)
         if pending or self.zk.controller() is None:
             return now + 1
-        due = [t for t in self.session_expiry.values()]  # expired at the first tick at or after t
-        due += [t + 1 for t in self.waiting.values()]  # registered at the first tick after t
-        c = self.active()
-        if c is not None and c.next_rebalance_ms is not None and bool(self.broker_cfg["auto.leader.rebalance.enable"]):
-            due.append(c.next_rebalance_ms)
-        due = [max(t, now + 1) for t in due]
+        due = [max(t, now + 1) for t in [*self._session_dues(), self._rebalance_ms(self.active())] if t is not None]
         return min(due) if due else None
+
+    def _session_dues(self) -> list[int]:
+        """When tick expires a session (the first tick at or after its end) or registers a restarted broker
+        waiting for its old session to end (the first tick after it)."""
+        return [*self.session_expiry.values(), *(t + 1 for t in self.waiting.values())]
+
+    def _rebalance_ms(self, c: KafkaController | None) -> int | None:
+        """When the active controller `c` runs its next auto leader-rebalance check (None: none, or disabled)."""
+        if c is None or not bool(self.broker_cfg["auto.leader.rebalance.enable"]):
+            return None
+        return c.next_rebalance_ms
+
+    def _next_rebalance(self, now: int) -> int:
+        return now + 1000 * int(self.broker_cfg["leader.imbalance.check.interval.seconds"])
 
     def _controller_hooks(self) -> dict:
         """What a controller reads of the cluster's configs, as calls into this control plane."""
@@ -399,23 +408,19 @@ class ControlPlane:
         c = self.active()
         if c is None or any(x.queue for x in self.controllers):
             return {}, self.next_action_ms(now)
-        rebalance = c.next_rebalance_ms if bool(self.broker_cfg["auto.leader.rebalance.enable"]) else None
-        timers = [*self.session_expiry.values(), *(t + 1 for t in self.waiting.values())]
+        rebalance, sessions = self._rebalance_ms(c), self._session_dues()
         out: dict[int, list] = {}
-        sent: list | None = None  # the channels' messages, delivered by the first tick
         t = self.next_action_ms(now)
         while t is not None and t <= last:
             at = -(-t // round_ms) * round_ms  # the round whose tick it is
-            if any(x <= at for x in timers) or (rebalance is not None and rebalance <= at and not self._balanced()
-                                                 and c.imbalanced()):
+            checks = rebalance is not None and rebalance <= at
+            if any(x <= at for x in sessions) or (checks and not self._balanced() and c.imbalanced()):
                 return out, t
-            if rebalance is not None and rebalance <= at:
-                rebalance = at + 1000 * int(self.broker_cfg["leader.imbalance.check.interval.seconds"])
-            if sent is None:
-                sent = out[at] = self._deliver(at, frozenset(), crashed)[0]
-            else:
-                out[at] = []  # the ticks ahead make no requests: nothing is left to deliver
-            due = [x for x in [*timers, rebalance] if x is not None]
+            if checks:
+                rebalance = self._next_rebalance(at)
+            # the first tick delivers what the channels hold; the ticks ahead make no requests of their own
+            out[at] = [] if out else self._deliver(at, frozenset(), crashed)[0]
+            due = [x for x in [*sessions, rebalance] if x is not None]
             t = max(min(due), at + 1) if due else None
         return out, t
 

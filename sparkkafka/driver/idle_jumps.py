@@ -106,31 +106,26 @@ class IdleJumps:
         self._idle_round = None
         return d
 
-    def quiet_rounds(self, now: int, limit: int) -> int:
-        """How many rounds from `now` on may run without the driver: none of them (but the first) has a
-        timeline event due, a pause or network partition ending, a controller action or request to deliver,
-        or a shutdown in progress."""
-        return self.plan_window(now, limit, ahead=False).rounds
-
-    def plan_window(self, now: int, limit: int, ahead: bool = True) -> WindowPlan:
+    def plan_window(self, now: int, limit: int) -> WindowPlan:
         """The rounds from `now` on (at most `limit`) a resident window may run without the driver, and what
-        the controller sends in them. Beyond the quiet rounds, a round due only for the controller joins the
-        window when its tick would do nothing but deliver the requests an earlier round made, or run a
-        leader-rebalance check that finds nothing to move (ControlPlane.ticks_ahead, with `ahead`): those
-        requests go to the tasks for that round, as the driver would have sent them, and after the window
-        the driver ticks its controller through the same rounds (`catch_up`) before the window's reports
-        reach it. That is the round engine's order: the controller hears from the brokers only at a
-        window's end (a report ends the window), so its ticks in the window have no input from them. Without
-        it, a crash's detection cost two windows (the elections' round, then the requests' delivery), and so
-        did a restart or an ISR change's notification: each a whole Spark job for one round."""
+        the controller sends in them: none of them (but the first) has a timeline event due, a network
+        partition ending, a shutdown or pause in progress, or a controller tick that acts. A round due only
+        for the controller joins the window when its tick would do nothing but deliver the requests an
+        earlier round made, or run a leader-rebalance check that finds nothing to move
+        (ControlPlane.ticks_ahead): those requests go to the tasks for that round, as the driver would have
+        sent them, and after the window the driver ticks its controller through the same rounds (`catch_up`)
+        before the window's reports reach it. That is the round engine's order: the controller hears from the
+        brokers only at a window's end (a report ends the window), so its ticks in the window have no input
+        from them. Without it, a crash's detection cost two windows (the elections' round, then the
+        requests' delivery), and so did a restart or an ISR change's notification: each a whole Spark job for
+        one round."""
         if limit <= 1 or self.stopping or self.paused_until:
             return WindowPlan(1)
         r, outside = self.round_ms, self._outside_due()
-        if ahead:  # ticks up to the window's last round, and before the round of the driver's next event
-            last = now + (limit - 1) * r if outside is None else min(now + (limit - 1) * r, -(-outside // r) * r - r)
-            ticks, first = self.control.ticks_ahead(now, last, r, self.crashed)
-        else:
-            ticks, first = {}, self.control.next_action_ms(now)
+        last = now + (limit - 1) * r  # ticks up to the window's last round, before the round of the next event
+        if outside is not None:
+            last = min(last, -(-outside // r) * r - r)
+        ticks, first = self.control.ticks_ahead(now, last, r, self.crashed)
         due = min([t for t in (first, outside) if t is not None], default=None)
         rounds = limit if due is None else int(max(1, min(limit, -(-(due - now) // r))))
         return WindowPlan(rounds, {(at - now) // r: msgs for at, msgs in ticks.items()}, due)

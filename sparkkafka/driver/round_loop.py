@@ -507,14 +507,13 @@ class RoundLoop(Timeline, IdleJumps):
                                                                     for kind, src, frame in msgs])
                                                for k, msgs in plan.ticks.items()}}
             inbox, sends = write_inbox(meet, wires, tasks)
-            ahead = max(plan.ticks, default=-1) + 1  # the first round after them
             n = plan.rounds
             window = Window(first=params, rounds=n, round_ms=self.round_ms,
                             workload=copy.deepcopy(self.workload) if n > 1 else None,
                             leaders=self.control.partition_frame()[["topic", "partition", "leader"]],
                             crashed=frozenset(self.crashed), isolations=tuple((a, o) for a, o, _ in self.isolations),
                             inbox=inbox, sends=sends, ticks=tuple(sorted(plan.ticks)),
-                            jump_last=self.jump_last(self.round + ahead, horizon - ahead, plan if plan.ticks else None),
+                            jump_last=self.jump_last(self.round, horizon, plan if plan.ticks else None),
                             cycle=self.fetch_cycle(), meet=meet)
             clock.lap("driver")
             out = window_job(inp, ResidentRounds(window))
