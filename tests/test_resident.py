@@ -269,3 +269,56 @@ def test_a_windows_rounds_run_without_full_collections_and_the_collector_comes_b
     with pytest.raises(RuntimeError), young_only():
         raise RuntimeError("a round failed")
     assert gc.isenabled()
+
+
+def test_rows_kept_as_frames_write_the_files_per_round_tables_would(tmp_path):
+    """A window keeps its rounds' new records and history rows as the protocol's frames and converts them
+    at its end, all rounds at once (WindowFiles.keep): the files hold the rows, order and stamps (round,
+    time, append_ms) that holding each round's own Arrow tables gives, and a read mid-window sees them."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from sparkkafka.engine.broker_round import WindowFiles, _history_table, _log_tables
+    from sparkkafka.protocol import broker as B
+    from sparkkafka.protocol import frames as F
+    from sparkkafka.storage import tables as T
+
+    def records(r: int) -> pd.DataFrame:  # two brokers, two dirs, rows out of order, as a round leaves them
+        n = 6
+        return pd.DataFrame({
+            "broker": np.array([2, 1, 1, 2, 1, 1][:n], dtype="int32"), "topic": ["t1", "t0", "t1", "t0", "t0", "t0"],
+            "partition": np.array([0, 1, 0, 0, 1, 0], dtype="int32"),
+            "offset": np.array([r, r + 1, r, r, r, r], dtype="int64"), "leader_epoch": np.full(n, r % 3, "int32"),
+            "record_id": np.arange(n, dtype="int64") + 10 * r, "key": [None, "k", None, None, None, "k"],
+            "value_bytes": np.full(n, 100, "int32"), "timestamp": np.full(n, 100 * r, "int64"),
+            "src": np.array([2, 1, 1, 2, 1, 1], dtype="int32"), "log_dir": ["d1", "d0", "d1", "d0", "d0", "d1"],
+            "is_future": [False, False, True, False, False, False]})
+
+    def replicas(r: int) -> pd.DataFrame:
+        f = F.new_replicas(pd.DataFrame({"broker": [2, 1], "topic": ["t0", "t0"], "partition": [0, 0],
+                                         "log_dir": ["d0", "d1"]}))
+        return f.assign(leo=[r, r + 1], hw=[r, r], leader=[1, 1])
+
+    kept, held = WindowFiles(writer=3), WindowFiles(writer=3)
+    rounds = (4, 5, 7)  # round 6 appended nothing
+    for r in rounds:
+        appended = B.AppendRecords(records(r))
+        hist = B.history(replicas(r), F.empty(F.REMOTE), F.empty(F.RESULT), pd.DataFrame())
+        now = 100 * r + 7
+        p = SimpleNamespace(round_no=r, now=now)
+        for e in (appended, *hist):
+            kept.keep(r, now, e)
+        held.hold(r, _log_tables(appended.records, now), [(e.table, _history_table(p, e)) for e in hist])
+    kept.keep(6, 607, B.AppendRecords(records(6).iloc[:0]))
+
+    assert [(d, t.to_pydict()) for d, t in kept.unwritten(1)] == [(d, t.to_pydict()) for d, t in held.unwritten(1)]
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, w in ((a, kept), (b, held)):
+        T.create_tables(str(d))
+        w.flush(str(d))
+    files = sorted(str(f.relative_to(b)) for f in b.rglob("*.parquet") if "_delta_log" not in str(f))
+    assert files == sorted(str(f.relative_to(a)) for f in a.rglob("*.parquet") if "_delta_log" not in str(f))
+    assert any("replica_state" in f for f in files) and sum("log/" in f for f in files) == 4
+    for f in files:
+        assert pq.read_table(a / f).equals(pq.read_table(b / f)), f
+    assert sorted(set(pq.read_table(next(a.rglob("replica_state/*.parquet")))["round"].to_pylist())) == list(rounds)
