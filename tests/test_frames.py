@@ -197,6 +197,25 @@ def test_sort_order_is_a_stable_sort_values_with_nulls_last():
     assert (F.sort_order([wide[c].to_numpy() for c in "abcd"]) == want).all()
 
 
+def test_a_remembered_sort_order_is_the_sort_order_and_sees_a_changed_key(monkeypatch):
+    """sort_order(remember=True) keeps its answer for the same keys (a round's history sorts the same
+    replicas each round); a key written in place or a new key gives a new, right answer."""
+    monkeypatch.setattr(F._Sorts, "_kept", [])
+    rng = np.random.default_rng(3)
+    topic = np.array(["t1", "t0"], dtype=object)[rng.integers(0, 2, 1000)]
+    part = rng.integers(0, 50, 1000).astype("int32")
+    broker = rng.integers(0, 6, 1000).astype("int32")
+    want = F.sort_order([topic, part, broker])
+    assert F.sort_order([topic, part, broker], remember=True).tolist() == want.tolist()
+    again = F.sort_order([topic.copy(), part.copy(), broker.copy()], remember=True)  # equal keys: from memory
+    assert again.tolist() == want.tolist() and len(F._Sorts._kept) == 1
+    part[0], part[1] = 49, 0  # written in place: the kept copy no longer matches
+    assert F.sort_order([topic, part, broker], remember=True).tolist() == F.sort_order([topic, part, broker]).tolist()
+    assert len(F._Sorts._kept) == 2
+    few = [np.array([2, 1], "int32")]  # small keys are sorted, not kept
+    assert F.sort_order(few, remember=True).tolist() == [1, 0] and len(F._Sorts._kept) == 2
+
+
 def test_per_topic_is_a_map_with_a_default():
     values = pd.Series({"a": 2, "b": 3}, dtype="int64")
     topics = pd.Series(["b", "c", None, "a", "b"], dtype=object)
