@@ -271,10 +271,12 @@ def test_a_windows_rounds_run_without_full_collections_and_the_collector_comes_b
     assert gc.isenabled()
 
 
-def test_rows_kept_as_frames_write_the_files_per_round_tables_would(tmp_path):
+@pytest.mark.parametrize("settle_rows", [100_000, 7])
+def test_rows_kept_as_frames_write_the_files_per_round_tables_would(tmp_path, monkeypatch, settle_rows):
     """A window keeps its rounds' new records and history rows as the protocol's frames and converts them
-    at its end, all rounds at once (WindowFiles.keep): the files hold the rows, order and stamps (round,
-    time, append_ms) that holding each round's own Arrow tables gives, and a read mid-window sees them."""
+    a few rounds at a time (WindowFiles.keep: here all at the end, or every few rows): the files hold the
+    rows, order and stamps (round, time, append_ms) that holding each round's own Arrow tables gives, and a
+    read mid-window sees them."""
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -299,6 +301,7 @@ def test_rows_kept_as_frames_write_the_files_per_round_tables_would(tmp_path):
                                          "log_dir": ["d0", "d1"]}))
         return f.assign(leo=[r, r + 1], hw=[r, r], leader=[1, 1])
 
+    monkeypatch.setattr(WindowFiles, "SETTLE_ROWS", settle_rows)
     kept, held = WindowFiles(writer=3), WindowFiles(writer=3)
     rounds = (4, 5, 7)  # round 6 appended nothing
     for r in rounds:
