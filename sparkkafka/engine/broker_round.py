@@ -15,7 +15,6 @@ import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -86,21 +85,15 @@ def _write_log(p: RoundParams, a: pd.DataFrame) -> list[dict]:
     """Append the round's new records (RECORD rows with their log_dir and is_future) to the log table,
     one file per (broker, log_dir)."""
     return [write_file(p.tables_dir, "log", t, f"{p.round_no:08d}-b{b}", {"broker": b, "log_dir": d})
-            for b, d, t in _log_tables(a, p.now)]
+            for b, d, t in _log_tables(p, a)]
 
 
-def _log_tables(a: pd.DataFrame, append_ms: int | np.ndarray, rounds: np.ndarray | None = None
-                ) -> list[tuple[int, str, pa.Table]]:
-    """New records as log table rows appended at `append_ms` (one time, or each row's), one Arrow table per
-    (broker, log_dir), rows sorted by topic, partition and offset within it; with `rounds` (each row's round,
-    for the records of several rounds at once), by round first, as the rounds' tables one after another
-    would hold them. The rows are sorted as numpy takes of the columns written (a frame's take of every
-    column costs ~2x)."""
+def _log_tables(p: RoundParams, a: pd.DataFrame) -> list[tuple[int, str, pa.Table]]:
+    """The round's new records as log table rows, one Arrow table per (broker, log_dir). The rows are
+    sorted as numpy takes of the columns written (a frame's take of every column costs ~2x)."""
     if a.empty:
         return []
-    keys = [F.array(a, "broker"), F.array(a, "log_dir"), *([] if rounds is None else [rounds]),
-            *(F.array(a, c) for c in ("topic", "partition", "offset"))]
-    order = F.sort_order(keys)
+    order = F.sort_order([F.array(a, c) for c in ("broker", "log_dir", "topic", "partition", "offset")])
 
     def col(c: str) -> np.ndarray:
         return F.array(a, c)[order]
@@ -113,7 +106,7 @@ def _log_tables(a: pd.DataFrame, append_ms: int | np.ndarray, rounds: np.ndarray
         "value": pa.nulls(n, pa.binary()), "value_bytes": pa.array(col("value_bytes"), pa.int32()),
         "timestamp": pa.array(col("timestamp"), pa.int64()),
         "is_future": pa.array(col("is_future").astype(bool)),
-        "append_ms": pa.array(_per_row(append_ms, n, order), pa.int64()),
+        "append_ms": pa.array(np.full(n, p.now), pa.int64()),
     })
     # one file per (broker, log_dir): rows are sorted, so each is one contiguous slice
     bro, dirs = col("broker"), col("log_dir")
@@ -123,14 +116,6 @@ def _log_tables(a: pd.DataFrame, append_ms: int | np.ndarray, rounds: np.ndarray
     return [(int(bro[lo]), dirs[lo], t.slice(lo, hi - lo)) for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
-def _per_row(v: int | np.ndarray, n: int, rows: np.ndarray | None = None) -> np.ndarray:
-    """A stamp (round, time) for `n` rows as int64: one value repeated, or each row's (taken at `rows`)."""
-    if np.ndim(v) == 0:
-        return np.full(n, v, dtype="int64")
-    v = np.asarray(v, dtype="int64")
-    return v if rows is None else v[rows]
-
-
 def _history(p: RoundParams, tag: str, rows: B.HistoryRows) -> dict:
     """Write one history table's rows of the round (protocol/broker.history), stamped with round and time."""
     return write_file(p.tables_dir, rows.table, _history_table(p, rows), tag)
@@ -138,29 +123,22 @@ def _history(p: RoundParams, tag: str, rows: B.HistoryRows) -> dict:
 
 def _history_table(p: RoundParams, rows: B.HistoryRows) -> pa.Table:
     """One history table's rows of the round as Arrow, stamped with round and time."""
-    return _stamped(rows.table, rows.frame, p.round_no, p.now)
-
-
-def _stamped(table: str, f: pd.DataFrame, round_no: int | np.ndarray, now: int | np.ndarray) -> pa.Table:
-    """History rows of `table` as Arrow, stamped with their round and time (one of each, or each row's)."""
-    schema = SCHEMAS[table]
-    if table == "produce_results":
+    f, schema = rows.frame, SCHEMAS[rows.table]
+    if rows.table == "produce_results":
         return expand_results(f)
-    if table == "state_change_log":
-        return _table(f, schema, time_ms=now)
-    return _table(f, schema, round=round_no, time_ms=now)
+    if rows.table == "state_change_log":
+        return _table(f, schema, time_ms=p.now)
+    return _table(f, schema, round=p.round_no, time_ms=p.now)
 
 
-def _table(columns: pd.DataFrame | Mapping[str, np.ndarray], schema: pa.Schema, **stamps: int | np.ndarray) -> pa.Table:
-    """The columns of `schema` (from `columns`, or the `stamps`: a value for every row, or each row's) as an
-    Arrow table of that schema, converted column by column to their types, nulls from None / NaN: the table
-    Table.from_pandas(...).cast(schema) gives, without copying the frame into a new one and inferring every
-    column's type first."""
+def _table(columns: pd.DataFrame | Mapping[str, np.ndarray], schema: pa.Schema, **stamps: int) -> pa.Table:
+    """The columns of `schema` (from `columns`, or the constant `stamps`) as an Arrow table of that schema,
+    converted column by column to their types, nulls from None / NaN: the table Table.from_pandas(...)
+    .cast(schema) gives, without copying the frame into a new one and inferring every column's type first."""
     n = len(columns) if isinstance(columns, pd.DataFrame) else len(next(iter(columns.values())))
-    stamps = {k: _per_row(v, n) for k, v in stamps.items()}
     try:
         return pa.Table.from_arrays(
-            [pa.array(stamps[f.name], type=f.type) if f.name in stamps
+            [pa.array(np.full(n, stamps[f.name], dtype="int64"), type=f.type) if f.name in stamps
              else F.to_arrow(np.asarray(columns[f.name]), f.type) for f in schema], schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # a column Arrow converts only by way of another type
         frame = pd.DataFrame({c: columns[c] for c in schema.names if c not in stamps}).assign(**stamps)
@@ -204,28 +182,15 @@ class WindowFiles:
     the log or recover a restarting broker from it (`flush`); a fetch's read takes them from memory
     (`unwritten`). Written per round, a 12-broker x 3-dir round leaves ~40 small Parquet
     files, a third of its CPU at 9,000 replicas, which the window then merges anyway. The tables get
-    the same rows; only the files differ. A window lost with its task loses nothing committed.
-
-    A round's effects are kept as the frames the protocol made (`keep`) and become Arrow tables a few rounds
-    at a time (`_settle`, once SETTLE_ROWS rows are kept, and before they are read or written): converted
-    and sorted round by round they cost ~2.2 ms of a 4,500-replica task round of ~17 (a few dozen per-call
-    costs), ~1.5 ms in runs of ~10 rounds. Much longer runs cost more again (a window's 100 rounds at once:
-    ~1.9 ms a round at 4,500 replicas, ~12 ms against ~7 at 30,000, and arrays of millions of rows)."""
-
-    SETTLE_ROWS: ClassVar[int] = 100_000
+    the same rows; only the files differ. A window lost with its task loses nothing committed."""
 
     log: dict[tuple[int, str], list[pa.Table]] = field(default_factory=dict)
     history: dict[str, list[pa.Table]] = field(default_factory=dict)
     log_rounds: list[int] = field(default_factory=list)  # the rounds whose rows are held
     history_rounds: list[int] = field(default_factory=list)
     writer: int = -1  # the task's rank in its window (names its history files)
-    records: list[tuple[int, int, pd.DataFrame]] = field(default_factory=list)  # (round, now, AppendRecords rows)
-    rows: dict[str, list[tuple[int, int, pd.DataFrame]]] = field(default_factory=dict)  # table -> (round, now, rows)
-    kept: int = 0  # rows in `records` and `rows`
 
     def hold(self, round_no: int, logs: list[tuple[int, str, pa.Table]], tables: list[tuple[str, pa.Table]]) -> None:
-        """Hold a round's rows already as Arrow tables: log rows per (broker, log_dir), history rows per table."""
-        self._settle()  # after the rounds kept before it
         for b, d, t in logs:
             self.log.setdefault((b, d), []).append(t)
             self.log_rounds.append(round_no)
@@ -233,44 +198,9 @@ class WindowFiles:
             self.history.setdefault(name, []).append(t)
             self.history_rounds.append(round_no)
 
-    def keep(self, round_no: int, now: int, effect: B.AppendRecords | B.HistoryRows) -> None:
-        """Hold a round's new records or history rows as the protocol made them (frames nobody writes into)."""
-        if isinstance(effect, B.AppendRecords):
-            if len(effect.records):
-                self.records.append((round_no, now, effect.records))
-                self.kept += len(effect.records)
-        elif len(effect.frame):
-            self.rows.setdefault(effect.table, []).append((round_no, now, effect.frame))
-            self.kept += len(effect.frame)
-        if self.kept >= self.SETTLE_ROWS:
-            self._settle()
-
-    def holds_log(self) -> bool:
-        return bool(self.log or self.records)
-
-    def _settle(self) -> None:
-        """The kept frames as Arrow tables, held as `hold` holds a round's: the records of all kept rounds
-        sorted and split at once (`_log_tables` by round), each history table's rows stamped at once."""
-        if self.records:
-            rounds, nows, frames = zip(*self.records, strict=True)
-            n = [len(f) for f in frames]
-            both = _stacked(frames)
-            for b, d, t in _log_tables(both, np.repeat(nows, n), np.repeat(rounds, n)):
-                self.log.setdefault((b, d), []).append(t)
-            self.log_rounds += rounds
-            self.records = []
-        for name, kept in sorted(self.rows.items()):
-            rounds, nows, frames = zip(*kept, strict=True)
-            n = [len(f) for f in frames]
-            self.history.setdefault(name, []).append(
-                _stamped(name, _stacked(frames), np.repeat(rounds, n), np.repeat(nows, n)))
-            self.history_rounds += rounds
-        self.rows, self.kept = {}, 0
-
     def _logs(self, broker: int | None = None) -> list[tuple[int, str, pa.Table]]:
         """(broker, log_dir, rows) of the held log rows (of `broker` only, when given), one table per
         (broker, log_dir) in that order."""
-        self._settle()
         return [(b, d, pa.concat_tables(ts)) for (b, d), ts in sorted(self.log.items())
                 if broker is None or b == broker]
 
@@ -282,7 +212,6 @@ class WindowFiles:
         """Write what is held (the log only unless `history`); the add actions. File names carry the
         rounds held (h<first>-<last>: not the window merge's w<first>-<last>), so a re-run task rewrites the
         same files."""
-        self._settle()
         adds = []
         if self.log:
             span = f"h{min(self.log_rounds):08d}-{max(self.log_rounds):08d}"
@@ -297,14 +226,9 @@ class WindowFiles:
         return adds
 
 
-def _stacked(frames: tuple[pd.DataFrame, ...]) -> pd.DataFrame:
-    """Frames of one kind one after another, column by column (the first frame's columns and dtypes)."""
-    return F.concat(frames, {c: str(t) for c, t in frames[0].dtypes.items()})
-
-
 def _flushed(p: RoundParams, held: WindowFiles | None, adds: list[dict]) -> RoundParams:
     """`p` reading the log with the held rows of earlier rounds written (their actions go to `adds`)."""
-    if held is None or not held.holds_log():
+    if held is None or not held.log:
         return p
     written = held.flush(p.tables_dir, history=False)
     adds += written
@@ -337,14 +261,14 @@ def execute(p: RoundParams, effects: tuple, tag: str, held: WindowFiles | None =
                 if held is None:
                     adds += _write_log(p, e.records)
                 else:
-                    held.keep(r, p.now, e)
+                    held.hold(r, _log_tables(p, e.records), [])
             elif isinstance(e, B.TruncateLog):
                 adds += _truncate(p, e.cuts, e.flips)
             elif isinstance(e, B.HistoryRows):
                 if held is None:
                     adds.append(_history(p, tag, e))
                 else:
-                    held.keep(r, p.now, e)
+                    held.hold(r, [], [(e.table, _history_table(p, e))])
             else:
                 raise TypeError(f"unknown effect {type(e).__name__}")
         if epochs:
