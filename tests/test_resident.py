@@ -269,3 +269,36 @@ def test_a_windows_rounds_run_without_full_collections_and_the_collector_comes_b
     with pytest.raises(RuntimeError), young_only():
         raise RuntimeError("a round failed")
     assert gc.isenabled()
+
+
+def _history_spans(out: Path, table: str) -> list[tuple[int, int]]:
+    """(first, last) round of each file a resident task wrote for a history table (its Delta log's adds)."""
+    import re
+
+    spans = []
+    for f in sorted((out / "tables" / table / "_delta_log").glob("*.json")):
+        for line in f.read_text().splitlines():
+            add = json.loads(line).get("add")
+            m = re.search(r"part-h(\d+)-(\d+)-t\d+", add["path"]) if add else None
+            if m:
+                spans.append((int(m.group(1)), int(m.group(2))))
+    return spans
+
+
+@pytest.mark.parametrize("budget", [1, 10**9])
+def test_a_task_writes_its_history_mid_window_past_its_budget(spark, tmp_path, round_engine, budget):
+    """emulator.resident.history.rows bounds the history rows a resident task holds: past it, the task writes
+    them (one file per table for the rounds held) and the window goes on. The tables are the round engine's
+    either way."""
+    out = tmp_path / "resident"
+    c = Cluster.from_scenario(_scenario("failures", "resident", **{"resident.history.rows": budget}), spark=spark,
+                              out=str(out)).run()
+    want_tables, want_summary = round_engine("failures")
+    assert_same(tables(str(out)), want_tables)
+    assert c.summary() == want_summary
+    spans = _history_spans(out, "replica_state")
+    rounds_held = max(last - first + 1 for first, last in spans)
+    if budget == 1:  # every round with history rows writes them: one round a file
+        assert rounds_held == 1 and len(spans) > c.round
+    else:  # one file per task and window (the longest window here: 15 rounds)
+        assert rounds_held > 10 and len(spans) < c.round

@@ -478,6 +478,7 @@ class RoundLoop(Timeline, IdleJumps):
         side = None
         if self.engine == "resident":
             from ..engine.resident import ResidentRounds, Window, placing_rows, window_job, write_inbox
+            from ..protocol.config import EMULATOR_DEFAULTS
 
             if self._warm is not None:
                 self._warm.join()
@@ -514,7 +515,9 @@ class RoundLoop(Timeline, IdleJumps):
                             crashed=frozenset(self.crashed), isolations=tuple((a, o) for a, o, _ in self.isolations),
                             inbox=inbox, sends=sends, ticks=tuple(sorted(plan.ticks)),
                             jump_last=self.jump_last(self.round, horizon, plan if plan.ticks else None),
-                            cycle=self.fetch_cycle(), meet=meet)
+                            cycle=self.fetch_cycle(), meet=meet,
+                            history_rows=int(self.scenario.emulator.get("resident.history.rows",
+                                                                        EMULATOR_DEFAULTS["resident.history.rows"])))
             clock.lap("driver")
             out = window_job(inp, ResidentRounds(window))
             where: int | None = tasks

@@ -189,6 +189,7 @@ class WindowFiles:
     log_rounds: list[int] = field(default_factory=list)  # the rounds whose rows are held
     history_rounds: list[int] = field(default_factory=list)
     writer: int = -1  # the task's rank in its window (names its history files)
+    history_rows: int = 0  # rows in `history`
 
     def hold(self, round_no: int, logs: list[tuple[int, str, pa.Table]], tables: list[tuple[str, pa.Table]]) -> None:
         for b, d, t in logs:
@@ -197,6 +198,7 @@ class WindowFiles:
         for name, t in tables:
             self.history.setdefault(name, []).append(t)
             self.history_rounds.append(round_no)
+            self.history_rows += t.num_rows
 
     def _logs(self, broker: int | None = None) -> list[tuple[int, str, pa.Table]]:
         """(broker, log_dir, rows) of the held log rows (of `broker` only, when given), one table per
@@ -208,12 +210,13 @@ class WindowFiles:
         """(log_dir, rows) of `broker`'s held log rows, as `flush` would write them."""
         return [(d, t) for _, d, t in self._logs(broker)]
 
-    def flush(self, tables_dir: str, history: bool = True) -> list[dict]:
-        """Write what is held (the log only unless `history`); the add actions. File names carry the
-        rounds held (h<first>-<last>: not the window merge's w<first>-<last>), so a re-run task rewrites the
-        same files."""
+    def flush(self, tables_dir: str, history: bool = True, log: bool = True) -> list[dict]:
+        """Write what is held (the log only unless `history`, the history only unless `log`); the add
+        actions. File names carry the rounds held (h<first>-<last>: not the window merge's w<first>-<last>),
+        so a re-run task rewrites the same files (where a window writes its history early is decided by its
+        rows, the same in a re-run)."""
         adds = []
-        if self.log:
+        if log and self.log:
             span = f"h{min(self.log_rounds):08d}-{max(self.log_rounds):08d}"
             adds += [write_file(tables_dir, "log", t, f"{span}-b{b}", {"broker": b, "log_dir": d})
                      for b, d, t in self._logs()]
@@ -222,7 +225,7 @@ class WindowFiles:
             span = f"h{min(self.history_rounds):08d}-{max(self.history_rounds):08d}"
             adds += [write_file(tables_dir, name, pa.concat_tables(ts), f"{span}-t{self.writer}")
                      for name, ts in sorted(self.history.items())]
-            self.history, self.history_rounds = {}, []
+            self.history, self.history_rounds, self.history_rows = {}, [], 0
         return adds
 
 

@@ -79,6 +79,7 @@ class Window:
     jump_last: int | None = None  # RoundLoop.jump_last after those ticks: the window ends where the driver would jump
     cycle: int = 1  # rounds of the idle fetch cycle (idle.fetch_cycle_rounds)
     meet: str | None = None  # a new folder the tasks meet in (exchange.Mesh.rendezvous_files); None: allGather
+    history_rows: int = 6_000_000  # emulator.resident.history.rows: history rows a task holds before writing them
 
 
 def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:
@@ -293,6 +294,8 @@ class ResidentRounds:
                     t = time.perf_counter()
                     if present_brokers(state, inbox):  # a task with no rows runs no round
                         done, adds = run(p, state, inbox, "", held)
+                        if held.history_rows >= w.history_rows:  # written now: the task's memory stays bounded
+                            adds = adds + held.flush(w.first.tables_dir, log=False)
                         parts, state, summary = wire_parts(done, adds, side=False), done.state, done.outbox.summary
                     else:
                         parts, adds, summary = [], [], {"timings": {}, "halted": []}
