@@ -83,10 +83,10 @@ class _Session:
 
 
 @pytest.mark.parametrize(("master", "dynamic", "engine", "window"), [
-    ("local[2]", "false", "resident", 100),
-    ("spark://host:7077", "false", "resident", 100),
+    ("local[2]", "false", "resident", 200),
+    ("spark://host:7077", "false", "resident", 200),
     ("spark://host:7077", "true", "rounds", 1),  # Spark refuses barrier jobs with dynamic allocation
-    ("local[2]", "true", "resident", 100),  # which local mode ignores
+    ("local[2]", "true", "resident", 200),  # which local mode ignores
 ])
 def test_resident_is_the_default_engine_except_under_dynamic_allocation(master, dynamic, engine, window):
     from sparkkafka.driver.round_loop import RoundLoop
