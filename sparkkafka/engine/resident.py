@@ -288,8 +288,8 @@ class ResidentRounds:
                         to = array(b, "broker")  # the batches for live leaders this task hosts
                         mine = (to >= 0) & (to % mesh.size == mesh.rank) & ~np.isin(to, crashed)
                         if mine.any():
-                            inbox = replace(inbox, produce=concat([inbox.produce, conform(
-                                select(b, list(PRODUCE), mine), PRODUCE)], PRODUCE))
+                            inbox = replace(inbox, produce=concat([inbox.produce, conform(  # select's arrays are new:
+                                select(b, list(PRODUCE), mine), PRODUCE, copy=False)], PRODUCE))  # no copy (~0.3 ms)
                     spent["resident.produce"] += time.perf_counter() - t
                     t = time.perf_counter()
                     if present_brokers(state, inbox):  # a task with no rows runs no round
