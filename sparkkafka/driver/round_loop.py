@@ -179,12 +179,15 @@ class RoundLoop(Timeline, IdleJumps):
             self.run_dir.check_format()
         self.recover()
 
-    def _table_writer(self) -> TableWriter:
-        """The run's committer, compacting mid-run as the scenario says (runs saved before the setting: default)."""
+    def _emulator(self, name: str) -> Any:
+        """The scenario's emulator setting `name` (a run saved before the setting existed: its default)."""
         from ..protocol.config import EMULATOR_DEFAULTS
 
-        emu = {**EMULATOR_DEFAULTS, **self.scenario.emulator}
-        return TableWriter(self.tables_dir, self.run_id, int(emu["delta.compact.min.files"]))
+        return self.scenario.emulator.get(name, EMULATOR_DEFAULTS[name])
+
+    def _table_writer(self) -> TableWriter:
+        """The run's committer, compacting mid-run as the scenario says."""
+        return TableWriter(self.tables_dir, self.run_id, int(self._emulator("delta.compact.min.files")))
 
     def _transient(self) -> None:
         """What the driver rebuilds rather than saves: table handles, this round's cuts, timings."""
@@ -478,7 +481,6 @@ class RoundLoop(Timeline, IdleJumps):
         side = None
         if self.engine == "resident":
             from ..engine.resident import ResidentRounds, Window, placing_rows, window_job, write_inbox
-            from ..protocol.config import EMULATOR_DEFAULTS
 
             if self._warm is not None:
                 self._warm.join()
@@ -516,8 +518,7 @@ class RoundLoop(Timeline, IdleJumps):
                             inbox=inbox, sends=sends, ticks=tuple(sorted(plan.ticks)),
                             jump_last=self.jump_last(self.round, horizon, plan if plan.ticks else None),
                             cycle=self.fetch_cycle(), meet=meet,
-                            history_rows=int(self.scenario.emulator.get("resident.history.rows",
-                                                                        EMULATOR_DEFAULTS["resident.history.rows"])))
+                            history_rows=int(self._emulator("resident.history.rows")))
             clock.lap("driver")
             out = window_job(inp, ResidentRounds(window))
             where: int | None = tasks

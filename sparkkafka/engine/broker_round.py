@@ -189,7 +189,6 @@ class WindowFiles:
     log_rounds: list[int] = field(default_factory=list)  # the rounds whose rows are held
     history_rounds: list[int] = field(default_factory=list)
     writer: int = -1  # the task's rank in its window (names its history files)
-    history_rows: int = 0  # rows in `history`
 
     def hold(self, round_no: int, logs: list[tuple[int, str, pa.Table]], tables: list[tuple[str, pa.Table]]) -> None:
         for b, d, t in logs:
@@ -198,7 +197,11 @@ class WindowFiles:
         for name, t in tables:
             self.history.setdefault(name, []).append(t)
             self.history_rounds.append(round_no)
-            self.history_rows += t.num_rows
+
+    @property
+    def history_rows(self) -> int:
+        """The history rows held."""
+        return sum(t.num_rows for ts in self.history.values() for t in ts)
 
     def _logs(self, broker: int | None = None) -> list[tuple[int, str, pa.Table]]:
         """(broker, log_dir, rows) of the held log rows (of `broker` only, when given), one table per
@@ -225,7 +228,7 @@ class WindowFiles:
             span = f"h{min(self.history_rounds):08d}-{max(self.history_rounds):08d}"
             adds += [write_file(tables_dir, name, pa.concat_tables(ts), f"{span}-t{self.writer}")
                      for name, ts in sorted(self.history.items())]
-            self.history, self.history_rounds, self.history_rows = {}, [], 0
+            self.history, self.history_rounds = {}, []
         return adds
 
 

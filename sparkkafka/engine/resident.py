@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from ..protocol import idle
 from ..protocol.broker import present_brokers
+from ..protocol.config import EMULATOR_DEFAULTS
 from ..protocol.frames import PRODUCE, array, concat, conform, leaders_by_key, select
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
@@ -79,7 +80,7 @@ class Window:
     jump_last: int | None = None  # RoundLoop.jump_last after those ticks: the window ends where the driver would jump
     cycle: int = 1  # rounds of the idle fetch cycle (idle.fetch_cycle_rounds)
     meet: str | None = None  # a new folder the tasks meet in (exchange.Mesh.rendezvous_files); None: allGather
-    history_rows: int = 6_000_000  # emulator.resident.history.rows: history rows a task holds before writing them
+    history_rows: int = EMULATOR_DEFAULTS["resident.history.rows"]  # history rows a task holds before writing them
 
 
 def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:

@@ -101,10 +101,10 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     "engine": "resident",
     # the most rounds one resident job runs before returning to the driver: each job costs ~0.3-0.6 s of its
     # own (Spark's job and tasks, the window's files, the driver's commit); 200 against 100 ran the reference
-    # scenario in 6 jobs instead of 9, ~3-5% faster (docs/benchmarks.md)
+    # scenario in 6 jobs instead of 9, ~3% faster (docs/benchmarks.md)
     "resident.rounds": 200,
     # history rows (replica_state, follower_state, produce_results) a resident task holds before writing them
-    # mid-window, which bounds its memory at any window length (~1 GB of rows at 6,000,000)
+    # mid-window, which bounds its memory at any window length (about a 100-round window at 30,000 replicas a task)
     "resident.history.rows": 6_000_000,
     # skip the rounds of an idle cluster by jumping the clock to the next thing due (protocol/idle.py)
     "idle.jump": True,

@@ -344,27 +344,42 @@ def _recall(entries: list, match: Callable[[Any], bool]) -> Any:
     return None
 
 
-class _Remembered:
-    """per_value(values, fn) of whole object columns, kept for the next call on a column holding the very
-    same objects (`_same_rows` compares their pointers, ~10 us for 30,000 rows: strings do not change, so the
-    same objects give the same answer). A pure memo; the objects are kept alive by a copy of the column, so
-    no pointer is reused while its answer is kept. Small and large columns are not kept."""
+class _Memo:
+    """A pure function's answer over key columns, kept for the next call on the same keys (`_same_rows`:
+    equal numbers, the very same objects), newest first, over private copies of the keys (a later write into
+    a caller's array is seen as a change; a kept object's pointer is not reused while its answer is kept).
+    Small and large keys are not kept. Each subclass keeps its own answers."""
 
     SLOTS = 4
+    MAX_ROWS = 1 << 18
+    _kept: list[tuple[Any, list[np.ndarray], np.ndarray]]  # (tag, key copies, answer), newest first
+
+    @classmethod
+    def answer(cls, tag: Any, keys: list[np.ndarray], compute: Callable[[], np.ndarray]) -> np.ndarray:
+        if not _TableKeys.MIN_ROWS <= len(keys[0]) <= cls.MAX_ROWS:
+            return compute()
+        hit = _recall(cls._kept, lambda e: e[0] == tag and len(e[1]) == len(keys) and _same_rows(e[1], keys))
+        if hit is not None:
+            return hit[2].copy()
+        out = compute()
+        cls._kept = [(tag, [v.copy() for v in keys], out.copy()), *cls._kept[:cls.SLOTS - 1]]
+        return out
+
+
+class _Remembered(_Memo):
+    """per_value(values, fn) of whole object columns, kept while a column holds the very same objects
+    (`_same_rows` compares their pointers, ~10 us for 30,000 rows: strings do not change, so the same objects
+    give the same answer)."""
+
     MAX_ROWS = 1 << 21  # ~16 MB of pointers a column at most
-    _kept: list[tuple[tuple, np.ndarray, np.ndarray]] = []  # ((fn, null), column copy, answer), newest first
+    _kept = []
 
     @classmethod
     def of(cls, values: np.ndarray, fn, null=0) -> np.ndarray:
         values = np.ascontiguousarray(values)
-        if values.dtype != object or not _TableKeys.MIN_ROWS <= len(values) <= cls.MAX_ROWS:
+        if values.dtype != object:
             return per_value(values, fn, null)
-        hit = _recall(cls._kept, lambda e: e[0] == (fn, null) and _same_rows([e[1]], [values]))
-        if hit is not None:
-            return hit[2].copy()
-        out = per_value(values, fn, null)
-        cls._kept = [((fn, null), values.copy(), out.copy()), *cls._kept[:cls.SLOTS - 1]]
-        return out
+        return cls.answer((fn, null), [values], lambda: per_value(values, fn, null))
 
 
 def _isr_size(isr: np.ndarray) -> np.ndarray:
@@ -788,7 +803,7 @@ def sort_order(columns: list[np.ndarray], remember: bool = False) -> np.ndarray:
     if n == 0:
         return np.arange(0)
     if remember:
-        return _Sorts.of(columns)
+        return _Sorts.answer(None, list(columns), lambda: sort_order(columns))
     ranked = []
     for v in columns:
         if v.dtype.kind in "iub":  # its offset from the minimum, as the lookups code it
@@ -806,25 +821,12 @@ def sort_order(columns: list[np.ndarray], remember: bool = False) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
-class _Sorts:
-    """sort_order of key columns, kept for the next call on the same keys (`_same_rows`: ~20 us against a
+class _Sorts(_Memo):
+    """sort_order of key columns, kept for the next call on the same keys (compared by value: ~20 us against a
     sort's ~150 us at 4,500 rows; a round's history sorts its replicas and its remotes, whose keys change only
-    when a replica comes or goes). A pure memo over private copies of the keys; big tables are not kept."""
+    when a replica comes or goes)."""
 
-    SLOTS = 4
-    MAX_ROWS = 1 << 18
-    _kept: list[tuple[list[np.ndarray], np.ndarray]] = []  # (the keys, their order), newest first
-
-    @classmethod
-    def of(cls, columns: list[np.ndarray]) -> np.ndarray:
-        if not _TableKeys.MIN_ROWS <= len(columns[0]) <= cls.MAX_ROWS:
-            return sort_order(columns)
-        hit = _recall(cls._kept, lambda e: len(e[0]) == len(columns) and _same_rows(e[0], columns))
-        if hit is not None:
-            return hit[1].copy()
-        order = sort_order(columns)
-        cls._kept = [([np.array(v) for v in columns], order.copy()), *cls._kept[:cls.SLOTS - 1]]
-        return order
+    _kept = []
 
 
 def sorted_by(frame: pd.DataFrame, cols: list[str], keep: list[str] | None = None) -> pd.DataFrame:
