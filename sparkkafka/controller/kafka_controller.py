@@ -149,7 +149,7 @@ class KafkaController:
 
     def partitions(self) -> list[TP]:
         """Partitions that have a state znode (New partitions have none yet)."""
-        return sorted((t, p) for t in self.zk.topics() for p in self.zk.topic_assignment(t)
+        return sorted((t, p) for t in self.zk.topics() for p in self.zk.topic_znode(t).replicas
                       if self.zk.has_partition_state((t, p)))
 
     def _line(self, now: int, tp: TP | None, message: str) -> None:
@@ -271,12 +271,13 @@ class KafkaController:
                 if not self.zk.has_partition_state((t, p)):
                     self._init_partition((t, p), reps, None)
         self._send_update_metadata()
-        for tp in self.partitions():
-            state, v = self._state(tp)
-            self._init_partition(tp, self._assignment(tp), state["leader"])
-            online = [b for b in self._assignment(tp) if self._online(b)]
-            self._send_leader_and_isr(tp, state, v, online)
-        dead = {b for tp in self.partitions() for b in self._assignment(tp) if not self._online(b)}
+        # ZooKeeper's stored states, read not copied (the loop only reads them): ~1 s at 20,000 partitions
+        stored = [((t, p), list(reps), state, v) for t in sorted(self.zk.topics())
+                  for p, reps, state, v in self.zk.partition_states(t, missing_ok=True)]
+        for tp, reps, state, v in stored:
+            self._init_partition(tp, reps, state["leader"])
+            self._send_leader_and_isr(tp, state, v, [b for b in reps if self._online(b)], replicas=reps)
+        dead = {b for _, reps, _, _ in stored for b in reps if not self._online(b)}
         self._offline_replicas(now, sorted(dead))
         self._elect_offline(now, self._offline_partitions())
         self._on_new_partitions(now)
@@ -336,7 +337,8 @@ class KafkaController:
             self._on_topic_deletion(now)  # topics that waited for this broker
 
     def _offline_partitions(self) -> list[TP]:
-        return [tp for tp in self.partitions() if not self._replica_online(self._state(tp)[0]["leader"], tp)]
+        return [(t, p) for t in sorted(self.zk.topics()) for p, _, state, _ in self.zk.partition_states(t, missing_ok=True)
+                if not self._replica_online(state["leader"], (t, p))]
 
     def _elect_offline(self, now: int, tps: list[TP], force_unclean: bool = False) -> None:
         """Offline partition election (6.2): first live ISR replica, else (unclean) first live one."""

@@ -336,13 +336,15 @@ class ZooKeeper:
         state, version = self._states[tp]
         return copy.deepcopy(state), version
 
-    def partition_states(self, name: str) -> Iterator[tuple[int, list[int], Mapping[str, Any], int]]:
+    def partition_states(self, name: str, missing_ok: bool = False) -> Iterator[tuple[int, list[int], Mapping[str, Any], int]]:
         """(partition, replica list, state, znode version) of each partition of topic `name`, in partition
-        order (NoNodeError for one without a state znode): the stored values, not copies (a reader of every
-        partition, such as the controller's partition table, would otherwise deep-copy each state: ~1 s
-        per 100,000 partitions). Callers must not change them."""
+        order (NoNodeError for one without a state znode; `missing_ok`: such partitions are left out): the
+        stored values, not copies (a reader of every partition, such as the controller's partition table,
+        would otherwise deep-copy each state: ~1 s per 100,000 partitions). Callers must not change them."""
         for p, reps in sorted(self.topic_znode(name).replicas.items()):
             if (name, p) not in self._states:
+                if missing_ok:
+                    continue
                 raise NoNodeError(f"/brokers/topics/{name}/partitions/{p}/state")
             state, version = self._states[(name, p)]
             yield p, reps, state, version
