@@ -38,10 +38,11 @@ import shutil
 from collections.abc import Iterable
 from urllib.parse import unquote
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from ..protocol import leader_epoch
 from .tables import LogSnapshot, durable_batch, log_file_actions, path_component, table_path, write_durably
@@ -394,31 +395,56 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
         files = [(os.path.join(root, unquote(p)), d)
                  for p, d in zip(mine["path"].to_pylist(), mine["partition.log_dir"].to_pylist(), strict=True)]
     want = [c for c in columns if c not in ("broker", "log_dir")]
-    sources = [(ds.dataset(path, format="parquet"), d) for path, d in files]
-    sources += [(ds.dataset(t), d) for d, t in unwritten if t.num_rows]
-    if not sources:
-        return pa.table({c: pa.array([], type=_type(c)) for c in columns})
+    tables = [(pq.ParquetFile(path, read_dictionary=_CODED).read(columns=[*want, "is_future"], use_threads=False), d)
+              for path, d in files]
+    tables += [(t.select([*want, "is_future"]), d) for d, t in unwritten if t.num_rows]
     parts = []
-    filt = None
-    if ranges is not None and len(ranges):
-        topics = pc.field("topic").isin(pa.array(sorted(set(ranges["topic"]))))
-        filt = topics & (pc.field("offset") >= int(ranges["from_offset"].min()))
-    if future is not None:
-        which = pc.field("is_future") == bool(future)
-        filt = which if filt is None else filt & which
-    for source, log_dir in sources:
-        t = source.to_table(columns=want, filter=filt)
+    for t, log_dir in tables:
+        t = t.filter(_wanted(t, ranges, future)).drop_columns(["is_future"])
         if t.num_rows:
+            t = pa.table({c: t[c].cast(_type(c)) if c in _CODED else t[c] for c in want})
             parts.append(t.append_column("log_dir", pa.array([log_dir] * t.num_rows, pa.string())))
     if not parts:
         return pa.table({c: pa.array([], type=_type(c)) for c in columns})
     tab = pa.concat_tables(parts)
     tab = tab.append_column("broker", pa.array([int(broker)] * tab.num_rows, pa.int32()))
-    if ranges is not None and len(ranges):
-        df = tab.to_pandas().merge(ranges, on=["topic", "partition"])
-        df = df[(df["offset"] >= df["from_offset"]) & (df["offset"] < df["to_offset"])]
-        return pa.Table.from_pandas(df[columns], preserve_index=False)
     return tab.select(columns)
+
+
+# read as dictionaries (one topic in every row, keys mostly null): ~2x cheaper to decode, cast back after the cut
+_CODED = ["topic", "key"]
+
+
+def _wanted(t: pa.Table, ranges: pd.DataFrame | None, future: bool | None) -> np.ndarray:
+    """Which rows of log rows `t` (with is_future) a read keeps: those of a current / future log as
+    `future` says (None: both), inside their partition's [from_offset, to_offset) of `ranges` (None or
+    none: all).
+    Rows are matched to ranges by (topic code, partition) keys with a binary search, not a join:
+    a restarted follower's catch-up reads every leader's whole log files, ~250,000 rows a broker at 60k
+    replicas, for a few partitions."""
+    keep = np.ones(t.num_rows, dtype=bool)
+    if future is not None:
+        keep &= t["is_future"].to_numpy(zero_copy_only=False) == bool(future)
+    if ranges is None or not len(ranges):
+        return keep
+    topics = pd.Index(sorted(set(ranges["topic"])))
+    key = (topics.get_indexer(ranges["topic"]).astype("int64") << 32) | ranges["partition"].to_numpy().astype("int64")
+    if len(set(key.tolist())) < len(key):  # one range per partition is what the reads ask; else the join's rows
+        raise ValueError("read_log: more than one range for a partition")
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    topic = t["topic"]
+    if topic.num_chunks == 1 and pa.types.is_dictionary(topic.type):
+        topic = topic.chunk(0)
+    else:  # the writer's own rows, or chunks with their own dictionaries
+        topic = pc.dictionary_encode(topic.cast(pa.string()).combine_chunks())
+    codes = topics.get_indexer(topic.dictionary.to_pandas()).astype("int64")[topic.indices.to_numpy(zero_copy_only=False)]
+    rows = (codes << 32) | t["partition"].to_numpy(zero_copy_only=False).astype("int64")
+    at = np.minimum(np.searchsorted(sorted_key, rows), len(key) - 1)
+    hit = (codes >= 0) & (sorted_key[at] == rows)
+    r = order[at]
+    offset = t["offset"].to_numpy(zero_copy_only=False)
+    return keep & hit & (offset >= ranges["from_offset"].to_numpy()[r]) & (offset < ranges["to_offset"].to_numpy()[r])
 
 
 def _type(col: str) -> pa.DataType:
