@@ -383,7 +383,8 @@ class RoundLoop(Timeline, IdleJumps):
             parts.append(self.route(self.state_rows()))
         wire = self.outbox_wire() if outbox else None
         if self.local:
-            return pd.concat([*parts, *([] if wire is None else [wire])], ignore_index=True) if parts or (
+            # column by column (W.concat): pd.concat checks every null slot, ~0.5 s a round at 60k replicas
+            return W.concat([*parts, *([] if wire is None else [wire])]) if parts or (
                 wire is not None) else W.pack_all([])
         if wire is not None:
             parts.append(self.spark.createDataFrame(pa.Table.from_pandas(wire, schema=W.ARROW_SCHEMA,
