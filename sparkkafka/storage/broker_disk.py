@@ -395,12 +395,13 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
         files = [(os.path.join(root, unquote(p)), d)
                  for p, d in zip(mine["path"].to_pylist(), mine["partition.log_dir"].to_pylist(), strict=True)]
     want = [c for c in columns if c not in ("broker", "log_dir")]
-    tables = [(pq.ParquetFile(path, read_dictionary=_CODED).read(columns=[*want, "is_future"], use_threads=False), d)
+    read = want if "is_future" in want else [*want, "is_future"]  # the cut needs is_future
+    tables = [(pq.ParquetFile(path, read_dictionary=_CODED).read(columns=read, use_threads=False), d)
               for path, d in files]
-    tables += [(t.select([*want, "is_future"]), d) for d, t in unwritten if t.num_rows]
+    tables += [(t.select(read), d) for d, t in unwritten if t.num_rows]
     parts = []
     for t, log_dir in tables:
-        t = t.filter(_wanted(t, ranges, future)).drop_columns(["is_future"])
+        t = t.filter(_wanted(t, ranges, future))
         if t.num_rows:
             t = pa.table({c: t[c].cast(_type(c)) if c in _CODED else t[c] for c in want})
             parts.append(t.append_column("log_dir", pa.array([log_dir] * t.num_rows, pa.string())))
