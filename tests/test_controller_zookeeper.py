@@ -123,6 +123,18 @@ def test_partition_state_cas_versions():
         zk.set_partition_state(TP, {"leader": 1}, 3)
 
 
+
+def test_partition_states_reads_the_stored_states_and_can_skip_new_partitions():
+    zk = ZooKeeper()
+    zk.create_topic("t", {0: [1, 2], 1: [2, 1], 2: [1]})
+    zk.create_partition_state(("t", 2), state(1, 3, [1], 1))
+    zk.create_partition_state(("t", 0), state(2, 0, [1, 2], 1))
+    with pytest.raises(NoNodeError):  # partition 1 has no state znode yet
+        list(zk.partition_states("t"))
+    got = list(zk.partition_states("t", missing_ok=True))
+    assert [(p, list(reps), dict(s), v) for p, reps, s, v in got] == [
+        (0, [1, 2], state(2, 0, [1, 2], 1), 0), (2, [1], state(1, 3, [1], 1), 0)]
+
 def test_broker_epoch_is_czxid_and_grows_on_reregistration():
     zk = ZooKeeper()
     e1 = zk.register_broker(1)

@@ -357,3 +357,27 @@ def test_file_stats_from_the_parquet_footer_equal_the_columns_own(tmp_path):
          for f in T.SCHEMAS["replica_state"]}), "00000001-t0")
     assert json.loads(add["stats"])["maxValues"] == {f.name: 2 if pa.types.is_integer(f.type) else "y"
                                                      for f in T.SCHEMAS["replica_state"]}
+
+
+@pytest.mark.parametrize("future", [False, True, None])
+def test_a_ranged_read_returns_exactly_the_rows_inside_each_range(run, future):
+    """read_log with ranges (a follower's catch-up from storage, a mover's copy): each (topic, partition)'s
+    rows in [from_offset, to_offset), of the current or future logs as asked, from the committed files and
+    from rows the writer still holds, in file order; a partition without a range gives nothing."""
+    from sparkkafka.storage.broker_disk import read_log
+
+    tmp, _ = run
+    v = DeltaTable(T.table_path(tmp, "log")).version()
+    held = [("d1", _file_table([(1, "d1", "t1", 1, 20 + i, 950 + i, False) for i in range(3)]))]
+    ranges = pd.DataFrame({"topic": ["t1", "t0", "t0", "t9"], "partition": [1, 0, 3, 0],
+                           "from_offset": [3, 2, 0, 0], "to_offset": [22, 4, 1, 9]})
+    cols = ["broker", "log_dir", "topic", "partition", "offset", "record_id", "key", "is_future"]
+    got = read_log(tmp, v, 1, cols, ranges, future=future, unwritten=held).to_pandas()
+    every = pd.concat([_rows(tmp, v)[lambda d: d.broker == 1], held[0][1].to_pandas()], ignore_index=True)
+    want = every.merge(ranges, on=["topic", "partition"])
+    want = want[(want.offset >= want.from_offset) & (want.offset < want.to_offset)
+                & ((want.is_future == future) if future is not None else True)]
+    assert len(got) and set(got.topic + "-" + got.partition.astype(str)) <= {"t1-1", "t0-0", "t0-3"}
+    pd.testing.assert_frame_equal(got.sort_values(SORT).reset_index(drop=True),
+                                  want[cols].sort_values(SORT).reset_index(drop=True), check_dtype=False)
+    assert list(got.key) == [f"k{r}" for r in got.record_id]  # dictionary-read strings come back as they were

@@ -178,6 +178,23 @@ def test_stale_leader_and_isr_is_ignored():
     assert "controller epoch 0 is old" in lines.message.iloc[0]
 
 
+
+def test_a_request_mixing_stale_and_newer_entries_logs_each_in_kafka_words():
+    """One line per entry, the ignored ones first (as ReplicaManager logs them), with each entry's own
+    numbers: a new controller resends every replica's current state (ReplicaStateMachine.startup)."""
+    p = Pair()
+    reqs = F.concat([lai(1, 1, [1, 2], [1, 2], epoch=0, ctrl=2), lai(2, 1, [1], [1, 2], epoch=4, ctrl=2)],
+                    F.LEADER_AND_ISR)
+    rep, _, brk, lines = become_leader_or_follower(p.rep, p.rem, p.brk, reqs, ["d0"], 0)
+    assert lines[["broker", "controller_epoch", "topic", "partition"]].values.tolist() == [[1, 2, "t", 0], [2, 2, "t", 0]]
+    assert lines.message.tolist() == [
+        "Ignoring LeaderAndIsr request from controller 2 for partition t-0 since its associated leader epoch 0 "
+        "is not higher than the current leader epoch 0 (STALE_CONTROLLER_EPOCH)",
+        "Completed LeaderAndIsr request correlation id 0 from controller epoch 2 for the become-follower "
+        "transition for partition t-0 with leader epoch 4"]
+    assert rep.set_index("broker").leader_epoch.to_dict() == {1: 0, 2: 4}
+    assert brk.set_index("broker").controller_epoch.to_dict() == {1: 2, 2: 2}
+
 def test_new_replicas_go_to_the_dir_with_fewest_logs():
     reqs = F.concat([lai(1, 1, [1], [1], partition=p) for p in range(5)], F.LEADER_AND_ISR)
     rep, *_ = become_leader_or_follower(F.empty(F.REPLICA), F.empty(F.REMOTE), new_broker_rows([1]), reqs,
