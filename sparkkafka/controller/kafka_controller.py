@@ -737,12 +737,13 @@ class KafkaController:
         if self.reassigning and not bool(cfg.get("emulator.auto.rebalance.during.reassignment", False)):
             return []  # 2.8: every candidate fails `partitionsBeingReassigned.isEmpty`
         by_broker: dict[int, list[TP]] = {}
+        deleting = set(self.zk.topics_to_delete())
         for tp in self.partitions():
-            if tp[0] not in self.zk.topics_to_delete():
+            if tp[0] not in deleting:
                 by_broker.setdefault(self._assignment(tp)[0], []).append(tp)
         out: list[TP] = []
-        for b, tps in sorted(by_broker.items()):
-            off = [tp for tp in tps if self._state(tp)[0]["leader"] != b]
+        for b, tps in sorted(by_broker.items()):  # the stored states, read not copied (every partition, every check)
+            off = [tp for tp in tps if self.zk.peek_partition_state(tp)["leader"] != b]
             if len(off) / len(tps) > pct / 100:
                 out += off
         return out
