@@ -134,9 +134,6 @@ def test_partition_states_reads_the_stored_states_and_can_skip_new_partitions():
     got = list(zk.partition_states("t", missing_ok=True))
     assert [(p, list(reps), dict(s), v) for p, reps, s, v in got] == [
         (0, [1, 2], state(2, 0, [1, 2], 1), 0), (2, [1], state(1, 3, [1], 1), 0)]
-    assert zk.peek_partition_state(("t", 2)) == state(1, 3, [1], 1)
-    with pytest.raises(NoNodeError):
-        zk.peek_partition_state(("t", 1))
 
 def test_broker_epoch_is_czxid_and_grows_on_reregistration():
     zk = ZooKeeper()

@@ -336,12 +336,6 @@ class ZooKeeper:
         state, version = self._states[tp]
         return copy.deepcopy(state), version
 
-    def peek_partition_state(self, tp: TopicPartition) -> Mapping[str, Any]:
-        """One partition's stored state, not a copy (get_partition_state copies): for readers only."""
-        if tp not in self._states:
-            raise NoNodeError(f"/brokers/topics/{tp[0]}/partitions/{tp[1]}/state")
-        return self._states[tp][0]
-
     def partition_states(self, name: str, missing_ok: bool = False) -> Iterator[tuple[int, list[int], Mapping[str, Any], int]]:
         """(partition, replica list, state, znode version) of each partition of topic `name`, in partition
         order (NoNodeError for one without a state znode; `missing_ok`: such partitions are left out): the

@@ -404,11 +404,11 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
         t = t.filter(_wanted(t, ranges, future))
         if t.num_rows:
             t = pa.table({c: t[c].cast(_type(c)) if c in _CODED else t[c] for c in want})
-            parts.append(t.append_column("log_dir", pa.array([log_dir] * t.num_rows, pa.string())))
+            parts.append(t.append_column("log_dir", pa.repeat(pa.scalar(log_dir, pa.string()), t.num_rows)))
     if not parts:
         return pa.table({c: pa.array([], type=_type(c)) for c in columns})
     tab = pa.concat_tables(parts)
-    tab = tab.append_column("broker", pa.array([int(broker)] * tab.num_rows, pa.int32()))
+    tab = tab.append_column("broker", pa.array(np.full(tab.num_rows, int(broker), dtype="int32")))
     return tab.select(columns)
 
 
