@@ -58,6 +58,7 @@ class Net:
         self.round_ms = round_ms
         self.log = log if log is not None else F.empty({**F.RECORD, "log_dir": F.STR, "is_future": F.BOOL})
         self.last: B.Step | None = None
+        self.reads: list[B.ReadLog] = []  # the log reads the brokers asked for, in order
 
     def step(self, **messages) -> B.Step:
         """One round at `now` with the messages in flight plus `messages` (inbox field -> frame); the
@@ -66,7 +67,8 @@ class Net:
                                        pd.concat([getattr(self.inbox, k), v], ignore_index=True)
                                        for k, v in messages.items()})
         current = self.log[~self.log["is_future"].to_numpy()]
-        s = B.step(self.state, inbox, self.now, self.config, read=B.read_from(current))
+        reader = B.read_from(current)
+        s = B.step(self.state, inbox, self.now, self.config, read=lambda r: self.reads.append(r) or reader(r))
         self.state, self.last = s.state, s
         self.inbox = B.Inbox(**{dst: getattr(s.outbox, src) for src, dst in ROUTES.items()})
         self.log = apply_log_effects(self.log, s.effects)

@@ -3,6 +3,8 @@ asserting the brokers' state and the effects the engine would execute."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 from broker_net import Net, round_cfg
@@ -180,3 +182,32 @@ def test_a_paused_broker_keeps_its_state_and_its_messages():
     assert paused.outbox.fetches.empty  # broker 2 sends nothing
     (rs,) = [e.frame for e in paused.effects if isinstance(e, B.HistoryRows) and e.table == "replica_state"]
     assert sorted(rs["broker"].tolist()) == [1, 2]
+
+
+def test_a_follower_that_stops_fetching_holds_no_records_in_the_leaders_tail():
+    """The leader's tail keeps the records its fetching followers still need. A follower cut off for longer
+    than one long-polled fetch and one backoff (replica.fetch.wait.max.ms + replica.fetch.backoff.ms) no
+    longer holds them there (a broker down for 20 s would keep 20 s of every partition it follows); when
+    it fetches again, the records it lacks are read from the log: the same records, in order."""
+    net = Net(CFG, {"t": 1})
+    net.step(leader_and_isr=F.concat([lai(1), lai(2)], F.LEADER_AND_ISR))
+    for i in range(5):
+        net.step(produce=batch(2, acks=1, now=net.now, record_id=10 * i))
+    net.config, kept = replace(net.config, unreachable={2: frozenset({1}), 1: frozenset({2})}), []
+    quiet = CFG["replica.fetch.wait.max.ms"] + CFG["replica.fetch.backoff.ms"]
+    for i in range(5, 5 + quiet // net.round_ms + 5):
+        net.step(produce=batch(2, acks=1, now=net.now, record_id=10 * i))
+        kept.append(len(net.state.tail))
+        if i == 7:  # what was on its way has arrived
+            caught_up = int(net.replica(2).leo)
+    assert int(net.replica(2).leo) == caught_up  # it fetched nothing while cut off
+    assert max(kept) > 2 and kept[-1] == 0  # the tail held its records for a while, then let them go
+    net.config, net.reads = replace(net.config, unreachable={}), []
+    leo = int(net.replica(1).leo)
+    for _ in range(quiet // net.round_ms + 5):  # its backoff ends; it fetches again
+        net.step()
+    assert net.reads and net.reads[0].ranges[["broker", "from_offset"]].values.tolist() == [[1, caught_up]]
+    follower = net.log[net.log["broker"] == 2].sort_values("offset")
+    leader = net.log[net.log["broker"] == 1].sort_values("offset")
+    assert int(net.replica(2).leo) == leo
+    assert follower["record_id"].tolist() == leader["record_id"].tolist()[:leo]

@@ -683,7 +683,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     # the log-dir movers (ReplicaAlterLogDirsThread, 9.2) copy from the current logs as they now are
     mem = F.concat([tail, appended_f], F.RECORD) if len(futures) else F.empty(F.RECORD)  # only movers read it
     replicas, futures, copied, swaps, future_cuts = yield from _movers(config, replicas, futures, mem, cuts)
-    tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"])
+    tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"], now, cfg)
     sw.lap("log_dir_movers")
     stopping = set(k.shutdown["broker"].tolist())
     halted = set(halts["broker"].tolist())

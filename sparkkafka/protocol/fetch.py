@@ -557,9 +557,15 @@ def _halts(r: pd.DataFrame, pos, leader_leo, leader) -> pd.DataFrame:
     return from_rows(rows, ["broker", "topic", "partition", "message"])
 
 
-def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame, cap: int) -> pd.DataFrame:
-    """Keep, per led partition, the records some follower may still fetch: from the lowest known
-    follower LEO (at most `cap` records back from the LEO). Older records are read from storage."""
+def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame, cap: int, now: int,
+              cfg: Mapping) -> pd.DataFrame:
+    """Keep, per led partition, the records a fetching follower may still fetch: from the lowest LEO
+    of the known followers that fetched within replica.fetch.wait.max.ms + replica.fetch.backoff.ms (one
+    long-polled fetch and one error backoff), at most `cap` records back from the LEO. Older records
+    are read from storage. The tail is only the leader's cache (the page cache, in Kafka): a follower
+    that is down or cut off no longer holds records in it, or a broker crashed for 20 s would keep
+    20 s of every partition it follows (the round's cost grows with the tail); once it fetches again,
+    its first fetches read from storage, the same records."""
     if tail.empty:
         return tail
     leads = array(replicas, "leader") == array(replicas, "broker")
@@ -567,8 +573,11 @@ def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame,
     remote_leo = array(remotes, "leo").astype("int64")
     low = np.full(len(replicas), np.iinfo("int64").max)
     at = locate(replicas, remotes)
+    since = now - int(cfg["replica.fetch.wait.max.ms"]) - int(cfg["replica.fetch.backoff.ms"])
     known = (at >= 0) & (remote_leo >= 0)
-    np.minimum.at(low, at[known], remote_leo[known])
+    # a known follower that stopped fetching holds nothing (the leader's LEO); one never heard of, `cap`
+    held = np.where(array(remotes, "last_fetch_ms") >= since, remote_leo, array(replicas, "leo")[np.maximum(at, 0)])
+    np.minimum.at(low, at[known], held[known])
     floor = np.maximum(floor, np.where(low == np.iinfo("int64").max, 0, low))
     pos = locate(replicas, tail)
     keep = (pos >= 0) & leads[np.maximum(pos, 0)] & (array(tail, "offset") >= floor[np.maximum(pos, 0)])
