@@ -381,3 +381,23 @@ def test_a_ranged_read_returns_exactly_the_rows_inside_each_range(run, future):
     pd.testing.assert_frame_equal(got.sort_values(SORT).reset_index(drop=True),
                                   want[cols].sort_values(SORT).reset_index(drop=True), check_dtype=False)
     assert list(got.key) == [f"k{r}" for r in got.record_id]  # dictionary-read strings come back as they were
+
+
+def test_a_ranged_read_opens_only_the_files_whose_stats_overlap_a_range(run, monkeypatch):
+    """A follower catching up from a new leader asks for a few recent offsets: files whose offsets (Delta
+    stats) end before the range or start after it are not opened; the rows are those a full read gives."""
+    from sparkkafka.storage import broker_disk
+
+    tmp, _ = run
+    v = DeltaTable(T.table_path(tmp, "log")).version()
+    opened = []
+    real = broker_disk.pq.ParquetFile
+    monkeypatch.setattr(broker_disk.pq, "ParquetFile", lambda path, **kw: opened.append(path) or real(path, **kw))
+    ranges = pd.DataFrame({"topic": ["t0"], "partition": [1], "from_offset": [7], "to_offset": [9]})
+    got = broker_disk.read_log(tmp, v, 1, ["topic", "partition", "offset"], ranges, future=False).to_pandas()
+    assert got["offset"].tolist() == [7, 8]
+    names = sorted(os.path.relpath(p, T.table_path(tmp, "log")) for p in opened)
+    assert "broker=1/log_dir=d0/part-00000001-b1.parquet" in names
+    assert not {"broker=1/log_dir=d0/part-00000000-b1.parquet", "broker=1/log_dir=d0/part-00000002-b1.parquet"} & set(names)
+    every = broker_disk.read_log(tmp, v, 1, ["topic", "partition", "offset"], future=False).to_pandas()
+    assert len(every) > len(got) and len(set(opened)) > len(names)

@@ -45,7 +45,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..protocol import leader_epoch
-from .tables import LogSnapshot, durable_batch, log_file_actions, path_component, table_path, write_durably
+from .tables import (
+    LogSnapshot,
+    durable_batch,
+    le_or_unknown,
+    log_file_actions,
+    path_component,
+    table_path,
+    write_durably,
+)
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 PARTITIONS = "partitions"
@@ -391,6 +399,8 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
     files: list[tuple[str, str]] = []
     if acts.num_rows:
         mine = acts.filter(pc.equal(acts["partition.broker"].cast(pa.int64()), int(broker)))
+        if ranges is not None and len(ranges) and mine.num_rows:
+            mine = mine.filter(_may_hold(mine, ranges))
         # add paths are URL-encoded relative paths (Delta protocol); unquote gives the file's own path
         files = [(os.path.join(root, unquote(p)), d)
                  for p, d in zip(mine["path"].to_pylist(), mine["partition.log_dir"].to_pylist(), strict=True)]
@@ -410,6 +420,24 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
     tab = pa.concat_tables(parts)
     tab = tab.append_column("broker", pa.array(np.full(tab.num_rows, int(broker), dtype="int32")))
     return tab.select(columns)
+
+
+def _may_hold(files: pa.Table, ranges: pd.DataFrame) -> np.ndarray:
+    """Which of a broker's log files (add actions) may hold rows of `ranges`: those whose stats overlap
+    some range's topic, partition and offsets (a file without stats always may). Followers fetching
+    from a new leader ask it for the last few records of each partition, which its tail does not hold
+    yet: without this each read opened every window's file of the broker (at 60k replicas ~18 a
+    broker, 3.1 s for the round's reads in one process), with it the newest."""
+    n, m = files.num_rows, len(ranges)
+    f = files.take(np.repeat(np.arange(n), m))
+    r = {c: pa.array(np.tile(ranges[c].to_numpy(), n)) for c in ("topic", "partition", "from_offset", "to_offset")}
+    ok = pc.and_(
+        pc.and_(pc.and_(le_or_unknown(f["min.topic"], r["topic"]), le_or_unknown(r["topic"], f["max.topic"])),
+                pc.and_(le_or_unknown(f["min.partition"], r["partition"]),
+                        le_or_unknown(r["partition"], f["max.partition"]))),
+        pc.and_(le_or_unknown(r["from_offset"], f["max.offset"]),
+                le_or_unknown(f["min.offset"], pc.subtract(r["to_offset"], 1))))
+    return ok.to_numpy(zero_copy_only=False).reshape(n, m).any(axis=1)
 
 
 # read as dictionaries (one topic in every row, keys mostly null): ~2x cheaper to decode, cast back after the cut

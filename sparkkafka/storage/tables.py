@@ -563,8 +563,13 @@ class LogSnapshot:
 LOG_ACTION_TYPES = {
     "path": pa.string(), "size_bytes": pa.int64(), "partition.broker": pa.int32(), "partition.log_dir": pa.string(),
     "min.topic": pa.string(), "max.topic": pa.string(), "min.partition": pa.int32(),
-    "max.partition": pa.int32(), "max.offset": pa.int64(),
+    "max.partition": pa.int32(), "min.offset": pa.int64(), "max.offset": pa.int64(),
 }
+
+
+def le_or_unknown(lo, hi) -> pa.ChunkedArray:
+    """lo <= hi, true where a stat is missing (a file without stats is always a candidate)."""
+    return pc.fill_null(pc.less_equal(lo, hi), True)
 
 
 @functools.lru_cache(maxsize=8)
@@ -602,6 +607,7 @@ def log_file_actions(tables_dir: str, version: int | LogSnapshot) -> pa.Table:
                      "partition.broker": int(a["partition_values"]["broker"]),
                      "partition.log_dir": a["partition_values"]["log_dir"],
                      "min.topic": lo.get("topic"), "max.topic": hi.get("topic"), "min.partition": lo.get("partition"),
-                     "max.partition": hi.get("partition"), "max.offset": hi.get("offset")})
+                     "max.partition": hi.get("partition"), "min.offset": lo.get("offset"),
+                     "max.offset": hi.get("offset")})
     mine = pa.Table.from_pylist(rows, schema=pa.schema(list(LOG_ACTION_TYPES.items())))
     return pa.concat_tables([base, mine])
