@@ -383,11 +383,15 @@ def test_a_ranged_read_returns_exactly_the_rows_inside_each_range(run, future):
     assert list(got.key) == [f"k{r}" for r in got.record_id]  # dictionary-read strings come back as they were
 
 
-def test_a_ranged_read_opens_only_the_files_whose_stats_overlap_a_range(run, monkeypatch):
+@pytest.mark.parametrize("pairs", [None, 0])
+def test_a_ranged_read_opens_only_the_files_whose_stats_overlap_a_range(run, monkeypatch, pairs):
     """A follower catching up from a new leader asks for a few recent offsets: files whose offsets (Delta
-    stats) end before the range or start after it are not opened; the rows are those a full read gives."""
+    stats) end before the range or start after it are not opened; the rows are those a full read gives.
+    (pairs=0: every file checked against the ranges' bounds, as for many files and ranges.)"""
     from sparkkafka.storage import broker_disk
 
+    if pairs is not None:
+        monkeypatch.setattr(broker_disk, "_PAIRS", pairs)
     tmp, _ = run
     v = DeltaTable(T.table_path(tmp, "log")).version()
     opened = []
@@ -401,3 +405,19 @@ def test_a_ranged_read_opens_only_the_files_whose_stats_overlap_a_range(run, mon
     assert not {"broker=1/log_dir=d0/part-00000000-b1.parquet", "broker=1/log_dir=d0/part-00000002-b1.parquet"} & set(names)
     every = broker_disk.read_log(tmp, v, 1, ["topic", "partition", "offset"], future=False).to_pandas()
     assert len(every) > len(got) and len(set(opened)) > len(names)
+
+
+def test_a_file_without_stats_is_always_read():
+    """A log file whose add action has no min/max stats (written by another Delta writer) may hold any
+    range: the ranged read never skips it; files whose stats exclude every range are skipped."""
+    from sparkkafka.storage.broker_disk import _may_hold
+
+    n = pa.nulls(3)
+    files = pa.table({"min.topic": pa.array(["a", None, "b"]), "max.topic": pa.array(["a", None, "c"]),
+                      "min.partition": pa.array([0, None, 0], pa.int32()), "max.partition": pa.array([9, None, 9], pa.int32()),
+                      "min.offset": pa.array([0, None, 100], pa.int64()), "max.offset": pa.array([50, None, 200], pa.int64()),
+                      "path": n.cast(pa.string())})
+    ranges = pd.DataFrame({"topic": ["a", "c"], "partition": [1, 3], "from_offset": [60, 0], "to_offset": [70, 100]})
+    assert _may_hold(files, ranges).tolist() == [False, True, False]
+    ranges = pd.DataFrame({"topic": ["a", "c"], "partition": [1, 3], "from_offset": [50, 0], "to_offset": [70, 101]})
+    assert _may_hold(files, ranges).tolist() == [True, True, True]

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .tables import LogSnapshot, le_or_unknown, log_file_actions, remove_actions, table_path, write_file
+from .tables import LogSnapshot, log_file_actions, remove_actions, table_path, write_file
 
 KEYS = ["topic", "partition", "offset"]
 # get_add_actions(flatten=True) column -> short name used here
@@ -59,16 +59,21 @@ def _file_actions(tables_dir: str, version: int | LogSnapshot, broker: int) -> p
     return t.filter(pc.equal(t["broker"], pa.scalar(int(broker), pa.int32())))
 
 
+def _le_or_unknown(lo, hi) -> pa.ChunkedArray:
+    """lo <= hi, true where a stat is missing (a file without stats is always a candidate)."""
+    return pc.fill_null(pc.less_equal(lo, hi), True)
+
+
 def _candidates(files: pa.Table, cut: pa.Table) -> dict[str, tuple[int, str]]:
     """Files whose stats say they may hold a cut row: path -> (size, log_dir)."""
     if not files.num_rows or not cut.num_rows:
         return {}
     j = files.join(cut, keys="log_dir", join_type="inner")
     keep = pc.and_(
-        pc.and_(le_or_unknown(j["min_topic"], j["topic"]), le_or_unknown(j["topic"], j["max_topic"])),
-        pc.and_(pc.and_(le_or_unknown(j["min_partition"], j["partition"]),
-                        le_or_unknown(j["partition"], j["max_partition"])),
-                le_or_unknown(j["cut"], j["max_offset"])))
+        pc.and_(_le_or_unknown(j["min_topic"], j["topic"]), _le_or_unknown(j["topic"], j["max_topic"])),
+        pc.and_(pc.and_(_le_or_unknown(j["min_partition"], j["partition"]),
+                        _le_or_unknown(j["partition"], j["max_partition"])),
+                _le_or_unknown(j["cut"], j["max_offset"])))
     j = j.filter(keep)
     return {p: (int(s), d) for p, s, d in zip(j["path"].to_pylist(), j["size"].to_pylist(),
                                                j["log_dir"].to_pylist(), strict=True)}

@@ -567,11 +567,6 @@ LOG_ACTION_TYPES = {
 }
 
 
-def le_or_unknown(lo, hi) -> pa.ChunkedArray:
-    """lo <= hi, true where a stat is missing (a file without stats is always a candidate)."""
-    return pc.fill_null(pc.less_equal(lo, hi), True)
-
-
 @functools.lru_cache(maxsize=8)
 def _committed_log_actions(root: str, version: int, stamp: tuple | None) -> pa.Table:
     """The add actions of the log table at a committed version (cached per process: the resident engine
