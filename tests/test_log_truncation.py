@@ -391,7 +391,7 @@ def test_a_ranged_read_opens_only_the_files_whose_stats_overlap_a_range(run, mon
     from sparkkafka.storage import broker_disk
 
     if pairs is not None:
-        monkeypatch.setattr(broker_disk, "_PAIRS", pairs)
+        monkeypatch.setattr(T, "_PAIRS", pairs)
     tmp, _ = run
     v = DeltaTable(T.table_path(tmp, "log")).version()
     opened = []
@@ -409,8 +409,8 @@ def test_a_ranged_read_opens_only_the_files_whose_stats_overlap_a_range(run, mon
 
 def test_a_file_without_stats_is_always_read():
     """A log file whose add action has no min/max stats (written by another Delta writer) may hold any
-    range: the ranged read never skips it; files whose stats exclude every range are skipped."""
-    from sparkkafka.storage.broker_disk import _may_hold
+    range: the ranged read and the truncation never skip it; files whose stats exclude every range are
+    skipped."""
 
     n = pa.nulls(3)
     files = pa.table({"min.topic": pa.array(["a", None, "b"]), "max.topic": pa.array(["a", None, "c"]),
@@ -418,6 +418,6 @@ def test_a_file_without_stats_is_always_read():
                       "min.offset": pa.array([0, None, 100], pa.int64()), "max.offset": pa.array([50, None, 200], pa.int64()),
                       "path": n.cast(pa.string())})
     ranges = pd.DataFrame({"topic": ["a", "c"], "partition": [1, 3], "from_offset": [60, 0], "to_offset": [70, 100]})
-    assert _may_hold(files, ranges).tolist() == [False, True, False]
+    assert T.files_overlapping(files, ranges).tolist() == [False, True, False]
     ranges = pd.DataFrame({"topic": ["a", "c"], "partition": [1, 3], "from_offset": [50, 0], "to_offset": [70, 101]})
-    assert _may_hold(files, ranges).tolist() == [True, True, True]
+    assert T.files_overlapping(files, ranges).tolist() == [True, True, True]

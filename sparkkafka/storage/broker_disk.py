@@ -48,6 +48,7 @@ from ..protocol import leader_epoch
 from .tables import (
     LogSnapshot,
     durable_batch,
+    files_overlapping,
     log_file_actions,
     path_component,
     table_path,
@@ -399,7 +400,7 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
     if acts.num_rows:
         mine = acts.filter(pc.equal(acts["partition.broker"].cast(pa.int64()), int(broker)))
         if ranges is not None and len(ranges) and mine.num_rows:
-            mine = mine.filter(_may_hold(mine, ranges))
+            mine = mine.filter(files_overlapping(mine, ranges))
         # add paths are URL-encoded relative paths (Delta protocol); unquote gives the file's own path
         files = [(os.path.join(root, unquote(p)), d)
                  for p, d in zip(mine["path"].to_pylist(), mine["partition.log_dir"].to_pylist(), strict=True)]
@@ -420,43 +421,6 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
     tab = tab.append_column("broker", pa.array(np.full(tab.num_rows, int(broker), dtype="int32")))
     return tab.select(columns)
 
-
-def _may_hold(files: pa.Table, ranges: pd.DataFrame) -> np.ndarray:
-    """Which of a broker's log files (add actions) may hold rows of `ranges`: those whose stats overlap
-    some range's topic, partition and offsets (a missing stat never excludes). Followers fetching from
-    a new leader ask it for the last few records of each partition, which its tail does not hold yet:
-    without this each read opened every window's file of the broker (at 60k replicas ~18 a broker,
-    3.1 s for the round's reads in one process), with it the newest. Topics compare by their rank
-    among the names involved; past _PAIRS (file, range) pairs, each file is checked against the
-    ranges' bounds instead."""
-    names = np.unique(np.concatenate([ranges["topic"].to_numpy(dtype=object),
-                                      *[files[c].drop_null().to_numpy(zero_copy_only=False) for c in ("min.topic", "max.topic")]]))
-
-    def stat(col: str, fill: int, rank: bool = False) -> np.ndarray:  # a file's stat, `fill` where missing
-        v = files[col]
-        if rank:
-            known = v.drop_null().to_numpy(zero_copy_only=False)
-            out = np.full(len(v), fill, dtype=np.int64)
-            out[~v.is_null().to_numpy(zero_copy_only=False)] = np.searchsorted(names, known)
-            return out
-        return v.cast(pa.int64()).fill_null(fill).to_numpy()
-
-    lo_, hi_ = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-    f = [stat("min.topic", lo_, True), stat("max.topic", hi_, True), stat("min.partition", lo_),
-         stat("max.partition", hi_), stat("min.offset", lo_), stat("max.offset", hi_)]
-    topic = np.searchsorted(names, ranges["topic"].to_numpy(dtype=object))
-    part, first = ranges["partition"].to_numpy(np.int64), ranges["from_offset"].to_numpy(np.int64)
-    last = ranges["to_offset"].to_numpy(np.int64) - 1
-    if len(files) * len(ranges) > _PAIRS:
-        r = [topic.max(), topic.min(), part.max(), part.min(), first.min(), last.max()]
-    else:
-        f = [x[:, None] for x in f]
-        r = [topic, topic, part, part, first, last]
-    ok = ((f[0] <= r[0]) & (r[1] <= f[1]) & (f[2] <= r[2]) & (r[3] <= f[3]) & (r[4] <= f[5]) & (f[4] <= r[5]))
-    return ok if ok.ndim == 1 else ok.any(axis=1)
-
-
-_PAIRS = 2_000_000  # (file, range) pairs checked one by one at most (~25 ms)
 
 # read as dictionaries (one topic in every row, keys mostly null): ~2x cheaper to decode, cast back after the cut
 _CODED = ["topic", "key"]

@@ -21,22 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .tables import LogSnapshot, log_file_actions, remove_actions, table_path, write_file
+from .tables import LogSnapshot, files_overlapping, log_file_actions, remove_actions, table_path, write_file
 
 KEYS = ["topic", "partition", "offset"]
-# get_add_actions(flatten=True) column -> short name used here
-_ACTION_COLS = {
-    "path": "path", "size_bytes": "size", "partition.broker": "broker", "partition.log_dir": "log_dir",
-    "min.topic": "min_topic", "max.topic": "max_topic", "min.partition": "min_partition",
-    "max.partition": "max_partition", "max.offset": "max_offset",
-}
-_ACTION_TYPES = {
-    "path": pa.string(), "size": pa.int64(), "broker": pa.int32(), "log_dir": pa.string(),
-    "min_topic": pa.string(), "max_topic": pa.string(), "min_partition": pa.int32(),
-    "max_partition": pa.int32(), "max_offset": pa.int64(),
-}
-
-
 def _cut_table(cuts: pd.DataFrame) -> pa.Table:
     """One row per (log_dir, topic, partition) with the lowest cut offset asked for it."""
     c = cuts.groupby(["log_dir", "topic", "partition"], as_index=False, sort=True)["offset"].min()
@@ -49,34 +36,27 @@ def _cut_table(cuts: pd.DataFrame) -> pa.Table:
 
 
 def _file_actions(tables_dir: str, version: int | LogSnapshot, broker: int) -> pa.Table:
-    """Live files of `broker` at `version`: path, size, log_dir and the stats used to prune."""
+    """Live files of `broker` at `version`: their add actions, with the stats used to prune."""
     acts = log_file_actions(tables_dir, version)
-    cols = {}
-    for src, dst in _ACTION_COLS.items():
-        typ = _ACTION_TYPES[dst]
-        cols[dst] = acts[src].cast(typ) if src in acts.column_names else pa.nulls(acts.num_rows, typ)
-    t = pa.table(cols)
-    return t.filter(pc.equal(t["broker"], pa.scalar(int(broker), pa.int32())))
-
-
-def _le_or_unknown(lo, hi) -> pa.ChunkedArray:
-    """lo <= hi, true where a stat is missing (a file without stats is always a candidate)."""
-    return pc.fill_null(pc.less_equal(lo, hi), True)
+    return acts.filter(pc.equal(acts["partition.broker"].cast(pa.int64()), int(broker)))
 
 
 def _candidates(files: pa.Table, cut: pa.Table) -> dict[str, tuple[int, str]]:
-    """Files whose stats say they may hold a cut row: path -> (size, log_dir)."""
+    """Files whose stats say they may hold a cut row (a row at or above its partition's cut, in the
+    cut's log dir): path -> (size, log_dir)."""
+    out: dict[str, tuple[int, str]] = {}
     if not files.num_rows or not cut.num_rows:
-        return {}
-    j = files.join(cut, keys="log_dir", join_type="inner")
-    keep = pc.and_(
-        pc.and_(_le_or_unknown(j["min_topic"], j["topic"]), _le_or_unknown(j["topic"], j["max_topic"])),
-        pc.and_(pc.and_(_le_or_unknown(j["min_partition"], j["partition"]),
-                        _le_or_unknown(j["partition"], j["max_partition"])),
-                _le_or_unknown(j["cut"], j["max_offset"])))
-    j = j.filter(keep)
-    return {p: (int(s), d) for p, s, d in zip(j["path"].to_pylist(), j["size"].to_pylist(),
-                                               j["log_dir"].to_pylist(), strict=True)}
+        return out
+    dirs = files["partition.log_dir"].to_numpy(zero_copy_only=False)
+    for d in sorted(set(cut["log_dir"].to_pylist())):
+        here, c = files.filter(pa.array(dirs == d)), cut.filter(pc.equal(cut["log_dir"], d))
+        if not here.num_rows:
+            continue
+        may = here.filter(files_overlapping(here, {
+            "topic": c["topic"].to_numpy(zero_copy_only=False), "partition": c["partition"].to_numpy(),
+            "from_offset": c["cut"].to_numpy(), "to_offset": np.full(c.num_rows, np.iinfo(np.int64).max)}))
+        out.update({p: (int(s), d) for p, s in zip(may["path"].to_pylist(), may["size_bytes"].to_pylist(), strict=True)})
+    return out
 
 
 _JOIN_ABOVE = 8  # more cuts in one log_dir than this: one hash join instead of a mask per cut

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import IO
 from urllib.parse import quote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -565,6 +566,46 @@ LOG_ACTION_TYPES = {
     "min.topic": pa.string(), "max.topic": pa.string(), "min.partition": pa.int32(),
     "max.partition": pa.int32(), "min.offset": pa.int64(), "max.offset": pa.int64(),
 }
+
+
+def files_overlapping(files: pa.Table, ranges: Mapping[str, Iterable]) -> np.ndarray:
+    """Which log files (add actions, LOG_ACTION_TYPES columns) may hold a row of `ranges` (topic,
+    partition, from_offset, to_offset exclusive): those whose stats overlap some range's topic,
+    partition and offsets; a missing stat never excludes. Topics compare by their rank among the names
+    involved. Past _PAIRS (file, range) pairs, each file is checked against the ranges' bounds instead
+    (a superset). Serves a ranged read (broker_disk.read_log: a new leader's followers ask for its last
+    few records, and each read opened every window's file of the broker) and a truncation's candidate
+    files (log_truncation)."""
+    topics = np.asarray(ranges["topic"], dtype=object)
+    names = np.unique(np.concatenate([topics, *(files[c].drop_null().to_numpy(zero_copy_only=False)
+                                                for c in ("min.topic", "max.topic"))]))
+    lowest, highest = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+    def stat(col: str, missing: int) -> np.ndarray:
+        v = files[col]
+        if pa.types.is_string(v.type):
+            ranks = np.searchsorted(names, v.fill_null("").to_numpy(zero_copy_only=False))
+            return np.where(v.is_null().to_numpy(zero_copy_only=False), missing, ranks)
+        return v.cast(pa.int64()).fill_null(missing).to_numpy()
+
+    f_topic, f_part, f_off = ((stat(f"min.{c}", lowest), stat(f"max.{c}", highest))
+                              for c in ("topic", "partition", "offset"))
+    topic = np.searchsorted(names, topics)
+    part = np.asarray(ranges["partition"], dtype=np.int64)
+    first = np.asarray(ranges["from_offset"], dtype=np.int64)
+    last = np.asarray(ranges["to_offset"], dtype=np.int64) - 1
+    r_topic, r_part, r_off = (topic, topic), (part, part), (first, last)
+    if files.num_rows * len(topics) > _PAIRS:
+        r_topic, r_part, r_off = (topic.min(), topic.max()), (part.min(), part.max()), (first.min(), last.max())
+    else:
+        f_topic, f_part, f_off = ((lo[:, None], hi[:, None]) for lo, hi in (f_topic, f_part, f_off))
+    ok = np.ones((), dtype=bool)
+    for (f_lo, f_hi), (r_lo, r_hi) in ((f_topic, r_topic), (f_part, r_part), (f_off, r_off)):
+        ok = ok & (f_lo <= r_hi) & (r_lo <= f_hi)
+    return ok if ok.ndim == 1 else ok.any(axis=1)
+
+
+_PAIRS = 2_000_000  # (file, range) pairs checked one by one at most (~25 ms)
 
 
 @functools.lru_cache(maxsize=8)
