@@ -242,14 +242,14 @@ def test_batches_sent_to_a_down_leader_in_a_window_fail_in_the_round_they_were_s
 
 
 def test_a_windows_rounds_run_without_full_collections_and_the_collector_comes_back_after():
-    """young_only: automatic (full) collections are off while a window's rounds run; each round's end
-    (collect_round) still frees the cycles the round made; the collector is on again afterwards, also
-    after an error inside."""
+    """young_only: automatic (full) collections are off while a window's rounds run; every YOUNG_ROUNDS-th
+    round's end (collect_round) still frees the cycles the rounds made; the collector is on again
+    afterwards, also after an error inside."""
     import gc
     import weakref
     from collections import defaultdict
 
-    from sparkkafka.engine.resident import collect_round, young_only
+    from sparkkafka.engine.resident import YOUNG_ROUNDS, collect_round, young_only
 
     class Node:
         pass
@@ -263,7 +263,10 @@ def test_a_windows_rounds_run_without_full_collections_and_the_collector_comes_b
         alive = weakref.ref(n)
         del n
         assert alive() is not None
-        collect_round(spent)
+        for k in range(YOUNG_ROUNDS - 1):
+            collect_round(spent, k)
+        assert alive() is not None and spent["resident.gc"] == 0
+        collect_round(spent, YOUNG_ROUNDS - 1)
         assert alive() is None and spent["resident.gc"] > 0
     assert gc.isenabled()
     with pytest.raises(RuntimeError), young_only():

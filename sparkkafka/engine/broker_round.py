@@ -360,8 +360,8 @@ def unpack_state(k: dict[int, pd.DataFrame]) -> B.BrokerState:
 
 
 def unpack_inbox(k: dict[int, pd.DataFrame]) -> B.Inbox:
-    """The brokers' inbox from split wire rows (rows.split)."""
-    return B.Inbox(**{name: k[kind] for name, kind in INBOX.items()})
+    """The brokers' inbox from split wire rows (rows.split) or frames by kind (a kind absent: empty)."""
+    return B.Inbox(**{name: k[kind] if kind in k else F.empty(W.KIND_SPECS[kind]) for name, kind in INBOX.items()})
 
 
 class BrokerRound:

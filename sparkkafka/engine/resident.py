@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from ..protocol import idle
 from ..protocol.broker import present_brokers
 from ..protocol.config import EMULATOR_DEFAULTS
-from ..protocol.frames import PRODUCE, array, concat, conform, leaders_by_key, select
+from ..protocol.frames import PRODUCE, concat, leaders_by_key, owned
 from ..storage.tables import LogSnapshot, table_path, write_file
 from . import rows as W
 from .broker_round import (
@@ -132,13 +132,20 @@ def arrive(carried: dict[int, pd.DataFrame], crashed: frozenset, isolations: tup
     return {k: msgs[k] if k in msgs else f[~np.isin(f["broker"].to_numpy(), down)] for k, f in carried.items()}
 
 
-def produce_batches(workload, now: int, leaders: pd.DataFrame) -> pd.DataFrame:
-    """The round's produce batches with their leader (-1 for none), as RoundLoop.produce_batches makes
-    them; `workload` advances (record ids, round-robin cursors)."""
-    b = workload.batches(now)
-    if len(b):
-        b["broker"] = leaders_by_key(leaders, b["topic"], b["partition"])
-    return b
+def task_batches(workload, now: int, leaders: pd.DataFrame, rank: int, tasks: int, crashed: np.ndarray
+                 ) -> pd.DataFrame | None:
+    """The round's produce batches for the live leaders that task `rank` (of `tasks`) hosts, routed as
+    RoundLoop.produce_batches routes them (to the leader in ZooKeeper, fixed in the window; None: none).
+    `workload` advances by every batch (record ids, round-robin cursors): each task makes them all, as the
+    driver would, and builds rows only for its own."""
+    cols = workload.batch_columns(now)
+    if cols is None:
+        return None
+    to = leaders_by_key(leaders, cols["topic"], cols["partition"])
+    mine = (to >= 0) & (to % tasks == rank) & ~np.isin(to, crashed)
+    if not mine.any():
+        return None
+    return owned({c: (to if c == "broker" else v)[mine] for c, v in cols.items()}, PRODUCE)
 
 
 def placing_rows(spark: SparkSession, tasks: int) -> DataFrame:
@@ -220,11 +227,11 @@ def merge_window_logs(tables_dir: str, snap: LogSnapshot, first: int, last: int)
 @contextlib.contextmanager
 def young_only() -> Iterator[None]:
     """Only the young generations of the cyclic garbage collector while a window's rounds run: automatic
-    collection is off, and each round ends with `gc.collect(1)` (`collect_round`). A round leaves almost no
-    cyclic garbage (136 objects in a whole reference run), but its allocations start a full collection
-    every ~12 rounds, which walks all the brokers' state: ~40 ms each at 30,000 replicas a task, 3.3 ms a
-    round (0.9 ms at 4,500; timed on captured rounds). The young collections cost ~0.35 ms a round. The
-    daemon's collection after the task (fastdaemon) covers what is left."""
+    collection is off, and every `YOUNG_ROUNDS`-th round ends with `gc.collect(1)` (`collect_round`). A round
+    leaves almost no cyclic garbage (136 objects in a whole reference run), but its allocations start a full
+    collection every ~12 rounds, which walks all the brokers' state: ~40 ms each at 30,000 replicas a task,
+    3.3 ms a round (0.9 ms at 4,500; timed on captured rounds). The daemon's collection after the task
+    (fastdaemon) covers what is left."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -234,8 +241,17 @@ def young_only() -> Iterator[None]:
             gc.enable()
 
 
-def collect_round(spent: dict[str, float]) -> None:
-    """The end of a round under `young_only`: its short-lived cycles, if any, collected."""
+# Rounds between young collections. A round's state lives one round, so most of what a collection after every
+# round walked was dead by the next one: every 10th round, the collections cost ~0.1 ms a round, not ~0.4 ms
+# (reference scenario, 4,500 replicas a task).
+YOUNG_ROUNDS = 10
+
+
+def collect_round(spent: dict[str, float], k: int) -> None:
+    """The end of the window's round `k` under `young_only`: the short-lived cycles of the last
+    YOUNG_ROUNDS rounds, if any, collected after every YOUNG_ROUNDS-th round."""
+    if (k + 1) % YOUNG_ROUNDS:
+        return
     t = time.perf_counter()
     gc.collect(1)
     spent["resident.gc"] += time.perf_counter() - t
@@ -285,12 +301,9 @@ class ResidentRounds:
                     now = w.first.now + k * w.round_ms
                     p = replace(w.first, round_no=w.first.round_no + k, now=now, log_version=snap)
                     if k > 0 and w.workload is not None:
-                        b = produce_batches(w.workload, now, w.leaders)
-                        to = array(b, "broker")  # the batches for live leaders this task hosts
-                        mine = (to >= 0) & (to % mesh.size == mesh.rank) & ~np.isin(to, crashed)
-                        if mine.any():
-                            inbox = replace(inbox, produce=concat([inbox.produce, conform(  # select's arrays are new:
-                                select(b, list(PRODUCE), mine), PRODUCE, copy=False)], PRODUCE))  # no copy (~0.3 ms)
+                        b = task_batches(w.workload, now, w.leaders, mesh.rank, mesh.size, crashed)
+                        if b is not None:
+                            inbox = replace(inbox, produce=concat([inbox.produce, b], PRODUCE))
                     spent["resident.produce"] += time.perf_counter() - t
                     t = time.perf_counter()
                     if present_brokers(state, inbox):  # a task with no rows runs no round
@@ -315,9 +328,10 @@ class ResidentRounds:
                     t = time.perf_counter()
                     headers, got = exchange_parts(mesh, out, "broker", {"stop": stop, "idle": report})
                     spent["resident.exchange"] += time.perf_counter() - t
-                    arrived = W.by_kind((kind, f) for kind, pieces in got.items() for f in pieces)
-                    msgs = {kind: f for kind, f in arrived.items() if len(f)}
-                    collect_round(spent)
+                    # only the kinds that came: unpack_inbox makes the inbox's others empty, not every kind's
+                    arrived = W.by_kind(((kind, f) for kind, pieces in got.items() for f in pieces), empty=False)
+                    msgs = arrived
+                    collect_round(spent, k)
                     if any(h.get("stop") for h in headers) or driver_jumps(w, headers, p.round_no + 1):
                         break
                     sent = read_inbox(w, mesh.rank, k + 1)

@@ -134,6 +134,12 @@ class Workload:
 
     def batches(self, now: int) -> pd.DataFrame:
         """PRODUCE rows (broker not yet routed: -1) for the round starting at `now`."""
+        cols = self.batch_columns(now)
+        return empty(PRODUCE) if cols is None else owned(cols, PRODUCE)
+
+    def batch_columns(self, now: int) -> dict[str, np.ndarray] | None:
+        """`batches(now)` as the PRODUCE columns' arrays (None: no batch), for a caller that keeps only some
+        rows (a resident task keeps the batches of the partitions its brokers lead)."""
         parts = []  # per producer: its batches' columns (the driver makes a round's batches every round)
         for p, n in self._due(now):
             partitions, counts = p.batches(n)
@@ -148,5 +154,5 @@ class Workload:
                           "deadline_ms": np.full(k, now + self.request_timeout_ms, "int64")})
         self._retire()
         if not parts:
-            return empty(PRODUCE)
-        return owned({c: np.concatenate([q[c] for q in parts]) for c in PRODUCE}, PRODUCE)
+            return None
+        return parts[0] if len(parts) == 1 else {c: np.concatenate([q[c] for q in parts]) for c in PRODUCE}
