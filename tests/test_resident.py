@@ -241,6 +241,38 @@ def test_batches_sent_to_a_down_leader_in_a_window_fail_in_the_round_they_were_s
     assert (~down["acked"]).all() and set(down["error"]) == {"NETWORK_EXCEPTION"} and down["offset"].isna().all()
 
 
+def test_crashes_inside_a_window_give_the_round_engines_tables(spark, tmp_path):
+    """The controller's broker and another broker crash (at 400 and 700 ms, both leading partitions): nothing
+    needs the driver until their ZooKeeper sessions expire (1.5 s later). One resident window runs through
+    both crashes, its tasks dropping each broker's memory and what is sent to it from the crash's round on,
+    and the driver applying the events after the window. The tables and the summary are the round engine's."""
+    raw = {"seed": 5, "cluster": {"brokers": 4, "log_dirs": ["d0", "d1"],
+                                  "config": {"zookeeper.session.timeout.ms": 1500, "min.insync.replicas": 2}},
+           "topics": [{"name": "t", "partitions": 6, "replication_factor": 3}],
+           "timeline": [{"at": 0, "produce": {"topic": "t", "partition": "all", "acks": "all", "rate_per_sec": 120,
+                                              "duration_ms": 2500}},
+                        {"at": 400, "crash": 0}, {"at": 700, "crash": 3}, {"at": 2600, "restart": 0}],
+           "run": {"until_ms": 3000}}
+    got = {}
+    for engine in ("rounds", "resident"):
+        sc = parse_scenario({**raw, "cluster": {**raw["cluster"], "emulator": {"engine": engine}}}, name="crashes")
+        out = str(tmp_path / engine)
+        c = Cluster.from_scenario(sc, spark=spark, out=out)
+        if engine == "resident":
+            assert c.loop.control.controller_id() == 0
+            windows = []
+            while c.round < 20:
+                first = c.round
+                windows.append((first, c.loop.advance(min(20 - c.round, c.loop.window_limit()))))
+            assert any(first <= 4 and first + n > 7 for first, n in windows), windows  # both crashes in one
+            assert c.loop.crashed == {0, 3}
+        c.run()
+        got[engine] = (tables(out), c.summary())
+    assert got["resident"][1]["acked"] > 0
+    assert_same(got["resident"][0], got["rounds"][0])
+    assert got["resident"][1] == got["rounds"][1]
+
+
 def test_a_windows_rounds_run_without_full_collections_and_the_collector_comes_back_after():
     """young_only: automatic (full) collections are off while a window's rounds run; every YOUNG_ROUNDS-th
     round's end (collect_round) still frees the cycles the rounds made; the collector is on again

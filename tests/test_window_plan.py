@@ -125,7 +125,7 @@ def test_a_window_ends_for_an_idle_jump_only_after_the_ticks_it_runs_ahead():
     from sparkkafka.engine.resident import driver_jumps
 
     w = SimpleNamespace(first=SimpleNamespace(round_no=100), ticks=(1, 9), jump_last=140, cycle=4,
-                        workload=SimpleNamespace(active=False))
+                        workload=SimpleNamespace(active=False), crashes=())
     quiet = [{"idle": {"idle_checked": 1, "idle_blockers": 0}}]
     assert not driver_jumps(w, quiet, 101)  # the tick at round 101 is next: no span to skip
     assert driver_jumps(w, quiet, 102)  # rounds 102-108 before the tick at 109: one whole 4-round cycle
@@ -135,3 +135,62 @@ def test_a_window_ends_for_an_idle_jump_only_after_the_ticks_it_runs_ahead():
     busy = [{"idle": {"idle_checked": 1, "idle_blockers": 1}}]
     assert not driver_jumps(w, busy, 110)
     assert not driver_jumps(SimpleNamespace(**{**vars(w), "workload": SimpleNamespace(active=True)}), quiet, 110)
+
+
+def test_a_plain_crash_runs_inside_the_window_up_to_its_sessions_expiry(tmp_path):
+    """Broker 1 crashes at 300 ms and broker 2 at 500 ms; the controller learns of a crash only when the
+    broker's ZooKeeper session expires (600 ms later). So the window from round 0 runs on past both crashes
+    (the tasks drop the brokers from rounds 3 and 5 on) and ends before round 9, whose tick expires broker
+    1's session. After the window the driver applies each crash at its round: the controller is then as
+    if the driver had run every round."""
+    timeline = [{"at": 300, "crash": 1}, {"at": 500, "crash": 2}, {"at": 2500, "restart": 1}]
+    loop = _loop(tmp_path, timeline)
+    _to_round(loop, 0)
+    assert loop.control.controller_id() == 0
+    plan = loop.plan_window(0, 100)
+    assert (plan.rounds, plan.crashes, plan.due) == (9, {3: (1,), 5: (2,)}, 900)
+    assert plan.rounds == 9 and loop.crashed == set()  # nothing applied before the window has run
+
+    ref = _loop(tmp_path / "ref", timeline)  # the driver's part round by round
+    _to_round(ref, 8)
+    loop.catch_up(plan.ticks, 0, 9)
+    for k in sorted(plan.crashes):
+        loop.apply_due(k * loop.round_ms)
+    assert loop.crashed == ref.crashed == {1, 2}
+    assert loop.control.session_expiry == ref.control.session_expiry == {1: 900, 2: 1100}
+
+
+def test_the_controllers_crash_runs_inside_the_window_up_to_its_sessions_expiry(tmp_path):
+    """Broker 0 hosts the controller. Crashed, it does nothing more; its /controller znode lives until its
+    session expires, when the others elect a new controller: the window ends before that round."""
+    loop = _loop(tmp_path, [{"at": 300, "crash": 0}])
+    _to_round(loop, 0)
+    assert loop.control.controller_id() == 0
+    plan = loop.plan_window(0, 100)
+    assert (plan.rounds, plan.crashes, plan.due) == (9, {3: (0,)}, 900)
+
+
+@pytest.mark.parametrize(("timeline", "why"), [
+    ([{"at": 300, "crash": {"broker": 1, "power_loss": True}}], "a power loss cuts the log on the driver"),
+    ([{"at": 300, "crash": 1}, {"at": 300, "restart": 2}], "a restart in the same round needs the controller"),
+])
+def test_a_crash_the_tasks_cannot_carry_out_ends_the_window_before_it(tmp_path, timeline, why):
+    loop = _loop(tmp_path, timeline)
+    _to_round(loop, 0)
+    plan = loop.plan_window(0, 100)
+    assert (plan.rounds, plan.crashes, plan.due) == (3, {}, 300), why
+
+
+def test_a_crash_in_the_window_bounds_an_idle_jump_as_a_tick_does():
+    """Before a crash the tasks carry out, the driver would not have jumped past the crash's round (its event
+    is due then): a quiescent cluster jumps only whole cycles before it; after it, up to jump_last."""
+    from types import SimpleNamespace
+
+    from sparkkafka.engine.resident import driver_jumps
+
+    w = SimpleNamespace(first=SimpleNamespace(round_no=100), ticks=(), crashes=((9, (1,), {}),), jump_last=140,
+                        cycle=4, workload=SimpleNamespace(active=False))
+    quiet = [{"idle": {"idle_checked": 1, "idle_blockers": 0}}]
+    assert driver_jumps(w, quiet, 102)  # rounds 102-108: one whole cycle before the crash at 109
+    assert not driver_jumps(w, quiet, 106)
+    assert driver_jumps(w, quiet, 110)

@@ -26,11 +26,14 @@ class IdleJumps:
         due = [t for t in due if t is not None]
         return min(due) if due else None
 
-    def _outside_due(self) -> int | None:
-        """The first time the driver's own part needs it: the next timeline event or a partition's end."""
-        due = [end for _, _, end in self.isolations if end is not None]
-        if self.next_event < len(self.events):
-            due.append(self.events[self.next_event].time_ms(self.round_ms))
+    def _outside_due(self, after: int | None = None) -> int | None:
+        """The first time the driver's own part needs it: the next timeline event or a partition's end
+        (`after`: the first such time later than it, the events due by it taken as done)."""
+        due = [end for _, _, end in self.isolations if end is not None and (after is None or end > after)]
+        later = (e.time_ms(self.round_ms) for e in self.events[self.next_event:])
+        event = next((t for t in later if after is None or t > after), None)
+        if event is not None:
+            due.append(event)
         return min(due) if due else None
 
     def jump_last(self, first: int, horizon: int, plan: WindowPlan | None = None) -> int | None:
@@ -121,14 +124,64 @@ class IdleJumps:
         one round."""
         if limit <= 1 or self.stopping or self.paused_until:
             return WindowPlan(1)
-        r, outside = self.round_ms, self._outside_due()
-        last = now + (limit - 1) * r  # ticks up to the window's last round, before the round of the next event
-        if outside is not None:
-            last = min(last, -(-outside // r) * r - r)
-        ticks, first = self.control.ticks_ahead(now, last, r, self.crashed)
-        due = min([t for t in (first, outside) if t is not None], default=None)
-        rounds = limit if due is None else int(max(1, min(limit, -(-(due - now) // r))))
-        return WindowPlan(rounds, {(at - now) // r: msgs for at, msgs in ticks.items()}, due)
+        r = self.round_ms
+        end = now + (limit - 1) * r  # the last round's time the limit allows
+        crashes: dict[int, tuple[int, ...]] = {}
+        outside, crashed, expiries = self._outside_due(), set(self.crashed), []
+        while True:
+            last = end  # ticks up to the window's last round, before the round of the next event
+            for t in [outside, *expiries]:  # a crash in the window: its session's expiry needs the driver
+                if t is not None:
+                    last = min(last, -(-t // r) * r - r)
+            # the first tick delivers what the channels hold, to the brokers running then
+            tick = self.control.next_action_ms(now)
+            later = [b for k, bs in crashes.items() for b in bs if tick is not None and now + k * r > -(-tick // r) * r]
+            ticks, first = self.control.ticks_ahead(now, last, r, crashed - set(later))
+            due = min([t for t in (first, outside, *expiries) if t is not None], default=None)
+            rounds = limit if due is None else int(max(1, min(limit, -(-(due - now) // r))))
+            since = now + max(crashes, default=0) * r  # the events due by then are the window's crashes
+            gone = (self._crash_only(due, first, crashed, since) if due is not None and due == outside and rounds < limit
+                    else None)
+            if not gone:
+                return WindowPlan(rounds, {(at - now) // r: msgs for at, msgs in ticks.items()}, due, crashes)
+            # the window runs on past the crash (the tasks drop those brokers from its round on)
+            at = -(-outside // r) * r  # the crash's round
+            crashes[(at - now) // r] = gone
+            crashed |= set(gone)
+            expiries.append(at + int(self.broker_cfg["zookeeper.session.timeout.ms"]))
+            outside = self._outside_due(after=at)
+
+    def _crash_only(self, due: int, first: int | None, crashed: set[int], since: int) -> tuple[int, ...] | None:
+        """The brokers the timeline crashes at `due` when that is all that happens then and the controller only
+        learns of it later: plain crashes (no power loss) of running brokers with no ZooKeeper session ending
+        or restart waiting, no other event or network partition's end at that round, and no controller action
+        due by it (`first`). A ZooKeeper-era cluster acts on a crash only when the broker's session expires
+        (zookeeper.session.timeout.ms later): the controller then, or, when the crashed broker was the
+        controller, the election of a new one (its /controller znode lives as long as the session; the
+        crashed controller itself does nothing more). So the rounds from the crash to that expiry need the
+        driver for nothing: the tasks drop the brokers' memory and what is sent to
+        them, as RoundLoop.route does between jobs, and the driver applies the events after the window
+        (RoundLoop.take_results). `crashed`: the brokers down by then; `since`: the round time up to which
+        the events are already in the plan. None: the window ends before the round as before."""
+        r = self.round_ms
+        at = -(-due // r)
+        if first is not None and -(-first // r) <= at:
+            return None
+        if any(end is not None and -(-end // r) <= at for _, _, end in self.isolations):
+            return None
+        gone = []
+        c = self.control
+        for e in self.events[self.next_event:]:
+            if -(-e.time_ms(r) // r) * r <= since:
+                continue
+            if -(-e.time_ms(r) // r) > at:
+                break
+            b = e.args.get("broker")
+            if (e.type != "crash" or e.args.get("power_loss") or b in crashed or b in gone
+                    or b in c.session_expiry or b in c.waiting):
+                return None
+            gone.append(int(b))
+        return tuple(gone) or None
 
     def catch_up(self, ticks: dict[int, list], first: int, ran: int) -> None:
         """After a window of `ran` rounds from round `first`: the controller's ticks its plan ran ahead
@@ -156,11 +209,13 @@ def _shape(messages: list) -> list[tuple]:
 class WindowPlan:
     """A resident window's plan (IdleJumps.plan_window): its rounds; the controller's ticks run ahead (round
     offset in the window -> the requests delivered in that round, as ControlPlane.take_messages gives them);
-    the first time after them at which the driver has something to do (None: nothing)."""
+    the first time after them at which the driver has something to do (None: nothing); the crashes the
+    tasks carry out themselves (round offset -> brokers, `_crash_only`)."""
 
     rounds: int
     ticks: dict[int, list] = field(default_factory=dict)
     due: int | None = None
+    crashes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # round offset -> brokers that crash then
 
 
 def _gauges(control: ControlPlane) -> dict:

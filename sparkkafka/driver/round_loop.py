@@ -195,6 +195,7 @@ class RoundLoop(Timeline, IdleJumps):
         self._cut: dict[int, frozenset] = {}  # who cannot reach whom this round
         self._placed: int | None = None  # the resident tasks `state` is placed over (None: not placed)
         self._ahead: dict[int, list] = {}  # the controller's ticks a window's plan ran ahead (plan_window)
+        self._crashes_ahead: dict[int, tuple[int, ...]] = {}  # the crashes in it (round offset -> brokers)
         self._before_jump: DataFrame | None = None  # the rows an idle jump's job reads, until it has run
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
         self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
@@ -488,6 +489,7 @@ class RoundLoop(Timeline, IdleJumps):
                 self._warm = None
             plan = self.plan_window(params.now, limit)
             self._ahead = plan.ticks  # the controller's ticks to catch up with after the window (take_results)
+            self._crashes_ahead = plan.crashes  # and the crashes the tasks carry out
             tasks = self.resident_tasks()
             # Once placed by a window (task b % tasks hosts broker b), the state stays where it is: no
             # shuffle. (A shuffle over a union with that state would also make Spark ask for a barrier map
@@ -517,8 +519,8 @@ class RoundLoop(Timeline, IdleJumps):
                             leaders=self.control.partition_frame()[["topic", "partition", "leader"]],
                             crashed=frozenset(self.crashed), isolations=tuple((a, o) for a, o, _ in self.isolations),
                             inbox=inbox, sends=sends, ticks=tuple(sorted(plan.ticks)),
-                            jump_last=self.jump_last(self.round, horizon, plan if plan.ticks else None),
-                            cycle=self.fetch_cycle(), meet=meet,
+                            jump_last=self.jump_last(self.round, horizon, plan if plan.ticks or plan.crashes else None),
+                            cycle=self.fetch_cycle(), meet=meet, crashes=self._crashing(plan.crashes),
                             history_rows=int(self._emulator("resident.history.rows")))
             clock.lap("driver")
             out = window_job(inp, ResidentRounds(window))
@@ -539,6 +541,14 @@ class RoundLoop(Timeline, IdleJumps):
             where = None
         return out, side, where
 
+    def _crashing(self, crashes: dict[int, tuple[int, ...]]) -> tuple:
+        """A window's crashes for its tasks: (round offset, brokers, who cannot reach whom from then on)."""
+        out, down = [], set(self.crashed)
+        for k in sorted(crashes):
+            down |= set(crashes[k])
+            out.append((k, tuple(crashes[k]), self.unreachable(down)))
+        return tuple(out)
+
     def take_results(self, out: DataFrame | pd.DataFrame, side: pd.DataFrame, where: int | None,
                      clock: _Stopwatch) -> int:
         """The driver's part after a job: the tasks' gauges and timings, the controller's inputs (ISR
@@ -557,11 +567,19 @@ class RoundLoop(Timeline, IdleJumps):
                 gauges[r][k] += v
         ran = max([*gauges, self.round]) - self.round + 1
         last = self.round + ran - 1
-        self.catch_up(self._ahead, self.round, ran)  # before the window's reports reach the controller
-        self._ahead = {}
+        # before the window's reports reach the controller: its ticks run ahead and the rounds the tasks produced
+        # for on their own, each crash the tasks carried out applied at its round (before that round's tick and
+        # batches, as prepare orders them)
+        ahead, crashes = self._ahead, {k: v for k, v in self._crashes_ahead.items() if k < ran}
+        self._ahead, self._crashes_ahead = {}, {}
+        start = 0
+        for k in [*sorted(crashes), ran]:
+            self.catch_up({j: v for j, v in ahead.items() if start <= j < k}, self.round, ran)
+            self.produce_batches([(self.round + j) * self.round_ms for j in range(max(start, 1), k)], send=False)
+            if k < ran:
+                self.apply_due((self.round + k) * self.round_ms)
+            start = k
         self._idle_round = last if idle.cluster_idle(gauges[last]) else None
-        # the rounds the tasks produced for on their own
-        self.produce_batches([r * self.round_ms for r in range(self.round + 1, last + 1)], send=False)
         now = last * self.round_ms
         self.control.isr_changes(W.unpack(W.ISR_CHANGE, side), now, self._reachable)
         offline = W.unpack(W.OFFLINE_REPLICA, side)
@@ -584,12 +602,16 @@ class RoundLoop(Timeline, IdleJumps):
         for a in adds:
             if a["table"] != "log":
                 self._history_adds[a["table"]].append(a)
+        # the controller is as it is for every round of the window: its gauges once (metrics() hands the unclean
+        # elections since it was last asked to the window's first round, then counts none)
+        gauge = {self.round: self.control.metrics()}
+        later = self.control.metrics() if last > self.round else {}
         for r in range(self.round, last + 1):
             g = gauges[r]
             self._driver_rows["metrics"].append({
                 "round": r, "time_ms": r * self.round_ms, "under_replicated": g["under_replicated"],
                 "under_min_isr": g["under_min_isr"], "isr_shrinks": g["isr_shrinks"],
-                "isr_expands": g["isr_expands"], **self.control.metrics()})
+                "isr_expands": g["isr_expands"], **gauge.get(r, later)})
         self._driver_rows["partition_state"] += self.control.take_writes()
         self._driver_rows["state_change_log"] += [
             dict(zip(["time_ms", "broker", "controller_epoch", "topic", "partition", "message"], x, strict=True))

@@ -116,10 +116,12 @@ class Timeline:
             self.control.resume(b, now)
         self.isolations = [i for i in self.isolations if i[2] is None or i[2] > now]
 
-    def unreachable(self) -> dict[int, frozenset]:
+    def unreachable(self, crashed: set[int] | None = None) -> dict[int, frozenset]:
+        """Who cannot reach whom: the crashed brokers (`crashed`, default the run's) and the network
+        partitions' other sides."""
         out = {}
         for b in self.scenario.brokers:
-            cut = set(self.crashed)
+            cut = set(self.crashed if crashed is None else crashed)
             for a, o, _ in self.isolations:
                 if b in a:
                     cut |= o

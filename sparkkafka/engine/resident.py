@@ -30,7 +30,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,6 +81,9 @@ class Window:
     cycle: int = 1  # rounds of the idle fetch cycle (idle.fetch_cycle_rounds)
     meet: str | None = None  # a new folder the tasks meet in (exchange.Mesh.rendezvous_files); None: allGather
     history_rows: int = EMULATOR_DEFAULTS["resident.history.rows"]  # history rows a task holds before writing them
+    # brokers that crash in the window: (round offset, brokers, RoundParams.unreachable from then on), in order
+    # (IdleJumps.plan_window): the tasks drop their memory and what is sent to them from that round on
+    crashes: tuple = ()
 
 
 def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:
@@ -93,9 +96,23 @@ def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:
     for h in headers:
         for k, v in h.get("idle", {}).items():
             totals[k] += int(v)
-    # before a tick the driver's plan ran ahead, that tick's round needs the driver (RoundLoop.jump_last)
-    last = min([w.first.round_no + k for k in w.ticks if w.first.round_no + k >= next_round], default=w.jump_last)
+    # before a tick the driver's plan ran ahead or a crash, that round needs the driver (RoundLoop.jump_last)
+    needs = [*w.ticks, *(k for k, *_ in w.crashes)]
+    last = min([w.first.round_no + k for k in needs if w.first.round_no + k >= next_round], default=w.jump_last)
     return idle.cluster_idle(totals) and idle.jump_rounds(last - next_round, w.cycle) > 0
+
+
+def without(frames, brokers: tuple[int, ...]):
+    """A BrokerState or Inbox less the rows of `brokers` (their memory, and what is sent to them): what a
+    crash leaves of it, as RoundLoop.route filters the rows between jobs."""
+    drop = {}
+    for f in fields(frames):
+        frame = getattr(frames, f.name)
+        if isinstance(frame, pd.DataFrame) and "broker" in frame.columns and len(frame):
+            gone = np.isin(frame["broker"].to_numpy(), brokers)
+            if gone.any():
+                drop[f.name] = frame[~gone].reset_index(drop=True)
+    return replace(frames, **drop) if drop else frames
 
 
 def partitioned(src: np.ndarray, dst: np.ndarray, isolations) -> np.ndarray:
@@ -292,14 +309,22 @@ class ResidentRounds:
         snap = LogSnapshot(int(w.first.log_version))
         held = WindowFiles(writer=mesh.rank)  # the window's log and history rows, written at its end
         msgs: dict[int, pd.DataFrame] = {}  # the messages in flight to this task's brokers, by kind
-        crashed = np.array(sorted(w.crashed), dtype="int64")
+        down, first = w.crashed, w.first  # the brokers down, the round's parameters: as a crash in the window leaves them
+        crashed = np.array(sorted(down), dtype="int64")
+        crashes = {k: (gone, cut) for k, gone, cut in w.crashes}
         spent["resident.start"] += time.perf_counter() - t0
         try:
             with young_only():
                 for k in range(w.rounds):
                     t = time.perf_counter()
+                    if k in crashes:  # brokers crash before this round, as the driver's events would have it
+                        gone, cut = crashes[k]
+                        down = down | frozenset(gone)
+                        crashed = np.array(sorted(down), dtype="int64")
+                        first = replace(first, unreachable=cut)
+                        state, inbox = without(state, gone), without(inbox, gone)
                     now = w.first.now + k * w.round_ms
-                    p = replace(w.first, round_no=w.first.round_no + k, now=now, log_version=snap)
+                    p = replace(first, round_no=w.first.round_no + k, now=now, log_version=snap)
                     if k > 0 and w.workload is not None:
                         b = task_batches(w.workload, now, w.leaders, mesh.rank, mesh.size, crashed)
                         if b is not None:
@@ -324,7 +349,7 @@ class ResidentRounds:
                     report = {k: int(summary.get(k, 0)) for k in idle.KEYS}
                     # each kind travels in its own columns: no packing into the wire schema and splitting again
                     out = route(W.by_kind([(kind, f) for kind, f in parts if kind in W.MESSAGE_KINDS], empty=False),
-                                w.crashed, w.isolations)
+                                down, w.isolations)
                     t = time.perf_counter()
                     headers, got = exchange_parts(mesh, out, "broker", {"stop": stop, "idle": report})
                     spent["resident.exchange"] += time.perf_counter() - t
