@@ -115,7 +115,7 @@ def test_compaction_mid_run_leaves_every_table_as_without(spark, tmp_path):
     for files in (2, 1_000_000):
         out = str(tmp_path / str(files))
         c = Cluster.from_scenario(_scenario("quickstart", "resident", **{"delta.compact.min.files": files,
-                                                                         "delta.checkpoint.interval": 4}),
+                                                                         "delta.checkpoint.interval": 2}),
                                   spark=spark, out=out)
         c.run(until_ms=4000)
         logs = os.listdir(os.path.join(out, "tables", "log", "_delta_log"))
