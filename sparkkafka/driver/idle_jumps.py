@@ -128,15 +128,16 @@ class IdleJumps:
         end = now + (limit - 1) * r  # the last round's time the limit allows
         crashes: dict[int, tuple[int, ...]] = {}
         outside, crashed, expiries = self._outside_due(), set(self.crashed), []
+        tick = self.control.next_action_ms(now)  # the first tick delivers what the channels hold
+        tick_round = None if tick is None else -(-tick // r) * r
         while True:
             last = end  # ticks up to the window's last round, before the round of the next event
             for t in [outside, *expiries]:  # a crash in the window: its session's expiry needs the driver
                 if t is not None:
                     last = min(last, -(-t // r) * r - r)
-            # the first tick delivers what the channels hold, to the brokers running then
-            tick = self.control.next_action_ms(now)
-            later = [b for k, bs in crashes.items() for b in bs if tick is not None and now + k * r > -(-tick // r) * r]
-            ticks, first = self.control.ticks_ahead(now, last, r, crashed - set(later))
+            # ... to the brokers running in its round
+            later = {b for k, bs in crashes.items() for b in bs if tick_round is not None and now + k * r > tick_round}
+            ticks, first = self.control.ticks_ahead(now, last, r, crashed - later)
             due = min([t for t in (first, outside, *expiries) if t is not None], default=None)
             rounds = limit if due is None else int(max(1, min(limit, -(-(due - now) // r))))
             since = now + max(crashes, default=0) * r  # the events due by then are the window's crashes
@@ -172,9 +173,10 @@ class IdleJumps:
         gone = []
         c = self.control
         for e in self.events[self.next_event:]:
-            if -(-e.time_ms(r) // r) * r <= since:
+            round_of = -(-e.time_ms(r) // r)
+            if round_of * r <= since:
                 continue
-            if -(-e.time_ms(r) // r) > at:
+            if round_of > at:
                 break
             b = e.args.get("broker")
             if (e.type != "crash" or e.args.get("power_loss") or b in crashed or b in gone

@@ -604,14 +604,14 @@ class RoundLoop(Timeline, IdleJumps):
                 self._history_adds[a["table"]].append(a)
         # the controller is as it is for every round of the window: its gauges once (metrics() hands the unclean
         # elections since it was last asked to the window's first round, then counts none)
-        gauge = {self.round: self.control.metrics()}
-        later = self.control.metrics() if last > self.round else {}
+        first = self.control.metrics()
+        rest = self.control.metrics() if last > self.round else first
         for r in range(self.round, last + 1):
             g = gauges[r]
             self._driver_rows["metrics"].append({
                 "round": r, "time_ms": r * self.round_ms, "under_replicated": g["under_replicated"],
                 "under_min_isr": g["under_min_isr"], "isr_shrinks": g["isr_shrinks"],
-                "isr_expands": g["isr_expands"], **gauge.get(r, later)})
+                "isr_expands": g["isr_expands"], **(first if r == self.round else rest)})
         self._driver_rows["partition_state"] += self.control.take_writes()
         self._driver_rows["state_change_log"] += [
             dict(zip(["time_ms", "broker", "controller_epoch", "topic", "partition", "message"], x, strict=True))

@@ -284,17 +284,18 @@ def exchange_parts(mesh: Mesh, parts: Mapping[int, pd.DataFrame], dest: str, hea
     cols = {k: columns_of(f) for k, f in parts.items() if len(f)}
     owners = {k: c[dest] % mesh.size for k, c in cols.items()}
 
-    def piece(k: int, j: int) -> dict[str, np.ndarray]:
+    def piece(k: int, j: int) -> dict[str, np.ndarray]:  # the frame's own columns when every row goes to j
         keep = owners[k] == j
-        return {c: v[keep] for c, v in cols[k].items()}
+        return cols[k] if keep.all() else {c: v[keep] for c, v in cols[k].items()}
 
     bodies = {j: _pack_columns({k: piece(k, j) for k in cols}) for j in mesh.peers}
     headers, got = mesh.exchange(header or {}, bodies)
     mine: dict[int, list[pd.DataFrame]] = {}
     for j in range(mesh.size):
         if j == mesh.rank:
+            own = {k: piece(k, j) for k in cols}
             pieces: Iterable[tuple[int, pd.DataFrame]] = (
-                (k, parts[k] if (o == j).all() else F.owned(piece(k, j))) for k, o in owners.items())
+                (k, parts[k] if c is cols[k] else F.owned(c)) for k, c in own.items())
         else:
             pieces = unpack_frames(got.get(j, b""))
         for k, f in pieces:

@@ -102,17 +102,19 @@ def driver_jumps(w: Window, headers: list[dict], next_round: int) -> bool:
     return idle.cluster_idle(totals) and idle.jump_rounds(last - next_round, w.cycle) > 0
 
 
+def less(frame: pd.DataFrame, brokers) -> pd.DataFrame:
+    """`frame` less the rows of `brokers` (a crash's loss: the brokers' memory, what is sent to them), the
+    frame itself when it has none of them."""
+    gone = np.isin(frame["broker"].to_numpy(), sorted(brokers))
+    return frame[~gone].reset_index(drop=True) if gone.any() else frame
+
+
 def without(frames, brokers: tuple[int, ...]):
-    """A BrokerState or Inbox less the rows of `brokers` (their memory, and what is sent to them): what a
-    crash leaves of it, as RoundLoop.route filters the rows between jobs."""
-    drop = {}
-    for f in fields(frames):
-        frame = getattr(frames, f.name)
-        if isinstance(frame, pd.DataFrame) and "broker" in frame.columns and len(frame):
-            gone = np.isin(frame["broker"].to_numpy(), brokers)
-            if gone.any():
-                drop[f.name] = frame[~gone].reset_index(drop=True)
-    return replace(frames, **drop) if drop else frames
+    """A BrokerState or Inbox less the rows of `brokers`: what a crash inside a window leaves of it, as
+    `arrive` (and RoundLoop.route between jobs) filters the rows."""
+    frames_of = {f.name: getattr(frames, f.name) for f in fields(frames)}
+    return replace(frames, **{n: less(f, brokers) for n, f in frames_of.items()
+                              if isinstance(f, pd.DataFrame) and "broker" in f.columns})
 
 
 def partitioned(src: np.ndarray, dst: np.ndarray, isolations) -> np.ndarray:
@@ -144,9 +146,8 @@ def arrive(carried: dict[int, pd.DataFrame], crashed: frozenset, isolations: tup
     partition cuts (state such as a parked fetch is not a message: only a crash drops it)."""
     if not crashed and not isolations:
         return carried
-    down = sorted(crashed)
     msgs = route({k: f for k, f in carried.items() if k in W.MESSAGE_KINDS}, crashed, isolations)
-    return {k: msgs[k] if k in msgs else f[~np.isin(f["broker"].to_numpy(), down)] for k, f in carried.items()}
+    return {k: msgs[k] if k in msgs else less(f, crashed) for k, f in carried.items()}
 
 
 def task_batches(workload, now: int, leaders: pd.DataFrame, rank: int, tasks: int, crashed: np.ndarray
