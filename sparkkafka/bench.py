@@ -338,11 +338,22 @@ def idle_hour_table(results: list[dict]) -> str:
         for r in results) + "\n"
 
 
+def medians(runs: list[dict]) -> list[dict]:
+    """Each engine's median run of `runs` (measure_reference's dicts) by run-loop time, as a row of its own
+    (run "median of N"): with 10-25% between runs minutes apart on a shared machine, one run says little.
+    An odd N gives a run that happened; an even N the slower of the middle two."""
+    out = []
+    for engine in dict.fromkeys(r["engine"] for r in runs):
+        mine = sorted((r for r in runs if r["engine"] == engine), key=lambda r: r["loop_s"])
+        out.append({**mine[len(mine) // 2], "run": f"median of {len(mine)}"})
+    return out
+
+
 def reference_table(results: list[dict]) -> str:
-    head = ("| engine | brokers | replicas | emulated s | rounds | Spark jobs | run loop (s) | real-time factor | "
+    head = ("| run | engine | brokers | replicas | emulated s | rounds | Spark jobs | run loop (s) | real-time factor | "
             "replica-rounds/s | median round (ms) | first / last 10 rounds (ms) | setup / end (s) | acked | lost |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-    lines = [f"| {r['engine']} | {r['brokers']} | {r['replicas']} | {r['emulated_s']:.1f} | {r['rounds']} | "
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    lines = [f"| {r.get('run', 1)} | {r['engine']} | {r['brokers']} | {r['replicas']} | {r['emulated_s']:.1f} | {r['rounds']} | "
              f"{r.get('jobs', r['rounds'])} | "
              f"{r['loop_s']:.1f} | {r['realtime']:.3f}x | {r['replica_rounds_per_s']:.0f} | "
              f"{r['median_round_ms']:.0f} | {r['first_rounds_ms']:.0f} / {r['last_rounds_ms']:.0f} | "
@@ -379,7 +390,8 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
     if len(modes) > 1:
         raise ScenarioError(flag(modes[1]), True, f"is a bench of its own: not with {flag(modes[0])}")
     mode = modes[0] if modes else None
-    unused = {"scale": mode not in SCALED, "seconds": mode != "reference", "brokers": mode is not None,
+    unused = {"scale": mode not in SCALED, "seconds": mode != "reference", "repeat": mode != "reference",
+              "brokers": mode is not None,
               "partitions": mode is not None, "engine": mode not in SCALED,
               "rounds": mode in ("reference", "idle_hour")}
     for name, refused in unused.items():
@@ -393,6 +405,8 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
             raise ScenarioError("--" + name, getattr(args, name), "must be positive integers, comma-separated")
     if args.seconds is not None and not args.seconds > 0:
         raise ScenarioError("--seconds", args.seconds, "must be > 0 (emulated seconds)")
+    if args.repeat is not None and args.repeat < 1:
+        raise ScenarioError("--repeat", args.repeat, "must be >= 1")
     if args.rounds is not None and args.rounds < 1:
         raise ScenarioError("--rounds", args.rounds, "must be >= 1")
     if args.engine is not None:
@@ -402,7 +416,7 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         if mode == "long_run" and "," in args.engine:
             raise ScenarioError("--engine", args.engine, "--long-run runs one engine")
     defaults = {"scale": {"reference": "12,3000", "long_run": "3,6", "idle_hour": "3,30"}.get(mode or ""),
-                "seconds": 60.0, "brokers": "3,12,48", "partitions": "100,1000,10000",
+                "seconds": 60.0, "repeat": 1, "brokers": "3,12,48", "partitions": "100,1000,10000",
                 "engine": "resident" if mode == "long_run" else "rounds,resident",
                 "rounds": {"long_run": 10_000, "exchange": 200}.get(mode or "", 10)}
     return argparse.Namespace(**{**vars(args), **{k: v for k, v in defaults.items() if getattr(args, k) is None}})
@@ -435,12 +449,13 @@ def main(args: argparse.Namespace) -> int:
     if args.reference:
         b, p = (int(x) for x in args.scale.split(","))
         runs = []
-        for engine in args.engine.split(","):
-            with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
-                runs.append(measure_reference(spark, b, p, args.seconds, work, progress=not args.no_progress,
-                                              engine=engine))
-            print(reference_table(runs[-1:]), flush=True)
-        md = reference_table(runs)
+        for k in range(args.repeat):  # the engines in turn: a slower stretch of the machine hits both alike
+            for engine in args.engine.split(","):
+                with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
+                    runs.append({"run": k + 1, **measure_reference(spark, b, p, args.seconds, work,
+                                                                   progress=not args.no_progress, engine=engine)})
+                print(reference_table(runs[-1:]), flush=True)
+        md = reference_table(runs + (medians(runs) if args.repeat > 1 else []))
         return _emit(md, args.markdown)
     results = []
     with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:

@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--engine",
                    help="with --reference and --idle-hour: the engines to run side by side, comma-separated (default "
                         "rounds,resident); with --long-run: the one engine (default resident)")
+    b.add_argument("--repeat", type=int,
+                   help="with --reference: run the engines this many times in turn, in one Spark session (default "
+                        "1); the table has a row per run and, from 2, each engine's median")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--long-run", action="store_true",
                    help="issue 11's long run on the resident engine (--rounds, default 10000; --scale): per-round wall "

@@ -1,4 +1,5 @@
-"""The benchmark's reference scenario is the one issue 11 names, and its flags are checked (no Spark needed)."""
+"""The benchmark's reference scenario is the one issue 11 names, and its flags are checked (no Spark needed but
+for the one repeated run)."""
 
 import pytest
 
@@ -47,7 +48,7 @@ def test_bench_flags_get_the_chosen_benchs_defaults():
     from sparkkafka.bench import check_args
 
     ref = check_args(_bench_args("--reference"))
-    assert (ref.scale, ref.seconds, ref.engine) == ("12,3000", 60.0, "rounds,resident")
+    assert (ref.scale, ref.seconds, ref.engine, ref.repeat) == ("12,3000", 60.0, "rounds,resident", 1)
     long = check_args(_bench_args("--long-run", "--scale", "3,9"))
     assert (long.scale, long.rounds, long.engine) == ("3,9", 10_000, "resident")
     assert check_args(_bench_args("--exchange")).rounds == 200
@@ -67,6 +68,8 @@ def test_bench_flags_get_the_chosen_benchs_defaults():
     (["--reference", "--brokers", "3"], "--brokers"),
     (["--long-run", "--engine", "rounds,resident"], "--engine"),
     (["--reference", "--long-run"], "--long-run"),
+    (["--reference", "--repeat", "0"], "--repeat"),
+    (["--long-run", "--repeat", "3"], "--repeat"),
     (["--partitions", "10,x"], "--partitions"),
 ])
 def test_a_flag_the_bench_does_not_use_or_a_bad_value_exits_2_naming_it(argv, field, capsys):
@@ -76,3 +79,37 @@ def test_a_flag_the_bench_does_not_use_or_a_bad_value_exits_2_naming_it(argv, fi
     assert main(["bench", *argv]) == 2
     err = capsys.readouterr().err
     assert f"error: {field}:" in err
+
+
+def test_medians_pick_each_engines_middle_run_by_loop_time():
+    from sparkkafka.bench import medians, reference_table
+
+    def run(k, engine, loop):
+        return {"run": k, "engine": engine, "brokers": 12, "replicas": 9000, "emulated_s": 60.1, "rounds": 601,
+                "jobs": 6, "loop_s": loop, "realtime": 60.1 / loop, "replica_rounds_per_s": 1.0,
+                "median_round_ms": 30.0, "first_rounds_ms": 30.0, "last_rounds_ms": 30.0, "setup_s": 0.3,
+                "end_s": 14.0, "acked": 1, "lost_acked": 0}
+
+    runs = [run(1, "job per round", 250.0), run(1, "resident", 23.0), run(2, "job per round", 270.0),
+            run(2, "resident", 19.0), run(3, "job per round", 260.0), run(3, "resident", 21.0)]
+    med = medians(runs)
+    assert [(m["engine"], m["loop_s"], m["run"]) for m in med] == [
+        ("job per round", 260.0, "median of 3"), ("resident", 21.0, "median of 3")]
+    assert [m["loop_s"] for m in medians(runs[:4])] == [270.0, 23.0]  # even: the slower of the middle two
+    lines = reference_table(runs + med).splitlines()
+    assert len(lines) == 2 + 6 + 2
+    assert lines[-1].startswith("| median of 3 | resident | 12 |") and "| 2.862x |" in lines[-1]
+
+
+def test_a_repeated_reference_run_reports_every_run_and_the_median(spark, capsys):
+    """`bench --reference --repeat 2` on a tiny cluster: a row per engine and run, in turn, then the medians."""
+    from sparkkafka.cli import main
+
+    assert main(["bench", "--reference", "--scale", "3,6", "--seconds", "1", "--engine", "rounds,resident",
+                 "--repeat", "2", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    final = [row for row in out[out.rindex("| run | engine"):].splitlines()[2:] if row]
+    assert [row.split("|")[1:3] for row in final] == [
+        [" 1 ", " job per round "], [" 1 ", " resident "], [" 2 ", " job per round "], [" 2 ", " resident "],
+        [" median of 2 ", " job per round "], [" median of 2 ", " resident "]]
+    assert all(row.split("|")[-2].strip() == "0" for row in final)  # no acked record lost
