@@ -101,13 +101,15 @@ def append_to_leader(
     )
     ok = err == ""
     acks0 = acks == 0
-    failed = _results(_subset(b, ~ok & ~acks0), now, err[~ok & ~acks0], -1, False)
+    fail = ~ok & ~acks0
+    # results only for the rows that get them: building a frame of none costs ~0.1 ms (every round's case)
+    failed = _results(_subset(b, fail), now, err[fail], -1, False) if fail.any() else empty(RESULT)
     # acks=0: the producer hears nothing, success or error; the row records that it was sent.
-    unanswered = _results(_subset(b, acks0), now, None, -1, False)
+    unanswered = _results(_subset(b, acks0), now, None, -1, False) if acks0.any() else empty(RESULT)
 
     if not ok.any():
         return replicas, empty(RECORD), concat([failed, unanswered], RESULT), empty(PENDING)
-    a = _subset(b, ok)
+    a = dict(b) if ok.all() else _subset(b, ok)  # b's arrays are the sort's own copies: shared, not copied
     # Offsets: batches of one partition are appended one after another from the current LEO (rows are
     # sorted by partition, so each partition's batches are one run of rows).
     at = pos[ok]
@@ -129,7 +131,7 @@ def append_to_leader(
     replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
 
     ack1 = a["acks"] == 1
-    answered = _results(_subset(a, ack1), now, None, a["base_offset"][ack1], True)
+    answered = _results(_subset(a, ack1), now, None, a["base_offset"][ack1], True) if ack1.any() else empty(RESULT)
     pend = _subset(a, a["acks"] == -1)
     pend["required_offset"] = pend["base_offset"] + pend["count"]
     return replicas, records, concat([failed, unanswered, answered], RESULT), owned(pend, PENDING)
