@@ -558,13 +558,6 @@ def _current_records(ranges: pd.DataFrame, mem: pd.DataFrame) -> Generator[ReadL
     return F.concat(parts, F.RECORD)
 
 
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate frames of one shape, keeping the first's columns when all are empty. One frame with rows
-    (or none) is that frame indexed 0..n-1 (F.positional), not a concatenation (~80 us each, ~5 a round)."""
-    parts = [f for f in frames if len(f)] or frames[:1]
-    return F.positional(parts[0]) if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-
-
 def _split(obj, paused: list[int]) -> tuple:
     """(the part of a BrokerState / Inbox for brokers not paused, the part for paused ones)."""
     act, held = {}, {}
@@ -651,12 +644,12 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     replicas, appended_f, fetch_cuts, halts = fetch.apply_fetch_responses(
         replicas, k.fetch_responses, k.fetch_records, now, cfg, brokers)
     brokers = fetch.record_quota(brokers, "follower", appended_f, "broker", now, cfg)
-    cuts = _concat([cuts, epoch_cuts, fetch_cuts])
+    cuts = F.stack([cuts, epoch_cuts, fetch_cuts])
     min_isr = _min_isr_series(tuple(sorted(config.min_isr.items())))
     replicas, appended_l, results, pending_new = produce.append_to_leader(
         replicas, remotes, k.produce, min_isr, now, cfg, offline=offline)
     tail = F.concat([tail, appended_l], F.RECORD)
-    halts = _concat([halts, dir_halts])
+    halts = F.stack([halts, dir_halts])
     sw.lap("fetch_response_and_produce")
 
     requests, parked = k.fetches, state.parked
@@ -701,7 +694,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     effects += flushed
     effects += checkpoint_epochs(wire_replicas, found, replicas)
     effects += checkpoint_epochs(wire_futures, F.locate(wire_futures, futures), futures, future=True)
-    dropped_f = _concat([cancelled, f_dropped])
+    dropped_f = F.stack([cancelled, f_dropped])
     effects += move_files(replicas, swaps, dropped_f)
     if len(k.leader_and_isr) or len(deleted) or len(swaps):
         effects += list_logs(config, listed_r, replicas)
@@ -714,7 +707,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
         future_cuts = pd.concat([future_cuts, alter_log_dirs.dir_cuts(dropped_f),
                                  alter_log_dirs.dir_cuts(swaps[["broker", "topic", "partition", "old_dir"]].rename(
                                      columns={"old_dir": "log_dir"}))], ignore_index=True)
-    all_cuts = _concat([cuts, future_cuts])
+    all_cuts = F.stack([cuts, future_cuts])
     flips = swaps[FLIPS] if len(swaps) else F.from_rows([], FLIPS)  # selecting no rows costs ~80 us a round
     if len(all_cuts) or len(flips):
         effects.append(TruncateLog(all_cuts, flips))
@@ -741,7 +734,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
         new_state = _drop(new_state, gone, "broker")
         outbox = _drop(outbox, gone, "src")
     if held is not None:
-        new_state = BrokerState(**{f.name: _concat([getattr(new_state, f.name), getattr(held, f.name)])
+        new_state = BrokerState(**{f.name: F.stack([getattr(new_state, f.name), getattr(held, f.name)])
                                    for f in fields(BrokerState)})
     return Step(new_state, outbox, tuple(effects), deferred)
 

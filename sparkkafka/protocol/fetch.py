@@ -43,6 +43,7 @@ from .frames import (
     select,
     select_str,
     sort_order,
+    stack,
     str_len,
     take,
     with_values,
@@ -449,8 +450,7 @@ def apply_fetch_responses(
         r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], rules_of(cfg))
     if out_of_range.any():
         r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
-    # the common round has neither: a concat of two empty frames costs ~0.2 ms
-    cuts = cuts_d if cuts_d.empty and cuts_o.empty else pd.concat([cuts_d, cuts_o], ignore_index=True)
+    cuts = stack([cuts_d, cuts_o])
     appended = empty(RECORD)
     if not ok.any():
         return r, appended, cuts, halts

@@ -53,6 +53,18 @@ def _results(batches: Batches, now: int, error, base_offset, acked) -> pd.DataFr
     return owned(cols, RESULT)  # every column a fresh array
 
 
+def _answers(cols: dict[str, np.ndarray], rows: np.ndarray, now: int, error, base_offset, acked) -> pd.DataFrame:
+    """`_results` for the batches `rows` selects (an array argument is one value per batch of `cols`, selected
+    with them); no frame is built when none is selected, the common round's case for failures and acks 0/1."""
+    if not rows.any():
+        return empty(RESULT)
+
+    def pick(v):
+        return v[rows] if isinstance(v, np.ndarray) else v
+
+    return _results(_subset(cols, rows), now, pick(error), pick(base_offset), acked)
+
+
 def _subset(cols: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
     return {c: v[rows] for c, v in cols.items()}
 
@@ -101,11 +113,9 @@ def append_to_leader(
     )
     ok = err == ""
     acks0 = acks == 0
-    fail = ~ok & ~acks0
-    # results only for the rows that get them: building a frame of none costs ~0.1 ms (every round's case)
-    failed = _results(_subset(b, fail), now, err[fail], -1, False) if fail.any() else empty(RESULT)
+    failed = _answers(b, ~ok & ~acks0, now, err, -1, False)
     # acks=0: the producer hears nothing, success or error; the row records that it was sent.
-    unanswered = _results(_subset(b, acks0), now, None, -1, False) if acks0.any() else empty(RESULT)
+    unanswered = _answers(b, acks0, now, None, -1, False)
 
     if not ok.any():
         return replicas, empty(RECORD), concat([failed, unanswered], RESULT), empty(PENDING)
@@ -131,7 +141,7 @@ def append_to_leader(
     replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
 
     ack1 = a["acks"] == 1
-    answered = _results(_subset(a, ack1), now, None, a["base_offset"][ack1], True) if ack1.any() else empty(RESULT)
+    answered = _answers(a, ack1, now, None, a["base_offset"], True)
     pend = _subset(a, a["acks"] == -1)
     pend["required_offset"] = pend["base_offset"] + pend["count"]
     return replicas, records, concat([failed, unanswered, answered], RESULT), owned(pend, PENDING)
