@@ -14,6 +14,7 @@ PART = ["_dst", "broker", "sent_ms", "topic", "partition"]
 
 def _pandas_read(m, log, cfg):
     want = m.loc[(m["_err"] == "") & (m["_de"] < 0), fetch.REQUEST + ["topic", "partition", "fetch_offset", "leo"]]
+    want = want.assign(_m=want.index)  # the row of m each record is read for (m is indexed 0..n-1)
     lg = log.drop(columns=["src"]).merge(want.rename(columns={"src": "_dst"}), on=["broker", "topic", "partition"])
     lg = lg[(lg["offset"] >= lg["fetch_offset"]) & (lg["offset"] < lg["leo"])]
     lg = lg.sort_values([*PART, "offset"], kind="stable")
@@ -25,7 +26,10 @@ def _pandas_read(m, log, cfg):
     return lg.merge(per[PART], on=PART).drop(columns=["_size"])
 
 
-def _case(seed: int):
+def _case(seed: int, ordered: str = ""):
+    """Fetches `m` of four followers and the leaders' `log`, both shuffled. `ordered` "log": the log holds
+    each partition's records in offset order, as a round's does (the read then sorts only the requests);
+    "both": the requests are sorted by follower, leader, sent_ms, topic and partition too (no sort)."""
     rng = np.random.default_rng(seed)
     parts = [(b, t, p) for b in range(3) for t in ("b", "a") for p in range(3)]
     log = pd.DataFrame([(b, -1, t, p, o, 1, o * 10 + b, int(rng.integers(0, 40)),
@@ -38,13 +42,18 @@ def _case(seed: int):
     m = m.astype({"src": "int32", "broker": "int32", "partition": "int32"}).sample(frac=1, random_state=seed)
     m = m.reset_index(drop=True).assign(_err=np.where(rng.random(len(m)) < 0.1, "E", ""),
                                         _de=np.where(rng.random(len(m)) < 0.1, 3, -1))
+    if ordered:
+        log = F.conform(log.sort_values(["broker", "topic", "partition", "offset"], kind="stable"), F.RECORD)
+    if ordered == "both":
+        m = m.sort_values(["src", "broker", "sent_ms", "topic", "partition"], kind="stable").reset_index(drop=True)
     return m, log
 
 
+@pytest.mark.parametrize("ordered", ["", "log", "both"])
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("limits", [(10**6, 10**6), (50, 10**6), (1, 120), (60, 90), (0, 10**6)])
-def test_read_matches_the_merge_and_groupby_it_replaced(seed, limits):
-    m, log = _case(seed)
+def test_read_matches_the_merge_and_groupby_it_replaced(seed, limits, ordered):
+    m, log = _case(seed, ordered)
     cfg = {"replica.fetch.max.bytes": limits[0], "replica.fetch.response.max.bytes": limits[1]}
     pd.testing.assert_frame_equal(fetch._read(m, log, cfg), _pandas_read(m, log, cfg), check_dtype=True)
 

@@ -31,7 +31,6 @@ from .frames import (
     array,
     concat,
     conform,
-    contains,
     empty,
     from_rows,
     group_any,
@@ -182,11 +181,17 @@ def _update_followers(remotes: pd.DataFrame, ok: pd.DataFrame, now: int) -> pd.D
     """Replica.updateFetchState: remote LEO := fetch offset, and the lastCaughtUpTime rule (4.1), for the
     remotes of the fetches in `ok` (src = the remote replica; leo = the leader's, req_log_start = the
     follower's log start)."""
-    li, ri = join(remotes, ok, ["broker", "topic", "partition", "replica"], ["broker", "topic", "partition", "src"],
-                  how="left")
-    hit = ri >= 0
-    if not hit.any():
+    key, ok_key = ["broker", "topic", "partition", "replica"], ["broker", "topic", "partition", "src"]
+    at = locate(remotes, ok, key, ok_key)  # each fetch's remote row: the remotes' keys are coded once, kept
+    found = at >= 0
+    if not found.any():
         return remotes
+    if np.bincount(at[found], minlength=len(remotes)).max() > 1:  # one remote fetched twice: the general join
+        li, ri = join(remotes, ok, key, ok_key, how="left")
+    else:  # every remote row once, with its fetch, if any (the join's answer, found without one)
+        li, ri = np.arange(len(remotes)), np.full(len(remotes), -1)
+        ri[at[found]] = np.flatnonzero(found)
+    hit = ri >= 0
     m = {c: array(remotes, c)[li] for c in REMOTE}
 
     def fetched(c: str) -> np.ndarray:
@@ -209,22 +214,28 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     """Records each (request, partition) row gets: from fetch_offset up to LEO, at most
     replica.fetch.max.bytes per partition and replica.fetch.response.max.bytes per response, but
     always at least one record for the first partition with data (KIP-74). In (request, partition,
-    offset) order: the log's columns but src, then _dst (the fetching follower), sent_ms, fetch_offset
-    and leo. Joined and cut with numpy over positions: the merges and groupbys cost ~10x more."""
-    want = select(m, REQUEST + ["topic", "partition", "fetch_offset", "leo"], (array(m, "_err") == "") & (array(m, "_de") < 0))
+    offset) order: the log's columns but src, then _dst (the fetching follower), sent_ms, fetch_offset,
+    leo and _m (the row of `m` it was read for). Joined and cut with numpy over positions: the merges and
+    groupbys cost ~10x more."""
+    rows = np.flatnonzero((array(m, "_err") == "") & (array(m, "_de") < 0))
+    want = select(m, REQUEST + ["topic", "partition", "fetch_offset", "leo"], rows)
     if want.empty or log.empty:
-        return empty(RECORD).assign(sent_ms=pd.Series(dtype="int64"), _dst=pd.Series(dtype="int32"))
-    li, wi = join(log, want, ["broker", "topic", "partition"])
+        return empty(RECORD).assign(sent_ms=pd.Series(dtype="int64"), _dst=pd.Series(dtype="int32"),
+                                    _m=pd.Series(dtype="int64"))
+    # each wanted partition's log rows, in `want`'s order and, within a partition, in the log's (offset) order
+    wi, li = join(want, log, ["broker", "topic", "partition"])
     off = array(log, "offset")[li]
     inside = (off >= array(want, "fetch_offset")[wi]) & (off < array(want, "leo")[wi])
-    li, wi = li[inside], wi[inside]
+    li, wi, off = li[inside], wi[inside], off[inside]
+    part = ["_dst", "broker", "sent_ms", "topic", "partition"]
+    order = _read_order(want, wi, off, part)
+    if order is not None:  # only the key columns were taken to sort by: every column is taken once, in order
+        li, wi = li[order], wi[order]
     cols = {c: array(log, c)[li] for c in log.columns if c != "src"}
     cols.update({"_dst" if c == "src" else c: array(want, c)[wi] for c in ("src", "sent_ms", "fetch_offset", "leo")})
-    part = ["_dst", "broker", "sent_ms", "topic", "partition"]
-    order = sort_order([cols[c] for c in (*part, "offset")])
-    cols = {c: v[order] for c, v in cols.items()}
-    if len(order):
-        size = record_bytes(log)[li[order]]
+    cols["_m"] = rows[wi]
+    if len(li):
+        size = record_bytes(log)[li]
         # runs of one (request, partition), then of one request: the rows are in that order
         part_run = _runs([cols[c] for c in part])
         kept = _within(size, part_run, cfg["replica.fetch.max.bytes"])
@@ -235,8 +246,32 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
         ok = np.zeros(len(per), dtype=bool)
         ok[parts] = _within(per[parts], _runs([cols[c][first] for c in RESPONSE]),
                             cfg["replica.fetch.response.max.bytes"])
-        cols = {c: v[kept & ok[part_run]] for c, v in cols.items()}
+        keep = kept & ok[part_run]
+        if not keep.all():  # most rounds stay within both limits: nothing to cut
+            cols = {c: v[keep] for c, v in cols.items()}
     return owned(cols)  # every array a fresh take: owned as it is
+
+
+def _read_order(want: pd.DataFrame, wi: np.ndarray, off: np.ndarray, part: list[str]) -> np.ndarray | None:
+    """Positions that put the joined rows (want row `wi`, record offset `off`; grouped by want row, as `join`
+    gives them) in (request, partition, offset) order, None when they already are. A want row is one
+    (request, partition) and the log keeps a partition's records in offset order, so only the want rows are
+    sorted (half the rows, and no offsets to fold in: the followers' requests come grouped by follower,
+    not by leader) and each one's run of joined rows is taken in that order."""
+    if len(wi) < 2:
+        return None
+    keys = [array(want, {"_dst": "src"}.get(c, c)) for c in part]
+    order = sort_order(keys)
+    same = wi[1:] == wi[:-1]
+    if not (off[1:][same] > off[:-1][same]).all() or _runs([k[order] for k in keys])[-1] < len(want) - 1:
+        # a partition's records out of offset order, or one (request, partition) twice: sort every row
+        return sort_order([*(k[wi] for k in keys), off])
+    if (order[1:] > order[:-1]).all():
+        return None
+    count = np.bincount(wi, minlength=len(want))
+    start = np.cumsum(count) - count
+    n = count[order]
+    return np.repeat(start[order] - (np.cumsum(n) - n), n) + np.arange(len(wi))
 
 
 def _runs(columns: list[np.ndarray]) -> np.ndarray:
@@ -376,8 +411,9 @@ def serve_fetch(
         recs = _throttle(m, recs, replicas, now, cfg, quota)
     req = group_ids(m, REQUEST)
     has_err = group_any(array(m, "_err") != "", req)
-    # one request: any partition with data answers all
-    has_data = contains(recs, m, RESPONSE, REQUEST)
+    # one request: any partition with data answers all (a record's request is that of its row of m)
+    read_for = array(recs, "_m")
+    has_data = group_any(np.bincount(read_for, minlength=len(m)) > 0, req)
     is_new = m["_new"].to_numpy(dtype=bool)
     expired = ~is_new & (array(m, "deadline_ms") <= now)
     has_div = group_any(array(m, "_de") >= 0, req)
@@ -399,7 +435,7 @@ def serve_fetch(
         "sent_ms": answered("sent_ms"), "diverging_epoch": answered("_de"), "diverging_end_offset": answered("_do"),
     }, FETCH_RESPONSE)
     # the records of the answered requests, sent back: from the leader (src) to the follower (broker)
-    sent = contains(select(m, REQUEST, done), recs, REQUEST, RESPONSE)
+    sent = group_any(respond, req)[read_for]
     out_recs = owned({**{c: array(recs, c)[sent] for c in RECORD if c not in ("broker", "src")},
                       "broker": array(recs, "_dst")[sent], "src": array(recs, "broker")[sent]}, RECORD)
     # the rest wait in the purgatory: the new ones (first) until replica.fetch.wait.max.ms from now
