@@ -453,3 +453,34 @@ def test_isr_sizes_remembers_a_column_while_it_holds_the_same_strings(monkeypatc
     changed = isr.copy()
     changed[0] = "1,2,3,4,5"  # another object in one row: counted again
     assert F.isr_sizes(pd.DataFrame({"isr": changed})).tolist() == [5, *want[1:]] and calls == [1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("shape", ["sorted", "left_shuffled", "offsets_shuffled", "repeated_keys"])
+def test_joined_order_sorts_a_joins_rows_as_a_sort_of_every_row_does(seed, shape):
+    """joined_order puts a join's rows (grouped by left row) in (left keys, offset) order: the positions
+    a stable sort of every row gives, whichever path it takes (none, the left rows' runs, every row)."""
+    rng = np.random.default_rng(seed)
+    left = pd.DataFrame({"broker": rng.integers(0, 4, 60).astype("int32"),
+                         "topic": rng.choice(["b", "a"], 60).astype(object),
+                         "partition": rng.integers(0, 50, 60).astype("int32")})
+    if shape != "repeated_keys":
+        left = left.drop_duplicates().reset_index(drop=True)
+    if shape == "sorted":
+        left = left.sort_values(["broker", "topic", "partition"], kind="stable").reset_index(drop=True)
+    right = pd.DataFrame({"broker": np.repeat(F.array(left, "broker"), 3), "topic": np.repeat(F.array(left, "topic"), 3),
+                          "partition": np.repeat(F.array(left, "partition"), 3),
+                          "offset": np.tile(np.arange(3), len(left)) + rng.integers(0, 9, 3 * len(left)) * 10})
+    right = right.sample(frac=1, random_state=seed).reset_index(drop=True)
+    if shape != "offsets_shuffled":  # a log: each partition's records in offset order
+        right = right.sort_values("offset", kind="stable").reset_index(drop=True)
+    li, ri = F.join(left, right, ["broker", "topic", "partition"])
+    keys = [F.array(left, c) for c in ("broker", "topic", "partition")]
+    off = F.array(right, "offset")[ri]
+    got = F.joined_order(keys, li, off)
+    got = np.arange(len(li)) if got is None else got
+    want = pd.DataFrame({"broker": keys[0][li], "topic": keys[1][li], "partition": keys[2][li], "offset": off}) \
+        .sort_values(["broker", "topic", "partition", "offset"], kind="stable").index.to_numpy()
+    assert (got == want).all()
+    if shape == "sorted":
+        assert F.joined_order(keys, li, off) is None  # already in order: nothing to take

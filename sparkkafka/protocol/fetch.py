@@ -36,12 +36,12 @@ from .frames import (
     group_any,
     group_ids,
     join,
+    joined_order,
     locate,
     owned,
     positional,
     select,
     select_str,
-    sort_order,
     stack,
     str_len,
     take,
@@ -228,7 +228,7 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     inside = (off >= array(want, "fetch_offset")[wi]) & (off < array(want, "leo")[wi])
     li, wi, off = li[inside], wi[inside], off[inside]
     part = ["_dst", "broker", "sent_ms", "topic", "partition"]
-    order = _read_order(want, wi, off, part)
+    order = joined_order([array(want, {"_dst": "src"}.get(c, c)) for c in part], wi, off)
     if order is not None:  # only the key columns were taken to sort by: every column is taken once, in order
         li, wi = li[order], wi[order]
     cols = {c: array(log, c)[li] for c in log.columns if c != "src"}
@@ -250,28 +250,6 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
         if not keep.all():  # most rounds stay within both limits: nothing to cut
             cols = {c: v[keep] for c, v in cols.items()}
     return owned(cols)  # every array a fresh take: owned as it is
-
-
-def _read_order(want: pd.DataFrame, wi: np.ndarray, off: np.ndarray, part: list[str]) -> np.ndarray | None:
-    """Positions that put the joined rows (want row `wi`, record offset `off`; grouped by want row, as `join`
-    gives them) in (request, partition, offset) order, None when they already are. A want row is one
-    (request, partition) and the log keeps a partition's records in offset order, so only the want rows are
-    sorted (half the rows, and no offsets to fold in: the followers' requests come grouped by follower,
-    not by leader) and each one's run of joined rows is taken in that order."""
-    if len(wi) < 2:
-        return None
-    keys = [array(want, {"_dst": "src"}.get(c, c)) for c in part]
-    order = sort_order(keys)
-    same = wi[1:] == wi[:-1]
-    if not (off[1:][same] > off[:-1][same]).all() or _runs([k[order] for k in keys])[-1] < len(want) - 1:
-        # a partition's records out of offset order, or one (request, partition) twice: sort every row
-        return sort_order([*(k[wi] for k in keys), off])
-    if (order[1:] > order[:-1]).all():
-        return None
-    count = np.bincount(wi, minlength=len(want))
-    start = np.cumsum(count) - count
-    n = count[order]
-    return np.repeat(start[order] - (np.cumsum(n) - n), n) + np.arange(len(wi))
 
 
 def _runs(columns: list[np.ndarray]) -> np.ndarray:
@@ -493,11 +471,13 @@ def apply_fetch_responses(
     okr = responses[ok]
     if len(records):
         # the records of the ok responses from their fetch offsets, in (broker, topic, partition, offset) order
-        li, ri = join(records, okr, ["broker", "topic", "partition", "src"])
+        ri, li = join(okr, records, ["broker", "topic", "partition", "src"])
         off = array(records, "offset")[li]
-        li, ri = li[off >= array(okr, "fetch_offset")[ri]], ri[off >= array(okr, "fetch_offset")[ri]]
-        order = sort_order([array(records, c)[li] for c in ("broker", "topic", "partition", "offset")])
-        li, ri = li[order], ri[order]
+        inside = off >= array(okr, "fetch_offset")[ri]
+        li, ri, off = li[inside], ri[inside], off[inside]
+        order = joined_order([array(okr, c) for c in ("broker", "topic", "partition")], ri, off)
+        if order is not None:
+            li, ri = li[order], ri[order]
         cols = {c: array(records, c)[li] for c in RECORD}
         at = pos[ok][ri]  # each record's replica: its response's (r keeps the rows of replicas)
         if replication_quota.active(cfg):

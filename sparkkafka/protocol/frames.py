@@ -800,6 +800,29 @@ def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[
     return np.repeat(np.arange(n), rows), np.where(np.repeat(found > 0, rows), ri, -1)
 
 
+def joined_order(keys: list[np.ndarray], li: np.ndarray, off: np.ndarray) -> np.ndarray | None:
+    """Positions that sort the rows of a join, grouped by left row `li` as `join(left, right)` gives them,
+    by the left rows' `keys` and then `off` (stably); None when they already are in that order. When each
+    left row's rows come in increasing `off` (a partition's records in offset order) and no two left rows
+    share their keys, only the left rows are sorted (fewer rows and columns) and each one's run of rows is
+    taken in their order; otherwise every row is sorted."""
+    if len(li) < 2:
+        return None
+    order = sort_order(keys)
+    same = li[1:] == li[:-1]
+    runs = np.zeros(len(order), dtype=bool)
+    for k in keys:
+        runs[1:] |= k[order][1:] != k[order][:-1]
+    if not (off[1:][same] > off[:-1][same]).all() or not runs[1:].all():
+        return sort_order([*(k[li] for k in keys), off])
+    if (order[1:] > order[:-1]).all():
+        return None
+    count = np.bincount(li, minlength=len(order))
+    start = np.cumsum(count) - count
+    n = count[order]
+    return np.repeat(start[order] - (np.cumsum(n) - n), n) + np.arange(len(li))
+
+
 def sort_order(columns: list[np.ndarray], remember: bool = False) -> np.ndarray:
     """Positions that sort rows by `columns` (first the most significant) ascending, stably, nulls
     last: frame.sort_values(cols, kind="stable") as positions. Object columns are ranked by their

@@ -28,6 +28,7 @@ from .frames import (
     locate,
     owned,
     per_topic,
+    select_str,
     sort_order,
     take,
 )
@@ -105,13 +106,13 @@ def append_to_leader(
     acks = b["acks"]
     sizes = np.append(isr_sizes(replicas), 0)  # a batch of no hosted partition (pos -1) finds 0
     too_few = (acks == -1) & (sizes[pos] < need)
-    err = np.select(
+    err = select_str(
         [~np.isin(acks, VALID_ACKS), _offline(batches, offline)[order], ~hosted, ~is_leader, too_few],
         [errors.INVALID_REQUIRED_ACKS, errors.KAFKA_STORAGE_ERROR, errors.UNKNOWN_TOPIC_OR_PARTITION,
          errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS],
         default="",
     )
-    ok = err == ""
+    ok = err == ""  # an object array of the few strings: `select_str` (np.select's unicode costs ~10x)
     acks0 = acks == 0
     failed = _answers(b, ~ok & ~acks0, now, err, -1, False)
     # acks=0: the producer hears nothing, success or error; the row records that it was sent.
@@ -193,14 +194,12 @@ def complete_delayed_produce(
         small[reached] = isr_sizes(replicas)[pos[reached]] < per_topic(
             array(pending, "topic")[reached], min_isr, 1)
     expired = ~lost & ~reached & (array(pending, "deadline_ms") <= now)
-    err = np.select(
-        [gone, lost, reached & small, reached, expired],
-        [errors.KAFKA_STORAGE_ERROR, errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "",
-         errors.REQUEST_TIMED_OUT],
-        default="-",
-    )
-    done = err != "-"
+    code = np.select([gone, lost, reached & small, reached, expired], np.arange(1, 6), 0)
+    done = code > 0
     d = {c: array(pending, c)[done] for c in PENDING}  # the answered batches' columns (no frame needed)
-    e = err[done]
-    res = _results(d, now, np.where(e == "", None, e), np.where(e == "", d["base_offset"], -1), e == "")
+    answer = code[done]
+    ok = answer == 4  # reached the HW with enough of the ISR: acked
+    error = np.array([None, errors.KAFKA_STORAGE_ERROR, errors.NOT_LEADER_OR_FOLLOWER,
+                      errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, None, errors.REQUEST_TIMED_OUT], dtype=object)[answer]
+    res = _results(d, now, error, np.where(ok, d["base_offset"], -1), ok)
     return owned({c: array(pending, c)[~done] for c in PENDING}, PENDING), res
