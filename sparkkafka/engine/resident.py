@@ -369,9 +369,15 @@ class ResidentRounds:
         t = time.perf_counter()
         written = held.flush(w.first.tables_dir)
         snap = snap.then(written)
+        t1 = time.perf_counter()
         merged = written + merge_window_logs(w.first.tables_dir, snap, w.first.round_no, p.round_no)
+        t2 = time.perf_counter()
         blobs = W.state_blobs({**{kind: getattr(state, f) for f, kind in STATE.items()}, **msgs})
-        spent["resident.end"] += time.perf_counter() - t
+        t3 = time.perf_counter()
+        spent["resident.end"] += t3 - t  # of which: the held rows' files, the log's merge, the state's blobs
+        spent["resident.end.write"] += t1 - t
+        spent["resident.end.merge"] += t2 - t1
+        spent["resident.end.blobs"] += t3 - t2
         # the window's own costs (start, producers, exchange, end) as one more summary of its last round
         driver += side_rows(adds_all + merged, [*summaries, {"round": p.round_no, "timings": spent}])
         yield concat([blobs, W.pack_all(driver).assign(blob=None)], W.BLOB_WIRE)
