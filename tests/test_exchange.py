@@ -2,6 +2,7 @@
 
 import socket
 import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -121,6 +122,31 @@ def test_frames_of_different_schemas_travel_in_their_own_columns():
         assert rows[["dest", "src"]].values.tolist() == [[r, 0], [r + 2, 0], [r, 1], [r + 2, 1]]
         assert list(rows.columns) == ["dest", "src", "offset"] and rows["offset"].dtype == "int64"
     assert pd.concat(results[0][1][7])["topic"].tolist() == ["t0", "u0", "t1", "u1"]
+    for m in meshes:
+        m.close()
+
+
+def test_tasks_post_their_messages_then_work_then_collect_even_past_full_socket_buffers():
+    """A resident task sends its round's messages (`post`), writes its files, then receives (`collect`). A small
+    body goes out at once, with no thread; a body larger than the sockets' buffers sends its rest from a
+    thread, so two tasks posting 24 MB to each other before either receives still both get their peer's."""
+    meshes = _mesh_of(2)
+    bodies = [bytes([r + 1]) * (24 << 20) for r in range(2)]
+    results: list = [None] * 2
+
+    def run(r: int) -> None:
+        small = meshes[r].post({"rank": r, "small": True}, {1 - r: b"x" * 1000})
+        assert small.threads == []  # it fit in the socket's buffer
+        first = meshes[r].collect(small)
+        big = meshes[r].post({"rank": r}, {1 - r: bodies[r]})
+        assert len(big.threads) == 1  # the rest waits for the peer to read
+        time.sleep(0.2)  # the task's own work while its messages travel
+        results[r] = (first, meshes[r].collect(big))
+
+    _in_threads(2, run)
+    for r, ((h1, got1), (h2, got2)) in enumerate(results):
+        assert [h["rank"] for h in h1] == [0, 1] and got1[1 - r] == b"x" * 1000
+        assert [h["rank"] for h in h2] == [0, 1] and got2[1 - r] == bodies[1 - r]
     for m in meshes:
         m.close()
 

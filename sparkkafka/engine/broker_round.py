@@ -314,7 +314,17 @@ def process(p: RoundParams, wire: pd.DataFrame, held: WindowFiles | None = None)
 def run(p: RoundParams, state: B.BrokerState, inbox: B.Inbox, tag: str, held: WindowFiles | None = None
         ) -> tuple[B.Step, list[dict]]:
     """`process` on unpacked frames (the resident engine keeps its brokers' state unpacked between the
-    rounds of a window): the round's Step and the file actions of its effects (history files named `tag`)."""
+    rounds of a window): the round's Step and the file actions of its effects (history files named `tag`).
+    `stepped` then `executed`, with nothing done between."""
+    done, p, adds = stepped(p, state, inbox, held)
+    return done, executed(p, done, tag, held, adds)
+
+
+def stepped(p: RoundParams, state: B.BrokerState, inbox: B.Inbox, held: WindowFiles | None = None
+            ) -> tuple[B.Step, RoundParams, list[dict]]:
+    """The round's step (protocol/broker.step), its log reads answered, its effects not yet carried out:
+    (the Step, the round's parameters as the reads left them, the file actions so far). A resident task
+    sends the Step's messages before `executed` writes its files."""
     starting = sorted(set(inbox.start["broker"].tolist()) - set(p.paused))
     adds: list[dict] = []
     if starting:
@@ -324,11 +334,16 @@ def run(p: RoundParams, state: B.BrokerState, inbox: B.Inbox, tag: str, held: Wi
     def read(req: B.ReadLog) -> pd.DataFrame:  # held rows are read where they are: no file written for it
         return _read(p, req, held)
 
-    done = B.step(state, inbox, p.now, config_of(p), read=read)
+    return B.step(state, inbox, p.now, config_of(p), read=read), p, adds
+
+
+def executed(p: RoundParams, done: B.Step, tag: str, held: WindowFiles | None, adds: list[dict]) -> list[dict]:
+    """Carry out a `stepped` round's effects (`execute`); its file actions, after `adds`. The time counts in
+    the round summary's write_files."""
     t = time.perf_counter()
-    adds += execute(p, done.effects, tag, held)
+    adds = adds + execute(p, done.effects, tag, held)
     done.outbox.summary["timings"]["write_files"] += time.perf_counter() - t
-    return done, adds
+    return adds
 
 
 def wire_parts(done: B.Step, adds: list[dict], side: bool = True) -> list[tuple[int, pd.DataFrame]]:

@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,12 +41,6 @@ import pyarrow as pa
 from ..protocol import frames as F
 
 _LEN = struct.Struct("!Q")
-
-
-def _send_blob(sock: socket.socket, data: bytes) -> None:
-    sock.sendall(_LEN.pack(len(data)))
-    if data:
-        sock.sendall(data)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -65,6 +60,25 @@ def _recv_blob(sock: socket.socket) -> bytes:
     return _recv_exact(sock, n) if n else b""
 
 
+def _send_now(sock: socket.socket, views: list[memoryview]) -> list[memoryview]:
+    """Send what the socket's buffer takes at once (the socket non-blocking meanwhile: with a timeout set,
+    a send would first wait for room); return what is left, in order. A round's messages mostly fit: the
+    caller then needs no thread, which would wait for the GIL while the caller computes (up to the 5 ms
+    switch interval) and so hold back the peer's receive."""
+    timeout = sock.gettimeout()
+    sock.settimeout(0.0)
+    try:
+        for i, v in enumerate(views):
+            while len(v):
+                try:
+                    v = v[sock.send(v):]
+                except (BlockingIOError, InterruptedError):
+                    return [v, *views[i + 1:]]
+        return []
+    finally:
+        sock.settimeout(timeout)
+
+
 def _nodelay(sock: socket.socket, timeout: float) -> socket.socket:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.settimeout(timeout)
@@ -78,6 +92,15 @@ def _listen(ctx: Any) -> tuple[int, str, socket.socket]:
     server = socket.create_server((host, 0))
     server.listen(len(infos))
     return rank, host, server
+
+
+@dataclass
+class Posted:
+    """An exchange whose sends are under way (`Mesh.post`): our header, the sending threads, their errors."""
+
+    header: dict
+    threads: list[threading.Thread]
+    errors: list[BaseException]
 
 
 class Mesh:
@@ -165,30 +188,45 @@ class Mesh:
     def exchange(self, header: dict, bodies: dict[int, bytes]) -> tuple[list[dict], dict[int, bytes]]:
         """Send `header` and `bodies[peer]` (b"" when absent) to every peer; return every task's header
         (ours included, by rank) and the body each peer sent us."""
+        return self.collect(self.post(header, bodies))
+
+    def post(self, header: dict, bodies: dict[int, bytes]) -> Posted:
+        """The sending half of `exchange`: a thread per peer sends `header` and its body while the caller
+        goes on (a task does its own round's file work while its messages travel and the others finish their
+        step); `collect` then receives and waits for the sends."""
         head = json.dumps(header, sort_keys=True).encode()
         errors: list[BaseException] = []
 
-        def send(j: int, s: socket.socket) -> None:
+        def send(s: socket.socket, rest: list[memoryview]) -> None:
             try:
-                _send_blob(s, head)
-                _send_blob(s, bodies.get(j, b""))
+                for v in rest:
+                    s.sendall(v)
             except BaseException as e:  # noqa: BLE001 - re-raised by the caller's thread
                 errors.append(e)
 
-        threads = [threading.Thread(target=send, args=(j, s), daemon=True) for j, s in self.peers.items()]
-        for t in threads:
-            t.start()
+        threads = []
+        for j, s in self.peers.items():
+            body = bodies.get(j, b"")
+            rest = _send_now(s, [memoryview(_LEN.pack(len(head)) + head), memoryview(_LEN.pack(len(body))),
+                                 memoryview(body)])
+            if rest:  # the socket's buffer is full: a thread sends the rest while the caller goes on
+                threads.append(threading.Thread(target=send, args=(s, rest), daemon=True))
+                threads[-1].start()
+        return Posted(header, threads, errors)
+
+    def collect(self, posted: Posted) -> tuple[list[dict], dict[int, bytes]]:
+        """The receiving half of `exchange`: every task's header (by rank) and each peer's body to us."""
         headers: list[dict] = [{}] * self.size
-        headers[self.rank] = header
+        headers[self.rank] = posted.header
         got: dict[int, bytes] = {}
         for j in sorted(self.peers):
             s = self.peers[j]
             headers[j] = json.loads(_recv_blob(s))
             got[j] = _recv_blob(s)
-        for t in threads:
+        for t in posted.threads:
             t.join()
-        if errors:
-            raise errors[0]
+        if posted.errors:
+            raise posted.errors[0]
         return headers, got
 
     def close(self) -> None:
@@ -280,7 +318,24 @@ def exchange_parts(mesh: Mesh, parts: Mapping[int, pd.DataFrame], dest: str, hea
     frames for this task): non-empty, by source rank, each as its source sent it (so every run sees the
     same order). A frame keeps its own columns: nothing is widened into a shared schema to travel. Rows
     are picked column by column (a frame's boolean selection builds a frame per piece, ~0.1 ms each), and
-    a frame whose rows all stay here is kept as it is."""
+    a frame whose rows all stay here is kept as it is. `post_parts` then `collect_parts`, with nothing
+    done between."""
+    return collect_parts(post_parts(mesh, parts, dest, header))
+
+
+@dataclass
+class PostedParts:
+    """`exchange_parts` with its sends under way: the mesh, the frames, their rows for this task (by key; None
+    where every row of the frame stays here: the frame itself is kept), the sends."""
+
+    mesh: Mesh
+    parts: Mapping[int, pd.DataFrame]
+    own: dict[int, dict[str, np.ndarray] | None]
+    posted: Posted
+
+
+def post_parts(mesh: Mesh, parts: Mapping[int, pd.DataFrame], dest: str, header: dict | None = None) -> PostedParts:
+    """The sending half of `exchange_parts`: each peer's rows packed and on their way."""
     cols = {k: columns_of(f) for k, f in parts.items() if len(f)}
     owners = {k: c[dest] % mesh.size for k, c in cols.items()}
 
@@ -289,13 +344,20 @@ def exchange_parts(mesh: Mesh, parts: Mapping[int, pd.DataFrame], dest: str, hea
         return cols[k] if keep.all() else {c: v[keep] for c, v in cols[k].items()}
 
     bodies = {j: _pack_columns({k: piece(k, j) for k in cols}) for j in mesh.peers}
-    headers, got = mesh.exchange(header or {}, bodies)
+    posted = mesh.post(header or {}, bodies)
+    own = {k: piece(k, mesh.rank) for k in cols}
+    return PostedParts(mesh, parts, {k: None if c is cols[k] else c for k, c in own.items()}, posted)
+
+
+def collect_parts(sent: PostedParts) -> tuple[list[dict], dict[int, list[pd.DataFrame]]]:
+    """The receiving half of `exchange_parts`: (every task's header, key -> this task's pieces by source rank)."""
+    mesh = sent.mesh
+    headers, got = mesh.collect(sent.posted)
     mine: dict[int, list[pd.DataFrame]] = {}
     for j in range(mesh.size):
         if j == mesh.rank:
-            own = {k: piece(k, j) for k in cols}
             pieces: Iterable[tuple[int, pd.DataFrame]] = (
-                (k, parts[k] if c is cols[k] else F.owned(c)) for k, c in own.items())
+                (k, sent.parts[k] if c is None else F.owned(c)) for k, c in sent.own.items())
         else:
             pieces = unpack_frames(got.get(j, b""))
         for k, f in pieces:

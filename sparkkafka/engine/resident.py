@@ -48,8 +48,9 @@ from .broker_round import (
     STATE,
     RoundParams,
     WindowFiles,
-    run,
+    executed,
     side_rows,
+    stepped,
     unpack_inbox,
     unpack_state,
     wire_parts,
@@ -284,7 +285,7 @@ class ResidentRounds:
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         from pyspark import BarrierTaskContext
 
-        from .exchange import Mesh, exchange_parts
+        from .exchange import Mesh, collect_parts, post_parts
 
         w = self.window
         t0 = time.perf_counter()
@@ -313,6 +314,7 @@ class ResidentRounds:
         down, first = w.crashed, w.first  # the brokers down, the round's parameters: as a crash in the window leaves them
         crashed = np.array(sorted(down), dtype="int64")
         crashes = {k: (gone, cut) for k, gone, cut in w.crashes}
+        ahead, ahead_k = None, -1  # a round's produce batches, made while the round before waited for messages
         spent["resident.start"] += time.perf_counter() - t0
         try:
             with young_only():
@@ -327,32 +329,47 @@ class ResidentRounds:
                     now = w.first.now + k * w.round_ms
                     p = replace(first, round_no=w.first.round_no + k, now=now, log_version=snap)
                     if k > 0 and w.workload is not None:
-                        b = task_batches(w.workload, now, w.leaders, mesh.rank, mesh.size, crashed)
+                        b = ahead if ahead_k == k else task_batches(w.workload, now, w.leaders, mesh.rank, mesh.size,
+                                                                    crashed)
                         if b is not None:
                             inbox = replace(inbox, produce=concat([inbox.produce, b], PRODUCE))
                     spent["resident.produce"] += time.perf_counter() - t
                     t = time.perf_counter()
+                    done = None
                     if present_brokers(state, inbox):  # a task with no rows runs no round
-                        done, adds = run(p, state, inbox, "", held)
-                        if held.history_rows >= w.history_rows:  # written now: the task's memory stays bounded
-                            adds = adds + held.flush(w.first.tables_dir, log=False)
-                        parts, state, summary = wire_parts(done, adds, side=False), done.state, done.outbox.summary
+                        done, p_done, adds = stepped(p, state, inbox, held)
+                        parts, state, summary = wire_parts(done, [], side=False), done.state, done.outbox.summary
                     else:
                         parts, adds, summary = [], [], {"timings": {}, "halted": []}
                     spent["resident.round"] += time.perf_counter() - t
-                    snap = snap.then(adds)
-                    summary = {**summary, "round": p.round_no}
                     kinds = {kind for kind, f in parts if len(f)}
                     driver += [(kind, f) for kind, f in parts if kind in W.DRIVER_KINDS]
-                    adds_all += adds
-                    summaries.append(summary)
                     stop = bool(summary.get("halted")) or bool(kinds & set(STOP_KINDS))
                     report = {k: int(summary.get(k, 0)) for k in idle.KEYS}
                     # each kind travels in its own columns: no packing into the wire schema and splitting again
                     out = route(W.by_kind([(kind, f) for kind, f in parts if kind in W.MESSAGE_KINDS], empty=False),
                                 down, w.isolations)
                     t = time.perf_counter()
-                    headers, got = exchange_parts(mesh, out, "broker", {"stop": stop, "idle": report})
+                    sending = post_parts(mesh, out, "broker", {"stop": stop, "idle": report})
+                    spent["resident.exchange"] += time.perf_counter() - t
+                    t = time.perf_counter()
+                    if w.workload is not None and k + 1 < w.rounds:  # the next round's batches, while messages travel
+                        nxt = crashed if k + 1 not in crashes else np.array(sorted(down | frozenset(crashes[k + 1][0])),
+                                                                            dtype="int64")
+                        ahead, ahead_k = task_batches(w.workload, now + w.round_ms, w.leaders, mesh.rank, mesh.size,
+                                                      nxt), k + 1
+                    spent["resident.produce"] += time.perf_counter() - t
+                    t = time.perf_counter()
+                    if done is not None:  # the round's files while its messages travel and the other tasks step
+                        adds = executed(p_done, done, "", held, adds)
+                        if held.history_rows >= w.history_rows:  # written now: the task's memory stays bounded
+                            adds = adds + held.flush(w.first.tables_dir, log=False)
+                    spent["resident.round"] += time.perf_counter() - t
+                    snap = snap.then(adds)
+                    adds_all += adds
+                    summaries.append({**summary, "round": p.round_no})
+                    t = time.perf_counter()
+                    headers, got = collect_parts(sending)
                     spent["resident.exchange"] += time.perf_counter() - t
                     # only the kinds that came: unpack_inbox makes the inbox's others empty, not every kind's
                     arrived = W.by_kind(((kind, f) for kind, pieces in got.items() for f in pieces), empty=False)
