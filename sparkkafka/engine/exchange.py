@@ -191,9 +191,10 @@ class Mesh:
         return self.collect(self.post(header, bodies))
 
     def post(self, header: dict, bodies: dict[int, bytes]) -> Posted:
-        """The sending half of `exchange`: a thread per peer sends `header` and its body while the caller
-        goes on (a task does its own round's file work while its messages travel and the others finish their
-        step); `collect` then receives and waits for the sends."""
+        """The sending half of `exchange`: `header` and each peer's body go into its socket's buffer now, and
+        what does not fit is sent by a thread while the caller goes on (a task does its own round's file work
+        while its messages travel and the others finish their step); `collect` then receives and waits for
+        those sends."""
         head = json.dumps(header, sort_keys=True).encode()
         errors: list[BaseException] = []
 

@@ -151,6 +151,11 @@ def arrive(carried: dict[int, pd.DataFrame], crashed: frozenset, isolations: tup
     return {k: msgs[k] if k in msgs else less(f, crashed) for k, f in carried.items()}
 
 
+def _ids(brokers: frozenset[int]) -> np.ndarray:
+    """Broker ids as the sorted int64 array `task_batches` screens leaders with."""
+    return np.array(sorted(brokers), dtype="int64")
+
+
 def task_batches(workload, now: int, leaders: pd.DataFrame, rank: int, tasks: int, crashed: np.ndarray
                  ) -> pd.DataFrame | None:
     """The round's produce batches for the live leaders that task `rank` (of `tasks`) hosts, routed as
@@ -312,9 +317,9 @@ class ResidentRounds:
         held = WindowFiles(writer=mesh.rank)  # the window's log and history rows, written at its end
         msgs: dict[int, pd.DataFrame] = {}  # the messages in flight to this task's brokers, by kind
         down, first = w.crashed, w.first  # the brokers down, the round's parameters: as a crash in the window leaves them
-        crashed = np.array(sorted(down), dtype="int64")
+        crashed = _ids(down)
         crashes = {k: (gone, cut) for k, gone, cut in w.crashes}
-        ahead, ahead_k = None, -1  # a round's produce batches, made while the round before waited for messages
+        ahead = None  # the next round's produce batches, made while this round waits for its messages
         spent["resident.start"] += time.perf_counter() - t0
         try:
             with young_only():
@@ -323,16 +328,13 @@ class ResidentRounds:
                     if k in crashes:  # brokers crash before this round, as the driver's events would have it
                         gone, cut = crashes[k]
                         down = down | frozenset(gone)
-                        crashed = np.array(sorted(down), dtype="int64")
+                        crashed = _ids(down)
                         first = replace(first, unreachable=cut)
                         state, inbox = without(state, gone), without(inbox, gone)
                     now = w.first.now + k * w.round_ms
                     p = replace(first, round_no=w.first.round_no + k, now=now, log_version=snap)
-                    if k > 0 and w.workload is not None:
-                        b = ahead if ahead_k == k else task_batches(w.workload, now, w.leaders, mesh.rank, mesh.size,
-                                                                    crashed)
-                        if b is not None:
-                            inbox = replace(inbox, produce=concat([inbox.produce, b], PRODUCE))
+                    if ahead is not None:  # made by the round before (the first round's came from the driver)
+                        inbox, ahead = replace(inbox, produce=concat([inbox.produce, ahead], PRODUCE)), None
                     spent["resident.produce"] += time.perf_counter() - t
                     t = time.perf_counter()
                     done = None
@@ -354,10 +356,8 @@ class ResidentRounds:
                     spent["resident.exchange"] += time.perf_counter() - t
                     t = time.perf_counter()
                     if w.workload is not None and k + 1 < w.rounds:  # the next round's batches, while messages travel
-                        nxt = crashed if k + 1 not in crashes else np.array(sorted(down | frozenset(crashes[k + 1][0])),
-                                                                            dtype="int64")
-                        ahead, ahead_k = task_batches(w.workload, now + w.round_ms, w.leaders, mesh.rank, mesh.size,
-                                                      nxt), k + 1
+                        nxt = crashed if k + 1 not in crashes else _ids(down | frozenset(crashes[k + 1][0]))
+                        ahead = task_batches(w.workload, now + w.round_ms, w.leaders, mesh.rank, mesh.size, nxt)
                     spent["resident.produce"] += time.perf_counter() - t
                     t = time.perf_counter()
                     if done is not None:  # the round's files while its messages travel and the other tasks step

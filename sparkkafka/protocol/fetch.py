@@ -40,6 +40,7 @@ from .frames import (
     locate,
     owned,
     positional,
+    run_ids,
     select,
     select_str,
     stack,
@@ -227,8 +228,8 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     off = array(log, "offset")[li]
     inside = (off >= array(want, "fetch_offset")[wi]) & (off < array(want, "leo")[wi])
     li, wi, off = li[inside], wi[inside], off[inside]
-    part = ["_dst", "broker", "sent_ms", "topic", "partition"]
-    order = joined_order([array(want, {"_dst": "src"}.get(c, c)) for c in part], wi, off)
+    part = ["_dst", "broker", "sent_ms", "topic", "partition"]  # the records' names for want's REQUEST, topic, partition
+    order = joined_order([array(want, c) for c in (*REQUEST, "topic", "partition")], wi, off)
     if order is not None:  # only the key columns were taken to sort by: every column is taken once, in order
         li, wi = li[order], wi[order]
     cols = {c: array(log, c)[li] for c in log.columns if c != "src"}
@@ -237,27 +238,19 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
     if len(li):
         size = record_bytes(log)[li]
         # runs of one (request, partition), then of one request: the rows are in that order
-        part_run = _runs([cols[c] for c in part])
+        part_run = run_ids([cols[c] for c in part])
         kept = _within(size, part_run, cfg["replica.fetch.max.bytes"])
         per = np.zeros(part_run[-1] + 1, dtype="int64")  # each partition's bytes kept
         np.add.at(per, part_run[kept], size[kept])
         parts = np.flatnonzero(np.bincount(part_run[kept], minlength=len(per)))  # those left with a record
         first = _starts(part_run)[parts]
         ok = np.zeros(len(per), dtype=bool)
-        ok[parts] = _within(per[parts], _runs([cols[c][first] for c in RESPONSE]),
+        ok[parts] = _within(per[parts], run_ids([cols[c][first] for c in RESPONSE]),
                             cfg["replica.fetch.response.max.bytes"])
         keep = kept & ok[part_run]
         if not keep.all():  # most rounds stay within both limits: nothing to cut
             cols = {c: v[keep] for c, v in cols.items()}
     return owned(cols)  # every array a fresh take: owned as it is
-
-
-def _runs(columns: list[np.ndarray]) -> np.ndarray:
-    """A run number (0, 1, ...) per row of rows sorted by `columns`: it grows where any value changes."""
-    change = np.zeros(len(columns[0]), dtype=bool)
-    for v in columns:
-        change[1:] |= v[1:] != v[:-1]
-    return np.cumsum(change)
 
 
 def _starts(run: np.ndarray) -> np.ndarray:

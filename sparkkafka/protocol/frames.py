@@ -802,6 +802,14 @@ def join(left: pd.DataFrame, right: pd.DataFrame, on: list[str], right_on: list[
     return np.repeat(np.arange(n), rows), np.where(np.repeat(found > 0, rows), ri, -1)
 
 
+def run_ids(columns: list[np.ndarray]) -> np.ndarray:
+    """A run number (0, 1, ...) per row of rows sorted by `columns`: it grows where any value changes."""
+    change = np.zeros(len(columns[0]), dtype=bool)
+    for v in columns:
+        change[1:] |= v[1:] != v[:-1]
+    return np.cumsum(change)
+
+
 def joined_order(keys: list[np.ndarray], li: np.ndarray, off: np.ndarray) -> np.ndarray | None:
     """Positions that sort the rows of a join, grouped by left row `li` as `join(left, right)` gives them,
     by the left rows' `keys` and then `off` (stably); None when they already are in that order. When each
@@ -812,10 +820,7 @@ def joined_order(keys: list[np.ndarray], li: np.ndarray, off: np.ndarray) -> np.
         return None
     order = sort_order(keys)
     same = li[1:] == li[:-1]
-    runs = np.zeros(len(order), dtype=bool)
-    for k in keys:
-        runs[1:] |= k[order][1:] != k[order][:-1]
-    if not (off[1:][same] > off[:-1][same]).all() or not runs[1:].all():
+    if not (off[1:][same] > off[:-1][same]).all() or run_ids([k[order] for k in keys])[-1] < len(order) - 1:
         return sort_order([*(k[li] for k in keys), off])
     if (order[1:] > order[:-1]).all():
         return None
