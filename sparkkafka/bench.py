@@ -30,6 +30,7 @@ identity round, i.e. `repartitionById` by broker + `mapInPandas` returning its i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -60,6 +61,15 @@ def _scenario(brokers: int, partitions: int, rounds: int):
     }, name=f"bench-{brokers}x{partitions}")
 
 
+def driving(c) -> contextlib.AbstractContextManager:
+    """A bench's own loop over `c.loop.advance` (timed round by round or window by window), run as
+    Cluster.step runs it: holding the run directory's lock, the Cluster's record of the last save kept
+    current. The loop saves every emulator.checkpoint.rounds rounds (1000 by default); without this, the
+    `c.run` that ends a bench of more rounds (the long run, the idle hour) was refused as if another
+    process had saved the run in between."""
+    return c._writing()
+
+
 def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> dict:
     """Time `rounds` emulator rounds and as many identity rounds over the same input."""
     from .cluster import Cluster
@@ -70,10 +80,11 @@ def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> 
     c.step(WARMUP)
     c.timings.clear()
     walls = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        c.loop.advance(1)
-        walls.append(time.perf_counter() - t)
+    with driving(c):
+        for _ in range(rounds):
+            t = time.perf_counter()
+            c.loop.advance(1)
+            walls.append(time.perf_counter() - t)
     c.flush()
     phases = {k: v / rounds * 1000 for k, v in c.timings.items()}
     state = c.loop.route(c.loop.state_rows()).localCheckpoint(eager=True)
@@ -134,13 +145,14 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
 
         bar = tqdm(total=rounds, unit="round", desc=sc.name, leave=False)
     jobs = 0
-    while len(walls) < rounds:
-        t = time.perf_counter()
-        ran = c.loop.advance(min(rounds - len(walls), c.loop.window_limit()))
-        walls += [(time.perf_counter() - t) / ran] * ran
-        jobs += 1
-        if bar is not None:
-            bar.update(ran)
+    with driving(c):
+        while len(walls) < rounds:
+            t = time.perf_counter()
+            ran = c.loop.advance(min(rounds - len(walls), c.loop.window_limit()))
+            walls += [(time.perf_counter() - t) / ran] * ran
+            jobs += 1
+            if bar is not None:
+                bar.update(ran)
     if bar is not None:
         bar.close()
     t2 = time.perf_counter()
@@ -241,20 +253,21 @@ def measure_long_run(spark, brokers: int, partitions: int, rounds: int, workdir:
 
         bar = tqdm(total=rounds, unit="round", desc=sc.name, leave=False)
     t0 = time.perf_counter()
-    while c.round < rounds:
-        first = c.round
-        before = dict(c.timings)
-        t, cpu, upkeep = time.perf_counter(), tree_cpu_seconds(), c.writer.upkeep_s
-        ran = c.loop.advance(min(rounds - c.round, c.loop.window_limit()))
-        wall = time.perf_counter() - t
-        phases = {k: c.timings.get(k, 0.0) - before.get(k, 0.0) for k in set(c.timings)}
-        phases["cpu"] = tree_cpu_seconds() - cpu
-        phases["upkeep"] = c.writer.upkeep_s - upkeep
-        windows.append((first, ran, wall, phases))
-        if first < 100 + span <= c.round:
-            files_at[100 + span] = table_files(c.tables_dir)
-        if bar is not None:
-            bar.update(ran)
+    with driving(c):
+        while c.round < rounds:
+            first = c.round
+            before = dict(c.timings)
+            t, cpu, upkeep = time.perf_counter(), tree_cpu_seconds(), c.writer.upkeep_s
+            ran = c.loop.advance(min(rounds - c.round, c.loop.window_limit()))
+            wall = time.perf_counter() - t
+            phases = {k: c.timings.get(k, 0.0) - before.get(k, 0.0) for k in set(c.timings)}
+            phases["cpu"] = tree_cpu_seconds() - cpu
+            phases["upkeep"] = c.writer.upkeep_s - upkeep
+            windows.append((first, ran, wall, phases))
+            if first < 100 + span <= c.round:
+                files_at[100 + span] = table_files(c.tables_dir)
+            if bar is not None:
+                bar.update(ran)
     loop = time.perf_counter() - t0
     if bar is not None:
         bar.close()
@@ -318,9 +331,10 @@ def measure_idle_hour(spark, brokers: int, partitions: int, workdir: str, engine
     total = sc.end_ms // c.round_ms + 1
     t = time.perf_counter()
     jobs, left = 0, total
-    while left > 0:
-        left -= c.loop.advance(min(left, c.loop.window_limit()), left)
-        jobs += 1
+    with driving(c):
+        while left > 0:
+            left -= c.loop.advance(min(left, c.loop.window_limit()), left)
+            jobs += 1
     loop = time.perf_counter() - t
     c.run(sc.end_ms)
     m = c._df("metrics").select("time_ms").toPandas()["time_ms"]

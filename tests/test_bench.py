@@ -113,3 +113,24 @@ def test_a_repeated_reference_run_reports_every_run_and_the_median(spark, capsys
         [" 1 ", " job per round "], [" 1 ", " resident "], [" 2 ", " job per round "], [" 2 ", " resident "],
         [" median of 2 ", " job per round "], [" median of 2 ", " resident "]]
     assert all(row.split("|")[-2].strip() == "0" for row in final)  # no acked record lost
+
+
+def test_the_idle_hour_bench_runs_to_its_end_past_the_drivers_checkpoint_saves(spark, capsys):
+    """`bench --idle-hour`: 36,001 rounds, so the driver saves the run every emulator.checkpoint.rounds (1000)
+    inside the bench's own loop; the run's end (`Cluster.run`) used to be refused as if another writer had
+    saved it. The hour is 14 rounds of work, 4 of them after the first 10 s."""
+    from sparkkafka.cli import main
+
+    assert main(["bench", "--idle-hour", "--scale", "3,3", "--engine", "resident", "--no-progress"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split("|")
+    assert [c.strip() for c in row[1:8]] == ["resident", "3", "9", "3600", "36001", "14", "4"]
+
+
+def test_the_long_run_bench_runs_past_a_checkpoint_save(spark, tmp_path):
+    """`bench --long-run` over more rounds than emulator.checkpoint.rounds (here 25 of 60): the loop's saves
+    do not stop the run's end, and every acked record is kept."""
+    from sparkkafka.bench import measure_long_run
+
+    r = measure_long_run(spark, 3, 6, 60, str(tmp_path), span=10, **{"checkpoint.rounds": 25, "resident.rounds": 20})
+    assert (r["rounds"], r["jobs"], r["lost_acked"]) == (60, 3, 0)
+    assert 6 * 50 < r["acked"] <= 6 * 60  # one record per partition a round; the last rounds' are not acked yet
