@@ -134,6 +134,7 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
     from .cluster import Cluster
 
     sc = reference_scenario(brokers, partitions, seconds, engine)
+    reset_driver_peak()
     t0 = time.perf_counter()
     c = Cluster.from_scenario(sc, spark=spark, out=os.path.join(workdir, sc.name), overwrite=True)
     t1 = time.perf_counter()
@@ -167,7 +168,7 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
             "realtime": emulated / loop, "replica_rounds_per_s": partitions * 3 * rounds / loop,
             "first_rounds_ms": statistics.median(head) * 1000, "last_rounds_ms": statistics.median(tail) * 1000,
             "median_round_ms": statistics.median(walls) * 1000, "acked": s.get("acked"),
-            "lost_acked": s.get("lost_acked")}
+            "lost_acked": s.get("lost_acked"), "driver_peak_mib": driver_peak_mib()}
 
 
 def long_run_scenario(brokers: int = 3, partitions: int = 6, rounds: int = 10_000, **emulator):
@@ -189,6 +190,25 @@ def long_run_scenario(brokers: int = 3, partitions: int = 6, rounds: int = 10_00
 
 LONG_PHASES = {"Spark job": ("driver", "job", "collect"), "log commit": ("commit",), "history flush": ("history",),
                "of which compaction": ("upkeep",), "reads": ("task.storage_reads",)}
+
+
+def reset_driver_peak() -> None:
+    """Start this process's peak RSS (VmHWM) afresh, so that it covers one run only (Linux: writing 5 to
+    /proc/self/clear_refs; elsewhere nothing happens and `driver_peak_mib` says None)."""
+    with contextlib.suppress(OSError):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+
+
+def driver_peak_mib() -> float | None:
+    """This (the driver's) Python process's peak RSS since `reset_driver_peak`, in MiB: issue 11 bounds it
+    at 2 GiB for 1M replicas. Spark's JVM and the Python workers are other processes, not counted."""
+    try:
+        with open("/proc/self/status") as f:
+            kb = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), None)
+    except OSError:
+        return None
+    return None if kb is None else kb / 1024
 
 
 def tree_cpu_seconds(root: int | None = None) -> float:
@@ -363,15 +383,20 @@ def medians(runs: list[dict]) -> list[dict]:
     return out
 
 
+def _mib(v: float | None) -> str:
+    return "?" if v is None else f"{v:,.0f}"
+
+
 def reference_table(results: list[dict]) -> str:
     head = ("| run | engine | brokers | replicas | emulated s | rounds | Spark jobs | run loop (s) | real-time factor | "
-            "replica-rounds/s | median round (ms) | first / last 10 rounds (ms) | setup / end (s) | acked | lost |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "replica-rounds/s | median round (ms) | first / last 10 rounds (ms) | setup / end (s) | driver peak (MiB) | acked | "
+            "lost |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = [f"| {r.get('run', 1)} | {r['engine']} | {r['brokers']} | {r['replicas']} | {r['emulated_s']:.1f} | {r['rounds']} | "
              f"{r.get('jobs', r['rounds'])} | "
              f"{r['loop_s']:.1f} | {r['realtime']:.3f}x | {r['replica_rounds_per_s']:.0f} | "
              f"{r['median_round_ms']:.0f} | {r['first_rounds_ms']:.0f} / {r['last_rounds_ms']:.0f} | "
-             f"{r['setup_s']:.1f} / {r['end_s']:.1f} | {r['acked']} | {r['lost_acked']} |" for r in results]
+             f"{r['setup_s']:.1f} / {r['end_s']:.1f} | {_mib(r.get('driver_peak_mib'))} | {r['acked']} | "
+             f"{r['lost_acked']} |" for r in results]
     return head + "\n".join(lines) + "\n"
 
 

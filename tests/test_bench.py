@@ -113,6 +113,8 @@ def test_a_repeated_reference_run_reports_every_run_and_the_median(spark, capsys
         [" 1 ", " job per round "], [" 1 ", " resident "], [" 2 ", " job per round "], [" 2 ", " resident "],
         [" median of 2 ", " job per round "], [" median of 2 ", " resident "]]
     assert all(row.split("|")[-2].strip() == "0" for row in final)  # no acked record lost
+    # the driver's own peak per run (reset at each run's start): pyspark, pandas and pyarrow alone are ~100 MiB
+    assert all(100 < float(row.split("|")[-4].replace(",", "")) < 2048 for row in final)
 
 
 def test_the_idle_hour_bench_runs_to_its_end_past_the_drivers_checkpoint_saves(spark, capsys):
@@ -134,3 +136,16 @@ def test_the_long_run_bench_runs_past_a_checkpoint_save(spark, tmp_path):
     r = measure_long_run(spark, 3, 6, 60, str(tmp_path), span=10, **{"checkpoint.rounds": 25, "resident.rounds": 20})
     assert (r["rounds"], r["jobs"], r["lost_acked"]) == (60, 3, 0)
     assert 6 * 50 < r["acked"] <= 6 * 60  # one record per partition a round; the last rounds' are not acked yet
+
+
+def test_the_driver_peak_is_this_process_peak_since_its_reset():
+    """The reference table's driver peak column: VmHWM of this process, started afresh for each run."""
+    from sparkkafka.bench import driver_peak_mib, reset_driver_peak
+
+    reset_driver_peak()
+    before = driver_peak_mib()
+    block = bytearray(256 * 2**20)  # touched: resident, not only reserved
+    assert driver_peak_mib() >= before + 250
+    del block
+    reset_driver_peak()
+    assert driver_peak_mib() < before + 100
