@@ -61,15 +61,6 @@ def _scenario(brokers: int, partitions: int, rounds: int):
     }, name=f"bench-{brokers}x{partitions}")
 
 
-def driving(c) -> contextlib.AbstractContextManager:
-    """A bench's own loop over `c.loop.advance` (timed round by round or window by window), run as
-    Cluster.step runs it: holding the run directory's lock, the Cluster's record of the last save kept
-    current. The loop saves every emulator.checkpoint.rounds rounds (1000 by default); without this, the
-    `c.run` that ends a bench of more rounds (the long run, the idle hour) was refused as if another
-    process had saved the run in between."""
-    return c._writing()
-
-
 def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> dict:
     """Time `rounds` emulator rounds and as many identity rounds over the same input."""
     from .cluster import Cluster
@@ -80,11 +71,11 @@ def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> 
     c.step(WARMUP)
     c.timings.clear()
     walls = []
-    with driving(c):
-        for _ in range(rounds):
-            t = time.perf_counter()
-            c.loop.advance(1)
-            walls.append(time.perf_counter() - t)
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in c.jobs(1):
+            pass
+        walls.append(time.perf_counter() - t)
     c.flush()
     phases = {k: v / rounds * 1000 for k, v in c.timings.items()}
     state = c.loop.route(c.loop.state_rows()).localCheckpoint(eager=True)
@@ -146,14 +137,13 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
 
         bar = tqdm(total=rounds, unit="round", desc=sc.name, leave=False)
     jobs = 0
-    with driving(c):
-        while len(walls) < rounds:
-            t = time.perf_counter()
-            ran = c.loop.advance(min(rounds - len(walls), c.loop.window_limit()))
-            walls += [(time.perf_counter() - t) / ran] * ran
-            jobs += 1
-            if bar is not None:
-                bar.update(ran)
+    t = time.perf_counter()
+    for ran in c.jobs(rounds):  # the run's lock and the loop's checkpoint saves as Cluster.run has them
+        walls += [(time.perf_counter() - t) / ran] * ran
+        jobs += 1
+        if bar is not None:
+            bar.update(ran)
+        t = time.perf_counter()
     if bar is not None:
         bar.close()
     t2 = time.perf_counter()
@@ -273,21 +263,18 @@ def measure_long_run(spark, brokers: int, partitions: int, rounds: int, workdir:
 
         bar = tqdm(total=rounds, unit="round", desc=sc.name, leave=False)
     t0 = time.perf_counter()
-    with driving(c):
-        while c.round < rounds:
-            first = c.round
-            before = dict(c.timings)
-            t, cpu, upkeep = time.perf_counter(), tree_cpu_seconds(), c.writer.upkeep_s
-            ran = c.loop.advance(min(rounds - c.round, c.loop.window_limit()))
-            wall = time.perf_counter() - t
-            phases = {k: c.timings.get(k, 0.0) - before.get(k, 0.0) for k in set(c.timings)}
-            phases["cpu"] = tree_cpu_seconds() - cpu
-            phases["upkeep"] = c.writer.upkeep_s - upkeep
-            windows.append((first, ran, wall, phases))
-            if first < 100 + span <= c.round:
-                files_at[100 + span] = table_files(c.tables_dir)
-            if bar is not None:
-                bar.update(ran)
+    first, before, t, cpu, upkeep = c.round, dict(c.timings), t0, tree_cpu_seconds(), c.writer.upkeep_s
+    for ran in c.jobs(rounds):
+        wall = time.perf_counter() - t
+        phases = {k: c.timings.get(k, 0.0) - before.get(k, 0.0) for k in set(c.timings)}
+        phases["cpu"] = tree_cpu_seconds() - cpu
+        phases["upkeep"] = c.writer.upkeep_s - upkeep
+        windows.append((first, ran, wall, phases))
+        if first < 100 + span <= c.round:
+            files_at[100 + span] = table_files(c.tables_dir)
+        if bar is not None:
+            bar.update(ran)
+        first, before, t, cpu, upkeep = c.round, dict(c.timings), time.perf_counter(), tree_cpu_seconds(), c.writer.upkeep_s
     loop = time.perf_counter() - t0
     if bar is not None:
         bar.close()
@@ -350,11 +337,7 @@ def measure_idle_hour(spark, brokers: int, partitions: int, workdir: str, engine
     c = Cluster.from_scenario(sc, spark=spark, out=os.path.join(workdir, sc.name), overwrite=True)
     total = sc.end_ms // c.round_ms + 1
     t = time.perf_counter()
-    jobs, left = 0, total
-    with driving(c):
-        while left > 0:
-            left -= c.loop.advance(min(left, c.loop.window_limit()), left)
-            jobs += 1
+    jobs = sum(1 for _ in c.jobs(total))
     loop = time.perf_counter() - t
     c.run(sc.end_ms)
     m = c._df("metrics").select("time_ms").toPandas()["time_ms"]

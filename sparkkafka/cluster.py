@@ -166,13 +166,24 @@ class Cluster:
             finally:
                 self._seen = self.run_dir.stamp()  # under the lock: this process's own saves
 
+    def jobs(self, rounds: int) -> Iterator[int]:
+        """Run `rounds` rounds one Spark job at a time (a round, or a resident window of rounds; rounds an idle
+        cluster skips count too) and yield the rounds each job ran: what `step` and `run` do before they
+        save, for a caller that times or reports each job (a progress bar, `sparkkafka bench`). Holds the
+        run directory's lock until the last job; nothing is saved at the end (`save`, `step`, `run` do)."""
+        _require_count("rounds", rounds, "must be an integer >= 0")
+        with self._writing():
+            self.loop.require_resumable()
+            while rounds > 0:
+                ran = self.loop.advance(min(rounds, self.loop.window_limit()), rounds)
+                rounds -= ran
+                yield ran
+
     @_writer
     def step(self, rounds: int = 1) -> Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
-        _require_count("rounds", rounds, "must be an integer >= 0")
-        self.loop.require_resumable()
-        while rounds > 0:
-            rounds -= self.loop.advance(min(rounds, self.loop.window_limit()), rounds)
+        for _ in self.jobs(rounds):
+            pass
         self.loop.save()
         return self
 
@@ -189,9 +200,7 @@ class Cluster:
             from tqdm import tqdm
 
             bar = tqdm(total=total, unit="round", desc=self.scenario.name, leave=False)
-        while total > 0:
-            ran = self.loop.advance(min(total, self.loop.window_limit()), total)
-            total -= ran
+        for ran in self.jobs(total):
             if bar is not None:
                 bar.update(ran)
         if bar is not None:

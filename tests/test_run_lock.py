@@ -162,6 +162,25 @@ def test_a_writer_whose_view_is_older_than_the_last_save_is_refused(base, tmp_pa
         c1.save()
 
 
+def test_jobs_hold_the_lock_and_saves_between_them_keep_the_cluster_current(base, tmp_path, spark):
+    """`Cluster.jobs` runs the rounds a Spark job at a time under the run's lock and yields each job's rounds.
+    A save between jobs (the loop's own every emulator.checkpoint.rounds, done here by hand) is this process's:
+    the Cluster stays current and may save after (a bench's loop was refused here before it used `jobs`)."""
+    from sparkkafka import Cluster
+
+    run = copy_run(base, tmp_path)
+    c = Cluster.for_path(spark, run)
+    start, ran = c.round, []
+    for n in c.jobs(3):
+        assert run_lock.held(run)
+        ran.append(n)
+        c.loop.save()
+    assert not run_lock.held(run)
+    assert sum(ran) == 3 and c.round == start + 3
+    c.save()
+    assert Cluster.for_path(spark, run).round == start + 3
+
+
 @pytest.mark.slow
 def test_two_writers_on_one_run_directory_one_proceeds_the_other_exits_2(base, tmp_path):
     """Two `sparkkafka run RUN` processes started together: one runs (Spark), the other is refused before
