@@ -30,7 +30,6 @@ identity round, i.e. `repartitionById` by broker + `mapInPandas` returning its i
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import statistics
@@ -73,7 +72,7 @@ def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> 
     walls = []
     for _ in range(rounds):
         t = time.perf_counter()
-        for _ in c.jobs(1):
+        for _ran in c.jobs(1):  # one round, one Spark job
             pass
         walls.append(time.perf_counter() - t)
     c.flush()
@@ -125,7 +124,7 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
     from .cluster import Cluster
 
     sc = reference_scenario(brokers, partitions, seconds, engine)
-    reset_driver_peak()
+    peak_of_run = reset_driver_peak()
     t0 = time.perf_counter()
     c = Cluster.from_scenario(sc, spark=spark, out=os.path.join(workdir, sc.name), overwrite=True)
     t1 = time.perf_counter()
@@ -158,7 +157,7 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
             "realtime": emulated / loop, "replica_rounds_per_s": partitions * 3 * rounds / loop,
             "first_rounds_ms": statistics.median(head) * 1000, "last_rounds_ms": statistics.median(tail) * 1000,
             "median_round_ms": statistics.median(walls) * 1000, "acked": s.get("acked"),
-            "lost_acked": s.get("lost_acked"), "driver_peak_mib": driver_peak_mib()}
+            "lost_acked": s.get("lost_acked"), "driver_peak_mib": driver_peak_mib() if peak_of_run else None}
 
 
 def long_run_scenario(brokers: int = 3, partitions: int = 6, rounds: int = 10_000, **emulator):
@@ -182,12 +181,16 @@ LONG_PHASES = {"Spark job": ("driver", "job", "collect"), "log commit": ("commit
                "of which compaction": ("upkeep",), "reads": ("task.storage_reads",)}
 
 
-def reset_driver_peak() -> None:
+def reset_driver_peak() -> bool:
     """Start this process's peak RSS (VmHWM) afresh, so that it covers one run only (Linux: writing 5 to
-    /proc/self/clear_refs; elsewhere nothing happens and `driver_peak_mib` says None)."""
-    with contextlib.suppress(OSError):
+    /proc/self/clear_refs). False where that cannot be done: a peak read then would be the process's own
+    since it started, not the run's."""
+    try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
+    except OSError:
+        return False
+    return True
 
 
 def driver_peak_mib() -> float | None:
@@ -263,7 +266,10 @@ def measure_long_run(spark, brokers: int, partitions: int, rounds: int, workdir:
 
         bar = tqdm(total=rounds, unit="round", desc=sc.name, leave=False)
     t0 = time.perf_counter()
-    first, before, t, cpu, upkeep = c.round, dict(c.timings), t0, tree_cpu_seconds(), c.writer.upkeep_s
+    def mark() -> tuple[int, dict, float, float, float]:  # where the next job starts: round, timings, clocks
+        return c.round, dict(c.timings), time.perf_counter(), tree_cpu_seconds(), c.writer.upkeep_s
+
+    first, before, t, cpu, upkeep = mark()
     for ran in c.jobs(rounds):
         wall = time.perf_counter() - t
         phases = {k: c.timings.get(k, 0.0) - before.get(k, 0.0) for k in set(c.timings)}
@@ -274,7 +280,7 @@ def measure_long_run(spark, brokers: int, partitions: int, rounds: int, workdir:
             files_at[100 + span] = table_files(c.tables_dir)
         if bar is not None:
             bar.update(ran)
-        first, before, t, cpu, upkeep = c.round, dict(c.timings), time.perf_counter(), tree_cpu_seconds(), c.writer.upkeep_s
+        first, before, t, cpu, upkeep = mark()
     loop = time.perf_counter() - t0
     if bar is not None:
         bar.close()

@@ -142,10 +142,10 @@ def test_the_driver_peak_is_this_process_peak_since_its_reset():
     """The reference table's driver peak column: VmHWM of this process, started afresh for each run."""
     from sparkkafka.bench import driver_peak_mib, reset_driver_peak
 
-    reset_driver_peak()
+    assert reset_driver_peak()
     before = driver_peak_mib()
     block = bytearray(256 * 2**20)  # touched: resident, not only reserved
     assert driver_peak_mib() >= before + 250
     del block
-    reset_driver_peak()
+    assert reset_driver_peak()
     assert driver_peak_mib() < before + 100

@@ -254,7 +254,7 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
 
 
 def _starts(run: np.ndarray) -> np.ndarray:
-    """The first row of each run (`_runs`)."""
+    """The first row of each run (`frames.run_ids`)."""
     return np.flatnonzero(np.r_[True, run[1:] != run[:-1]]) if len(run) else run
 
 
