@@ -337,3 +337,30 @@ def test_a_task_writes_its_history_mid_window_past_its_budget(spark, tmp_path, r
         assert rounds_held == 1 and len(spans) > c.round
     else:  # one file per task and window (the longest window here: 15 rounds)
         assert rounds_held > 10 and len(spans) < c.round
+
+
+def test_a_topic_created_while_no_controller_acts_runs_on_both_engines(spark, tmp_path):
+    """The controller's broker crashes; its ZooKeeper session stays open (6 s here), so no controller acts and
+    a topic created meanwhile has no partition state yet (Kafka's New partitions). The resident window's
+    leader table used to fail on it (NoNodeError, exit 1). Both engines now run through, with the same tables:
+    the topic has no leader until the session expires and a new controller creates its partitions."""
+    raw = {"seed": 3, "cluster": {"brokers": [1, 2, 3], "config": {"zookeeper.session.timeout.ms": 6000}},
+           "topics": [{"name": "t", "partitions": 2, "replication_factor": 2}],
+           "timeline": [{"at": 0, "produce": {"topic": "t", "partition": "all", "rate_per_sec": 20,
+                                              "duration_ms": 9000, "acks": 1}},
+                        {"at": 300, "crash": 1},
+                        {"at": 1000, "create_topic": {"name": "u", "partitions": 1, "replication_factor": 2}}],
+           "run": {"until_ms": 9000}}
+    got = {}
+    for engine in ("rounds", "resident"):
+        sc = parse_scenario({**raw, "cluster": {**raw["cluster"], "emulator": {"engine": engine}}}, name="new-topic")
+        out = str(tmp_path / engine)
+        c = Cluster.from_scenario(sc, spark=spark, out=out)
+        assert c.control.controller_id() == 1  # the broker about to crash leads
+        c.run()
+        got[engine] = tables(out)
+        ps = c.partition_state().toPandas()
+        u = ps[ps["topic"] == "u"]
+        assert len(u) and u["time_ms"].min() >= 300 + 6000  # its first state once broker 1's session expired
+        assert c.describe_topics().toPandas().set_index("topic").loc["u", "leader"] in (2, 3)
+    assert_same(got["rounds"], got["resident"])

@@ -430,11 +430,13 @@ class ControlPlane:
         return F.leaders_by_key(self.partition_frame(), topics, partitions)
 
     def partition_frame(self) -> pd.DataFrame:
-        """Every partition's state in ZooKeeper, rebuilt only after ZooKeeper changed."""
+        """Every partition's state in ZooKeeper, rebuilt only after ZooKeeper changed. A partition without a
+        state znode yet (New, as the controller's own scans skip it: a topic created while no controller acts,
+        say while the controller's broker is down and its session still open) has no row: it has no leader."""
         if self._frame is not None and self._frame_zxid == self.zk.zxid:
             return self._frame
         rows = [(t, p, s["leader"], list(s["isr"]), list(reps), s["leader_epoch"], s["controller_epoch"], v)
-                for t in self.topics() for p, reps, s, v in self.zk.partition_states(t)]
+                for t in self.topics() for p, reps, s, v in self.zk.partition_states(t, missing_ok=True)]
         self._frame = pd.DataFrame(rows, columns=["topic", "partition", "leader", "isr", "replicas",
                                                   "leader_epoch", "controller_epoch", "version"])
         self._frame_zxid = self.zk.zxid
