@@ -241,6 +241,15 @@ def test_batches_sent_to_a_down_leader_in_a_window_fail_in_the_round_they_were_s
     assert (~down["acked"]).all() and set(down["error"]) == {"NETWORK_EXCEPTION"} and down["offset"].isna().all()
 
 
+def _on_both_engines(spark, tmp_path, raw: dict, name: str):
+    """Scenario `raw` as a new cluster on the round engine, then on the resident engine: (engine, the Cluster
+    not run yet, its run directory)."""
+    for engine in ("rounds", "resident"):
+        sc = parse_scenario({**raw, "cluster": {**raw["cluster"], "emulator": {"engine": engine}}}, name=name)
+        out = str(tmp_path / engine)
+        yield engine, Cluster.from_scenario(sc, spark=spark, out=out), out
+
+
 def test_crashes_inside_a_window_give_the_round_engines_tables(spark, tmp_path):
     """The controller's broker and another broker crash (at 400 and 700 ms, both leading partitions): nothing
     needs the driver until their ZooKeeper sessions expire (1.5 s later). One resident window runs through
@@ -254,10 +263,7 @@ def test_crashes_inside_a_window_give_the_round_engines_tables(spark, tmp_path):
                         {"at": 400, "crash": 0}, {"at": 700, "crash": 3}, {"at": 2600, "restart": 0}],
            "run": {"until_ms": 3000}}
     got = {}
-    for engine in ("rounds", "resident"):
-        sc = parse_scenario({**raw, "cluster": {**raw["cluster"], "emulator": {"engine": engine}}}, name="crashes")
-        out = str(tmp_path / engine)
-        c = Cluster.from_scenario(sc, spark=spark, out=out)
+    for engine, c, out in _on_both_engines(spark, tmp_path, raw, "crashes"):
         if engine == "resident":
             assert c.loop.control.controller_id() == 0
             windows = []
@@ -352,10 +358,7 @@ def test_a_topic_created_while_no_controller_acts_runs_on_both_engines(spark, tm
                         {"at": 1000, "create_topic": {"name": "u", "partitions": 1, "replication_factor": 2}}],
            "run": {"until_ms": 9000}}
     got = {}
-    for engine in ("rounds", "resident"):
-        sc = parse_scenario({**raw, "cluster": {**raw["cluster"], "emulator": {"engine": engine}}}, name="new-topic")
-        out = str(tmp_path / engine)
-        c = Cluster.from_scenario(sc, spark=spark, out=out)
+    for engine, c, out in _on_both_engines(spark, tmp_path, raw, "new-topic"):
         assert c.control.controller_id() == 1  # the broker about to crash leads
         c.run()
         got[engine] = tables(out)
