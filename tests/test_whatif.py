@@ -36,6 +36,71 @@ def _snapshot(tmp_path: Path) -> Path:
     return d
 
 
+MOVING = (  # a-0 is being reassigned from 1,2,3 to 1,2,4 (kafka-topics --describe, KIP-455)
+    "Topic: a\tPartitionCount: 2\tReplicationFactor: 3\tConfigs: min.insync.replicas=2\n"
+    "\tTopic: a\tPartition: 0\tLeader: 1\tReplicas: 1,2,4,3\tIsr: 1,2,3\tAdding Replicas: 4\tRemoving Replicas: 3\n"
+    "\tTopic: a\tPartition: 1\tLeader: 2\tReplicas: 2,3,4\tIsr: 2,3,4\n")
+
+
+def _moving_cluster(tmp_path: Path):
+    """The MOVING snapshot started on the in-process engine (no SparkSession)."""
+    from sparkkafka import Cluster
+
+    d = tmp_path / "moving"
+    d.mkdir()
+    (d / "topics-describe.txt").write_text(MOVING)
+    (d / "rates.csv").write_text("topic,records_per_sec,value_bytes,acks\na,20,100,all\n")
+    m = W.load_snapshot(d)
+    m["cluster"]["emulator"] = {"engine": "local"}
+    return Cluster.from_scenario(m, spark=None, out=str(tmp_path / "run"))
+
+
+def test_a_move_in_flight_in_the_snapshot_accepts_events_and_completes_in_the_run(tmp_path):
+    """An event applied to the running cluster is checked against its current assignments, where a-0 has 4
+    replicas (the same-RF rule of topic creation does not apply to them); the controller resumes the move at
+    failover as Kafka's does: the adding replica catches up and joins the ISR, then the removing one is dropped."""
+    from sparkkafka.storage import tables as T
+
+    c = _moving_cluster(tmp_path)
+    assert c.control.reassignments() == {("a", 0): ([1, 2, 4, 3], [4], [3])}
+    c.step(1)
+    c.apply({"produce": {"topic": "a", "partition": 0, "records": 5, "acks": "all"}})
+    for _ in range(20):
+        c.step(2)
+        if not c.control.reassignments():
+            break
+    assert c.control.reassignments() == {}
+    assert c.control.zk.topic_assignment("a") == {0: [1, 2, 4], 1: [2, 3, 4]}
+    ps = T.read_table(c.tables_dir, "partition_state").to_pandas()
+    a0 = ps[(ps["topic"] == "a") & (ps["partition"] == 0)].sort_values(["time_ms", "version"])
+    rows = [(list(r), list(i), list(ad), list(rm)) for r, i, ad, rm in
+            zip(a0["replicas"], a0["isr"], a0["adding"], a0["removing"], strict=True)]
+    assert rows[0] == ([1, 2, 4, 3], [1, 2, 3], [4], [3])
+    joined = next(k for k, r in enumerate(rows) if 4 in r[1])
+    dropped = next(k for k, r in enumerate(rows) if r[0] == [1, 2, 4])
+    assert joined < dropped and rows[-1] == ([1, 2, 4], [1, 2, 4], [], [])
+    assert all(r[0] == [1, 2, 4, 3] for r in rows[:dropped])
+    assert c.summary()["lost_acked"] == 0
+
+
+def test_events_applied_to_a_run_see_the_topics_the_run_created_and_deleted(tmp_path):
+    """Cluster.apply checks an event against the topics in the run's ZooKeeper now, not the scenario file's."""
+    from sparkkafka.errors import ScenarioError
+
+    c = _moving_cluster(tmp_path)
+    c.step(1)
+    c.apply({"create_topic": {"name": "b", "partitions": 1, "replication_factor": 2}})
+    c.apply({"produce": {"topic": "b", "records": 3}})  # the topic the run created
+    c.apply({"delete_topic": "b"})
+    for _ in range(10):
+        c.step(1)
+        if "b" not in c.control.topics():
+            break
+    with pytest.raises(ScenarioError) as e:
+        c.apply({"produce": {"topic": "b", "records": 3}})
+    assert "produce.topic" in e.value.field and "'b' does not exist" in str(e.value)
+
+
 def _load(d: Path) -> tuple[dict, pd.DataFrame, object]:
     m = W.load_snapshot(d)
     sc = parse_scenario(m)

@@ -21,19 +21,19 @@ class Timeline:
         self.driver.send(kind, frame, src)
 
     def event_of(self, event: dict) -> Event:
-        """One event written as a timeline entry without its time (e.g. {"crash": 2}), validated against
-        this run's scenario as the loader validates a timeline (ScenarioError naming the field)."""
+        """One event written as a timeline entry without its time (e.g. {"crash": 2}), validated as the loader
+        validates a timeline (ScenarioError naming the field), against the run's current topics and assignments
+        in ZooKeeper: those the timeline created or deleted included, and replica sets that differ per partition
+        (reassignments in flight, imported or not), not against a re-parsed copy of the scenario's topics."""
         from ..scenario.loader import parse_scenario
 
-        sc = self.scenario
+        sc, zk = self.scenario, self.control.zk
+        topics = [{"name": t, "assignment": zk.topic_assignment(t)} for t in zk.topics()]
         probe = {"cluster": {"brokers": list(sc.brokers), "log_dirs": list(sc.log_dirs), "config": sc.config},
-                 "topics": [{"name": s.name, "partitions": s.partitions, "replication_factor": s.replication_factor,
-                             **({"assignment": {k: list(v) for k, v in s.assignment.items()}} if s.assignment else {})}
-                            for s in sc.topics],
-                 "timeline": [{"at": 0, **event}]}
+                 "topics": topics, "timeline": [{"at": 0, **event}]}
         if sc.racks:
             probe["cluster"]["racks"] = sc.racks
-        return parse_scenario(probe, name=sc.name).timeline[0]
+        return parse_scenario(probe, name=sc.name, running=True).timeline[0]
 
     def apply_event(self, kind: str, a: dict, now: int) -> None:
         c = self.control

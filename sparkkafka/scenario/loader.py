@@ -284,8 +284,9 @@ def _assignment(v: Any, path: str, ctx: _Ctx, partitions: int | None,
     return dict(sorted(out.items()))
 
 
-def _topic_spec(v: Any, path: str, ctx: _Ctx) -> TopicSpec:
-    """A `topics` entry (or create_topic event); missing counts come from num.partitions/default.replication.factor."""
+def _topic_spec(v: Any, path: str, ctx: _Ctx, same_rf: bool = True) -> TopicSpec:
+    """A `topics` entry (or create_topic event); missing counts come from num.partitions/default.replication.factor.
+    `same_rf` False: the assignment may differ in size per partition (a running cluster's, reassignments in flight)."""
     m = _keys(v, path, _TOPIC_KEYS, ("name",))
     name = _str(m["name"], _at(path, "name"))
     if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
@@ -296,7 +297,7 @@ def _topic_spec(v: Any, path: str, ctx: _Ctx) -> TopicSpec:
     imported = m.get("state") is not None
     if imported and m.get("assignment") is None:
         _err(_at(path, "assignment"), None, "required with state (the replicas the state describes)")
-    assignment = _get(m, "assignment", path, _assignment, ctx=ctx, partitions=parts, rf=rf, same_rf=not imported)
+    assignment = _get(m, "assignment", path, _assignment, ctx=ctx, partitions=parts, rf=rf, same_rf=same_rf and not imported)
     if assignment:
         parts, rf = len(assignment), len(assignment[0])
     else:
@@ -582,8 +583,12 @@ def _check_supported(events: tuple[Event, ...], raw: Any) -> None:
 # Entry points
 
 
-def parse_scenario(data: Any, name: str = "scenario", base_dir: str | Path | None = None) -> Scenario:
-    """Validate and normalise a scenario mapping; `base_dir` resolves relative reassignment plan paths."""
+def parse_scenario(data: Any, name: str = "scenario", base_dir: str | Path | None = None,
+                   running: bool = False) -> Scenario:
+    """Validate and normalise a scenario mapping; `base_dir` resolves relative reassignment plan paths.
+    `running`: `topics` are a running cluster's current ones (an event checked against a run, Timeline.event_of):
+    their assignments may differ in size per partition, as reassignments in flight leave them, and there may be
+    none left (all deleted)."""
     m = _keys(data, "", _TOP_KEYS, ("cluster", "topics"))
     name, seed = _get(m, "name", "", _str, name), _get(m, "seed", "", _int, 0)
     c = _keys(m["cluster"], "cluster", _CLUSTER_KEYS, ("brokers",))
@@ -601,10 +606,10 @@ def parse_scenario(data: Any, name: str = "scenario", base_dir: str | Path | Non
         raise ScenarioError("cluster.emulator.engine", emulator["engine"], f"must be one of {', '.join(ENGINES)}")
     racks = _get(c, "racks", "cluster", _racks, brokers=brokers)
     ctx = _Ctx(brokers, log_dirs, broker_config(config), None if base_dir is None else Path(base_dir))
-    topics = _seq(m["topics"], "topics", lambda x, p: ctx.create(_topic_spec(x, p, ctx), p),
+    topics = _seq(m["topics"], "topics", lambda x, p: ctx.create(_topic_spec(x, p, ctx, same_rf=not running), p),
                   unique=False, nonempty=False)
     timeline = _timeline(m.get("timeline"), ctx, emulator["round.ms"])
-    if not topics and not any(e.type == "create_topic" for e in timeline):
+    if not topics and not running and not any(e.type == "create_topic" for e in timeline):
         _err("topics", m["topics"], "at least one topic is required (unless the timeline creates one)")
     until_ms, until_round = _run(m.get("run"), timeline, emulator["round.ms"])
     _check_supported(timeline, m.get("timeline"))
