@@ -25,12 +25,12 @@ topics:
 timeline:
   - {at: 0, produce: {topic: t, records: 5, acks: all}}
   - {at: 0, produce: {topic: u, partition: 1, rate_per_sec: 100, duration_ms: 2000, acks: "-1", value_bytes: 10, key: k}}
-  - {at: 850, produce: {topic: v, records: 1, acks: 2}}
+  - {at: 850, produce: {topic: v, records: 1, acks: 0}}
   - {round: 2, crash: 0}
   - {round: 3, crash: {broker: 1, power_loss: true}}
   - {round: 4, restart: 0}
   - {round: 5, shutdown: {broker: 2}}
-  - {at: 300, pause: {broker: 1, duration_ms: 500}}
+  - {at: 300, pause: {broker: 0, duration_ms: 500}}
   - {at: 400, isolate: {brokers: 0}}
   - {at: 410, isolate: {brokers: [0, 1], from: [2], duration_ms: 100}}
   - {at: 420, isolate: {brokers: 2, from: controller}}
@@ -80,12 +80,12 @@ def test_full_scenario_normalised(tmp_path, monkeypatch):
     expected = [
         (0, None, "produce", _produce("t", records=5, acks=-1)),
         (0, None, "produce", _produce("u", 1, rate=100.0, duration=2000, acks=-1, value_bytes=10, key="k")),
-        (850, None, "produce", _produce("v", records=1, acks=2)),
+        (850, None, "produce", _produce("v", records=1, acks=0)),
         (None, 2, "crash", {"broker": 0, "power_loss": False}),
         (None, 3, "crash", {"broker": 1, "power_loss": True}),
         (None, 4, "restart", {"broker": 0}),
         (None, 5, "shutdown", {"broker": 2}),
-        (300, None, "pause", {"broker": 1, "duration_ms": 500}),
+        (300, None, "pause", {"broker": 0, "duration_ms": 500}),
         (400, None, "isolate", {"brokers": (0,), "from": (1, 2), "duration_ms": None}),
         (410, None, "isolate", {"brokers": (0, 1), "from": (2,), "duration_ms": 100}),
         (420, None, "isolate", {"brokers": (2,), "from": "controller", "duration_ms": None}),
@@ -255,9 +255,18 @@ def test_not_yet_supported_only_after_full_validation(monkeypatch):
 
 # --- the rest of the contract --------------------------------------------------------------------
 
-@pytest.mark.parametrize("acks, expected", [(0, 0), (1, 1), (-1, -1), ("all", -1), ("-1", -1), ("1", 1), (2, 2)])
+@pytest.mark.parametrize("acks, expected", [(0, 0), (1, 1), (-1, -1), ("all", -1), ("-1", -1), ("1", 1)])
 def test_acks(acks, expected):
     assert parse_scenario(case(timeline=produce(acks=acks))).timeline[0].args["acks"] == expected
+
+
+@pytest.mark.parametrize("acks", [2, -2, "2", "none", True, 1.0])
+def test_acks_outside_the_producers_config_is_refused(acks):
+    """The Java producer's `acks` accepts only all, -1, 0 and 1 (a ConfigException otherwise)."""
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(case(timeline=produce(acks=acks)))
+    assert info.value.field == "timeline[0].produce.acks" and info.value.value == acks
+    assert "String must be one of: all, -1, 0, 1" in str(info.value)
 
 
 def test_defaults():

@@ -61,6 +61,14 @@ INT_MAX = 2**31 - 1  # Kafka's broker ids, partition ids and counts are Java int
 # `cluster.brokers: N` and a topic's partition count above these are refused, not expanded.
 MAX_BROKERS = 10_000
 MAX_PARTITIONS = 1_000_000
+# Bounds on what sizes a run's work, so that a mistyped number is refused before any directory or Spark
+# job exists instead of running without end: emulated time (a week, Kafka's default log.retention.hours),
+# records one produce event sends (each is a row of produce_results), and a record's size (the log
+# table's value_bytes is a Java int, as Kafka's record sizes are).
+MAX_TIME_MS = 7 * 24 * 3600 * 1000
+MAX_RECORDS = 100_000_000
+MAX_VALUE_BYTES = INT_MAX
+_ACKS = ("all", "-1", "0", "1")  # the producer's ConfigDef for acks (ProducerConfig: ValidString.in)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,6 +233,22 @@ class _Ctx:
     base_dir: Path | None
     topics: dict[str, TopicSpec] = field(default_factory=dict)
     live: set[str] = field(default_factory=set)
+    down: set[int] | None = field(default_factory=set)  # brokers down at this point; None: not tracked
+
+    def broker_state(self, b: int, path: str, kind: str) -> None:
+        """The timeline as a sequence: crash/shutdown/pause need the broker up, restart needs it down."""
+        if self.down is None:
+            return
+        if kind == "restart":
+            if b not in self.down:
+                _err(path, b, f"broker {b} is running at this point of the timeline: only a crashed or shut "
+                              "down broker can restart")
+            self.down.discard(b)
+        elif b in self.down:
+            _err(path, b, f"broker {b} is already down at this point of the timeline (an earlier crash or "
+                          f"shutdown, with no restart since): it cannot {kind}")
+        elif kind in ("crash", "shutdown"):
+            self.down.add(b)
 
     def broker(self, v: Any, path: str) -> int:
         b = _int(v, path)
@@ -237,6 +261,9 @@ class _Ctx:
         if name not in self.topics:
             _err(path, v, f"Topic '{name}' does not exist (neither in topics nor created by an "
                           "earlier create_topic event)")
+        if name not in self.live:
+            _err(path, v, f"Topic '{name}' does not exist at this point of the timeline: an earlier "
+                          "delete_topic event deleted it")
         return self.topics[name]
 
     def partition(self, v: Any, path: str, spec: TopicSpec) -> int:
@@ -370,14 +397,12 @@ def _replica_log(v: Any, path: str, ctx: _Ctx) -> ReplicaLogSpec:
 
 
 def _acks(v: Any, path: str) -> int:
-    """0, 1, all/-1 (-> -1), or any other int16 (the broker answers INVALID_REQUIRED_ACKS)."""
-    if isinstance(v, str):
-        if v.strip() == "all":
-            return -1
-        if not _INT_STR.fullmatch(v.strip()):
-            _err(path, v, "acks must be 0, 1, all or -1")
-        v = int(v)
-    return _int(v, path, lo=-(2**15), hi=2**15 - 1)
+    """0, 1, all or -1 (-> -1), as the Java producer's `acks` config accepts: anything else is a
+    ConfigException there, so a scenario cannot send it."""
+    text = str(v).strip() if isinstance(v, str | int) and not isinstance(v, bool) else None
+    if text not in _ACKS:
+        _err(path, v, f"Invalid value {v} for configuration acks: String must be one of: {', '.join(_ACKS)}")
+    return -1 if text == "all" else int(text)
 
 
 def _ev_produce(v: Any, path: str, ctx: _Ctx) -> dict:
@@ -385,34 +410,42 @@ def _ev_produce(v: Any, path: str, ctx: _Ctx) -> dict:
                         "value_bytes", "key"), ("topic",))
     spec = ctx.topic(m["topic"], _at(path, "topic"))
     partition = _get(m, "partition", path, lambda x, p: x if x == "all" else ctx.partition(x, p, spec), "all")
-    records = _get(m, "records", path, _int, lo=1)
+    records = _get(m, "records", path, _int, lo=1, hi=MAX_RECORDS)
     rate = _get(m, "rate_per_sec", path, _num)
-    duration = _get(m, "duration_ms", path, _int, lo=1)
+    duration = _get(m, "duration_ms", path, _int, lo=1, hi=MAX_TIME_MS)
     if (records is None) == (rate is None and duration is None):
         _err(path, v, "give either records or rate_per_sec with duration_ms")
     if (rate is None) != (duration is None):
         missing, given = ("duration_ms", "rate_per_sec") if duration is None else ("rate_per_sec", "duration_ms")
         _err(_at(path, missing), None, f"required together with {given}")
+    if rate is not None and rate * duration / 1000 > MAX_RECORDS:
+        _err(_at(path, "rate_per_sec"), v["rate_per_sec"], f"sends {rate * duration / 1000:.0f} records over "
+             f"duration_ms {duration}: at most {MAX_RECORDS} records per produce event")
     return {"topic": spec.name, "partition": partition, "records": records, "rate_per_sec": rate,
             "duration_ms": duration, "acks": _get(m, "acks", path, _acks, 1),
-            "value_bytes": _get(m, "value_bytes", path, _int, 100), "key": _get(m, "key", path, _str)}
+            "value_bytes": _get(m, "value_bytes", path, _int, 100, hi=MAX_VALUE_BYTES), "key": _get(m, "key", path, _str)}
 
 
 def _ev_crash(v: Any, path: str, ctx: _Ctx) -> dict:
     m = _keys(_shorthand(v, "broker"), path, ("broker", "power_loss"), ("broker",))
-    return {"broker": ctx.broker(m["broker"], _at(path, "broker")),
-            "power_loss": _get(m, "power_loss", path, _bool, False)}
+    out = {"broker": ctx.broker(m["broker"], _at(path, "broker")),
+           "power_loss": _get(m, "power_loss", path, _bool, False)}
+    ctx.broker_state(out["broker"], _at(path, "broker") if isinstance(v, dict) else path, "crash")
+    return out
 
 
 def _ev_broker(v: Any, path: str, ctx: _Ctx) -> dict:
     m = _keys(_shorthand(v, "broker"), path, ("broker",), ("broker",))
-    return {"broker": ctx.broker(m["broker"], _at(path, "broker"))}
+    b = ctx.broker(m["broker"], _at(path, "broker"))
+    ctx.broker_state(b, _at(path, "broker") if isinstance(v, dict) else path, path.rsplit(".", 1)[-1])
+    return {"broker": b}
 
 
 def _ev_pause(v: Any, path: str, ctx: _Ctx) -> dict:
     m = _keys(v, path, ("broker", "duration_ms"), ("broker", "duration_ms"))
+    ctx.broker_state(ctx.broker(m["broker"], _at(path, "broker")), _at(path, "broker"), "pause")
     return {"broker": ctx.broker(m["broker"], _at(path, "broker")),
-            "duration_ms": _int(m["duration_ms"], _at(path, "duration_ms"), lo=1)}
+            "duration_ms": _int(m["duration_ms"], _at(path, "duration_ms"), lo=1, hi=MAX_TIME_MS)}
 
 
 def _ev_isolate(v: Any, path: str, ctx: _Ctx) -> dict:
@@ -431,7 +464,7 @@ def _ev_isolate(v: Any, path: str, ctx: _Ctx) -> dict:
         both = sorted(set(group) & set(other))
         if both:
             _err(fpath, m["from"], f"broker(s) {both} are on both sides")
-    return {"brokers": group, "from": other, "duration_ms": _get(m, "duration_ms", path, _int, lo=1)}
+    return {"brokers": group, "from": other, "duration_ms": _get(m, "duration_ms", path, _int, lo=1, hi=MAX_TIME_MS)}
 
 
 def _ev_empty(v: Any, path: str, ctx: _Ctx) -> dict:
@@ -549,7 +582,7 @@ def _entry_head(x: Any, path: str) -> tuple[int | None, int | None, str, Any]:
     times = [k for k in _TIME_KEYS if k in m]
     if len(times) != 1:
         _err(path, {k: m[k] for k in times}, "give exactly one of at (ms) or round")
-    t = _int(m[times[0]], _at(path, times[0]))
+    t = _int(m[times[0]], _at(path, times[0]), hi=MAX_TIME_MS)
     events = [k for k in m if k in _EVENTS]
     if len(events) != 1:
         _err(path, events, f"give exactly one event per entry, one of: {', '.join(_EVENTS)}")
@@ -605,7 +638,8 @@ def parse_scenario(data: Any, name: str = "scenario", base_dir: str | Path | Non
     if emulator["engine"] not in ENGINES:
         raise ScenarioError("cluster.emulator.engine", emulator["engine"], f"must be one of {', '.join(ENGINES)}")
     racks = _get(c, "racks", "cluster", _racks, brokers=brokers)
-    ctx = _Ctx(brokers, log_dirs, broker_config(config), None if base_dir is None else Path(base_dir))
+    ctx = _Ctx(brokers, log_dirs, broker_config(config), None if base_dir is None else Path(base_dir),
+               down=None if running else set())
     topics = _seq(m["topics"], "topics", lambda x, p: ctx.create(_topic_spec(x, p, ctx, same_rf=not running), p),
                   unique=False, nonempty=False)
     timeline = _timeline(m.get("timeline"), ctx, emulator["round.ms"])
@@ -643,6 +677,10 @@ def _run(v: Any, timeline: tuple[Event, ...], round_ms: int) -> tuple[int | None
     given = {k: _int(x, _at("run", k)) for k, x in m.items() if x is not None}
     if len(given) != 1:
         _err("run", v, "give exactly one of until_ms or until_round")
+    (key, value), = given.items()
+    if value * (round_ms if key == "until_round" else 1) > MAX_TIME_MS:
+        _err(_at("run", key), value, f"must be <= {MAX_TIME_MS // (round_ms if key == 'until_round' else 1)} "
+                                     f"(a run spans at most {MAX_TIME_MS} emulated ms, a week)")
     return given.get("until_ms"), given.get("until_round")
 
 
