@@ -58,6 +58,27 @@ _RUN_FILES = ("zookeeper.json", DRIVER_STATE, MANIFEST, "summary.json")
 Isolation = tuple[frozenset, frozenset, int | None]  # (brokers, cut off from, until ms or None)
 
 
+def require_out_dir(out: str | os.PathLike, field_name: str = "out") -> None:
+    """ScenarioError naming `field_name` when `out` cannot be a run directory: it, or the nearest part of
+    its path that exists, is not a directory (checked before anything is created or Spark starts)."""
+    path = os.path.abspath(out)
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        what = "is" if path == os.path.abspath(out) else f"is under {path}, which is"
+        raise ScenarioError(field_name, str(out), f"{what} a file, not a directory: name a directory for the run")
+
+
+def run_exists_error(out: str | os.PathLike, field_name: str = "out", scenario: str | os.PathLike | None = None
+                     ) -> ScenarioError:
+    """The refusal to create a run where one is, saying both ways on: replace it (a failed run's too), or
+    continue it."""
+    again = f"sparkkafka run {scenario or 'SCENARIO.yaml'} --out {out} --overwrite"
+    return ScenarioError(field_name, str(out), f"directory already holds a run (a finished, stopped or failed one): "
+                                               f"replace it with --overwrite ({again}; Python: overwrite=True), or "
+                                               f"continue it with sparkkafka run {out}")
+
+
 @dataclass
 class DriverState:
     """What the driver holds between rounds; the brokers' own state lives in `state_folder` and the tables.
