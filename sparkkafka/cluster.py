@@ -90,6 +90,7 @@ class Cluster:
     def __init__(self, spark: SparkSession | None, out: str, driver: DriverState | None = None) -> None:
         self.loop = RoundLoop(spark, out, driver)
         self._seen = self.run_dir.stamp()  # the last save this Cluster knows of (run_lock.writing)
+        self._checked = False  # checked for writing (run_check.py) since it was reopened
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -164,8 +165,9 @@ class Cluster:
         """Hold the run directory's lock (run_lock.py) while changing it; refused when another process has
         saved the run since this Cluster read or saved it (its view would overwrite that change)."""
         with run_lock.writing(self.out, seen=self._seen):
-            if self.loop.reopened:  # a reopened run's first write: refused if it is damaged, changing nothing
+            if self.loop.reopened and not self._checked:  # a reopened run's first write: refused if damaged
                 check_run(self.out, writes=True)
+                self._checked = True
             try:
                 yield
             finally:

@@ -77,7 +77,10 @@ def check_run(path: str | os.PathLike, writes: bool = False) -> None:
     missing = [k for k in _META_KEYS if k not in meta]
     if missing:
         raise DamagedRunError(run, os.path.join(run, RUN_JSON), f"lacks {', '.join(missing)}")
-    manifest = _json(run, MANIFEST) if os.path.exists(os.path.join(run, MANIFEST)) or writes else None
+    # no driver.json: a run written before it existed (refused by number when continued, RunDir.check_format),
+    # unless it holds this format's driver-state.json, whose manifest then is what is missing
+    has = os.path.exists(os.path.join(run, MANIFEST)) or os.path.exists(os.path.join(run, DRIVER_STATE))
+    manifest = _json(run, MANIFEST) if has else None
     state = None
     if manifest is not None and manifest.get("format_version") == RUN_FORMAT_VERSION:
         state = _json(run, DRIVER_STATE)
