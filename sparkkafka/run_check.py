@@ -26,29 +26,12 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from .errors import ScenarioError
+from .errors import DamagedRunError
 from .run_dir import DRIVER_STATE, MANIFEST, RUN_FORMAT_VERSION, RUN_JSON, STATE_DIR
 from .storage import tables as T
 
 ZOOKEEPER = "zookeeper.json"
 _META_KEYS = ("run_id", "round", "round_ms", "brokers", "topics")  # what run.json's readers use
-
-
-class DamagedRunError(ScenarioError):
-    """A file of a run directory is missing, cut or unreadable: the run is refused, nothing is changed."""
-
-    def __init__(self, run: str, file: str, problem: str) -> None:
-        rel = os.path.relpath(file, run) + ("/" if file.endswith(os.sep) else "")  # a folder ends with "/"
-        super().__init__("run", run, f"{rel} {problem}: the run directory is damaged and was not changed. "
-                                     f"{_recovery(run, rel)}")
-        self.file = file
-
-
-def _recovery(run: str, rel: str) -> str:
-    """How to get a whole run back: every damage loses state the run cannot rebuild, so the scenario is run
-    again into the directory (what a reader still reads, it reads from a copy made before)."""
-    return (f"Restore {rel} from a copy, or run the scenario again into the directory: "
-            f"sparkkafka run SCENARIO.yaml --out {run} --overwrite")
 
 
 def _json(run: str, name: str, what: str = "object") -> Any:

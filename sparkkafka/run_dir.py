@@ -34,7 +34,7 @@ from typing import IO, Any
 import pandas as pd
 
 from .controller.control_plane import ControlPlane
-from .errors import ScenarioError
+from .errors import DamagedRunError, ScenarioError
 from .plaindata import dump_fields, from_plain, to_plain
 from .protocol.config import EMULATOR_DEFAULTS
 from .scenario.model import Event, Scenario
@@ -240,8 +240,14 @@ class RunDir:
     def load(self) -> DriverState:
         """The driver's state (ScenarioError naming driver.json's format_version for another format)."""
         self.check_format()
-        with open(self._file(DRIVER_STATE)) as f:
-            return DriverState.from_dict(json.load(f))
+        path = self._file(DRIVER_STATE)
+        try:
+            with open(path) as f:
+                return DriverState.from_dict(json.load(f))
+        except FileNotFoundError:
+            raise DamagedRunError(self.path, path, "is missing") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:  # cut, or not the state's fields
+            raise DamagedRunError(self.path, path, f"is not a whole driver state ({type(e).__name__}: {e})") from None
 
     def save(self, d: DriverState) -> None:
         """Write ZooKeeper, run.json and the driver's state (what a tool that changed the cluster saves),

@@ -245,3 +245,16 @@ def test_run_out_naming_a_file_exits_2_before_anything_is_created(tmp_path, caps
 
     with pytest.raises(ScenarioError, match="^out: .*a file, not a directory"):
         Cluster.from_scenario(scenario, out=str(out))
+
+
+def test_a_driver_state_that_is_json_but_not_a_state_is_named(base, tmp_path, capsys):
+    """Whole JSON with the wrong fields: loading it (every tool that uses the driver state) names it."""
+    def foreign(run: str) -> str:
+        with open(os.path.join(run, "driver-state.json"), "w") as f:
+            json.dump({"round": 3}, f)
+        return "driver-state.json"
+
+    run, named, plan = _damaged_copy(base, tmp_path, foreign)
+    for args in (_writers(run, plan)["leader-election"], _writers(run, plan)["reassign --execute"],
+                 _readers(run, plan)["describe"], _readers(run, plan)["log-dirs"]):
+        _assert_refused(capsys, args, run, named)
