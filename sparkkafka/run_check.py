@@ -31,7 +31,6 @@ from .run_dir import DRIVER_STATE, MANIFEST, RUN_FORMAT_VERSION, RUN_JSON, STATE
 from .storage import tables as T
 
 ZOOKEEPER = "zookeeper.json"
-_META_KEYS = ("run_id", "round", "round_ms", "brokers", "topics")  # what run.json's readers use
 
 
 def _json(run: str, name: str, what: str = "object") -> Any:
@@ -57,13 +56,10 @@ def check_run(path: str | os.PathLike, writes: bool = False) -> None:
     writes it. `path` must already hold run.json (RunDir.require_run's clear error otherwise)."""
     run = os.path.abspath(path)
     meta = _json(run, RUN_JSON)
-    missing = [k for k in _META_KEYS if k not in meta]
-    if missing:
-        raise DamagedRunError(run, os.path.join(run, RUN_JSON), f"lacks {', '.join(missing)}")
-    # no driver.json: a run written before it existed (refused by number when continued, RunDir.check_format),
-    # unless it holds this format's driver-state.json, whose manifest then is what is missing
-    has = os.path.exists(os.path.join(run, MANIFEST)) or os.path.exists(os.path.join(run, DRIVER_STATE))
-    manifest = _json(run, MANIFEST) if has else None
+    if not meta:
+        raise DamagedRunError(run, os.path.join(run, RUN_JSON), "is an empty JSON object")
+    # no driver.json: a run saved before it had one (format 1, refused by number when continued)
+    manifest = _json(run, MANIFEST) if os.path.exists(os.path.join(run, MANIFEST)) else None
     state = None
     if manifest is not None and manifest.get("format_version") == RUN_FORMAT_VERSION:
         state = _json(run, DRIVER_STATE)
@@ -183,6 +179,7 @@ def _checkpoint_adds(run: str, path: str, read: dict[str, list[dict]]) -> Iterab
 
         try:
             t = pq.read_table(path, columns=["add"]).column("add").combine_chunks()
+            t = t.filter(t.is_valid())  # a checkpoint row is one action: the others' add is null
         except Exception as e:  # noqa: BLE001 - pyarrow's errors for a cut or foreign file vary
             raise DamagedRunError(run, path, f"is not a readable Delta checkpoint ({e})") from None
         paths, sizes = t.field("path").to_pylist(), t.field("size").to_pylist()

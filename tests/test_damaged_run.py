@@ -163,12 +163,28 @@ def test_the_python_api_refuses_a_damaged_run_before_its_first_write(base, tmp_p
     assert e.value.file == os.path.join(run2, named)
 
 
-def test_a_corrupt_checkpoint_and_a_missing_commit_are_named(base, tmp_path, capsys):
-    """What a reader loads besides the commits: a checkpoint's add actions, and no gap before the version."""
+def test_a_corrupt_checkpoint_and_a_missing_commit_are_named(tmp_path, capsys):
+    """What a reader loads besides the commits: a checkpoint's add actions, and no gap before the version. A
+    whole checkpoint passes, and a commit before it is not read (a cut line there is no damage)."""
+    from sparkkafka import Cluster
     from sparkkafka.run_check import check_run
+    from sparkkafka.scenario import parse_scenario
 
-    run, _, plan = _damaged_copy(base, tmp_path, lambda r: None)
+    sc = copy.deepcopy(LOCAL)
+    sc["cluster"]["emulator"]["delta.checkpoint.interval"] = 1  # a checkpoint at every version
+    run = str(tmp_path / "run")
+    Cluster.from_scenario(parse_scenario(sc, name="tiny"), out=run).step(rounds=2)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PLAN))
     log = os.path.join(run, "tables", "partition_state", "_delta_log")
+    assert os.path.exists(os.path.join(log, f"{1:020d}.checkpoint.parquet"))
+    check_run(run, writes=True)
+    with open(os.path.join(log, f"{1:020d}.json"), "a") as f:
+        f.write('{"add": {"pa\n')
+    check_run(run, writes=True)
+    os.unlink(os.path.join(log, f"{1:020d}.checkpoint.parquet"))
+    with pytest.raises(DamagedRunError, match="00000000000000000001.json line 3 is not a JSON action"):
+        check_run(run)
     os.unlink(os.path.join(log, f"{0:020d}.json"))
     with pytest.raises(DamagedRunError, match="commit 0 of the partition_state table, needed to load version 1"):
         check_run(run)
