@@ -277,9 +277,23 @@ def _is_run_dir(path: str) -> bool:
     return os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json"))
 
 
-def _require_run(path: str) -> None:
+def _require_run(path: str, check: bool = True) -> None:
+    """A run directory (run.json), and whole for a reader (run_check.py) unless `check` is False: a writer
+    checks it under its lock (_check_writable)."""
     if not _is_run_dir(path):
         raise ScenarioError("run", path, "is not a sparkkafka run directory (no run.json)")
+    if check:
+        from .run_check import check_run
+
+        check_run(path)
+
+
+def _check_writable(path: str) -> None:
+    """A writer's check of the run directory, under its lock and before it loads or writes anything: a damaged
+    run is refused (exit 2, naming the file) and left as it is."""
+    from .run_check import check_run
+
+    check_run(path, writes=True)
 
 
 def _emit(out) -> int:
@@ -298,15 +312,17 @@ def _reassign(args: argparse.Namespace) -> int:
     from .tools import operator as op
 
     action = _check_reassign_args(args)
-    _require_run(args.run)
+    writes = action in ("execute", "cancel") or (action == "verify" and not args.preserve_throttles)
+    _require_run(args.run, check=not writes)
     plan = topics = None
     if args.reassignment_json_file is not None and action != "generate":
         plan = op.read_text_file(args.reassignment_json_file, "--reassignment-json-file")
     if action == "generate":
         topics = op.read_text_file(args.topics_to_move_json_file, "--topics-to-move-json-file")
-    writes = action in ("execute", "cancel") or (action == "verify" and not args.preserve_throttles)
     with _writing(args.run, writes):
-        run = op.Run.open(args.run)  # the run directory's driver state: no Spark needed
+        if writes:
+            _check_writable(args.run)
+        run = op.Run.open(args.run, checked=True)  # the run directory's driver state: no Spark needed
         if action == "generate":
             out = op.reassign_generate(run, topics, args.broker_list, args.disable_rack_aware)
         elif action == "execute":
@@ -332,7 +348,7 @@ def _leader_election(args: argparse.Namespace) -> int:
     from .tools import operator as op
     from .tools.leader_election import validate_election_args
 
-    _require_run(args.run)
+    _require_run(args.run, check=False)
     try:  # the tool's option checks and JSON file, before the cluster is reopened
         validate_election_args(args.election_type, topic=args.topic, partition=args.partition,
                                all_topic_partitions=args.all_topic_partitions,
@@ -342,7 +358,8 @@ def _leader_election(args: argparse.Namespace) -> int:
     except ScenarioError as e:
         raise _ToolUsage(e.field, e.value, e.message) from None
     with _writing(args.run):
-        out = op.leader_election_tool(args.run, args.election_type, args.topic, args.partition,
+        _check_writable(args.run)
+        out = op.leader_election_tool(op.Run.open(args.run, checked=True), args.election_type, args.topic, args.partition,
                                       args.all_topic_partitions, args.path_to_json_file)
     return _emit(out)
 
@@ -353,7 +370,7 @@ def _log_dirs(args: argparse.Namespace) -> int:
     if not args.describe:
         raise _ToolUsage("--describe", None, "Missing required argument \"[describe]\"")
     _require_run(args.run)
-    run = op.Run.open(args.run)
+    run = op.Run.open(args.run, checked=True)
     try:
         out = op.log_dirs_tool(run, args.topic_list, args.broker_list)
     except ScenarioError as e:
@@ -389,6 +406,7 @@ def _check_until(until_ms: int | None, run: str | None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .run_dir import require_out_dir, run_exists_error
     from .scenario import load_scenario
 
     _check_until(args.until_ms, None)
@@ -398,24 +416,29 @@ def _run(args: argparse.Namespace) -> int:
                 raise ScenarioError("--" + flag, getattr(args, flag), "not used when continuing a run directory")
         sc, out = None, args.scenario
     else:
+        if args.out is not None:
+            require_out_dir(args.out, "--out")  # before the scenario is read, a directory made or Spark started
         sc = load_scenario(args.scenario)  # validate before any Spark job starts
         if args.engine:
             sc = dataclasses.replace(sc, emulator={**sc.emulator, "engine": args.engine})
         out = args.out or os.path.join("runs", sc.name)
+        require_out_dir(out, "--out")
         if _is_run_dir(out) and not args.overwrite:
-            raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
+            raise run_exists_error(out, "--out", args.scenario)
         os.makedirs(out, exist_ok=True)
     with _writing(out):  # one writer per run directory, refused before Spark (or its imports) starts
         from pyspark.sql import SparkSession
 
         from .cluster import Cluster
 
+        if sc is None:
+            Cluster.require_complete(out)
+            _check_writable(out)  # a damaged run is refused before anything reads or writes it
+            _check_until(args.until_ms, out)
         ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
         if sc is None:
             from .engine.session import get_spark
 
-            _check_until(args.until_ms, out)
-            Cluster.require_complete(out)
             c = Cluster.for_path(get_spark(args.master), out)
             if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
                 c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
@@ -435,7 +458,8 @@ def _describe(args: argparse.Namespace) -> int:
     from .run_dir import RUN_FORMAT_VERSION, RunDir
     from .run_views import describe_run
 
-    rd = RunDir(args.run).require_run("run")
+    _require_run(args.run)
+    rd = RunDir(args.run)
     # what the controller did since the last round (a reassign --execute) shows at once, as in Kafka
     uncommitted = rd.load().uncommitted_partition_state() if rd.format_version() == RUN_FORMAT_VERSION else []
     lines = describe_run(args.run, uncommitted, **{k.removesuffix("_partitions"): getattr(args, k) for k in FILTERS})
@@ -451,6 +475,7 @@ def _verify_replicas(args: argparse.Namespace) -> int:
 
     regex, name = ((args.topics_include, "topics-include") if args.topics_include is not None
                    else (args.topic_white_list, "topic-white-list"))
+    _require_run(args.run)
     result = verify_run(args.run, regex, name)
     if result.lines:
         print("\n".join(result.lines), flush=True)
@@ -599,6 +624,7 @@ def _whatif_reassign(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from .reporting import report
 
+    _require_run(args.run)
     written = report(args.run, out=args.out, before_ms=args.before_ms)
     print("\n".join(written.paths()), flush=True)
     return 0

@@ -23,7 +23,8 @@ from . import admin, run_lock
 from . import run_views as V
 from .driver import RoundLoop
 from .errors import ScenarioError
-from .run_dir import RUN_FORMAT_VERSION, DriverState, RunDir
+from .run_check import check_run
+from .run_dir import RUN_FORMAT_VERSION, DriverState, RunDir, require_out_dir, run_exists_error
 from .run_views import (
     audit_run,
     describe_run,
@@ -89,6 +90,7 @@ class Cluster:
     def __init__(self, spark: SparkSession | None, out: str, driver: DriverState | None = None) -> None:
         self.loop = RoundLoop(spark, out, driver)
         self._seen = self.run_dir.stamp()  # the last save this Cluster knows of (run_lock.writing)
+        self._checked = False  # checked for writing (run_check.py) since it was reopened
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -105,12 +107,13 @@ class Cluster:
         else:
             sc = load_scenario(scenario)
         out = out or os.path.join("runs", sc.name)
+        require_out_dir(out)
         if RunDir(out).is_run() and not overwrite:
-            raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
+            raise run_exists_error(out)
         os.makedirs(out, exist_ok=True)
         with run_lock.writing(out):  # refused while another process writes there, before Spark starts
             if RunDir(out).is_run() and not overwrite:
-                raise ScenarioError("out", out, "directory already holds a run (pass overwrite=True / --overwrite)")
+                raise run_exists_error(out)
             if spark is None and sc.emulator.get("engine") != "local":  # the in-process engine needs no session
                 from .engine.session import get_spark
 
@@ -135,6 +138,7 @@ class Cluster:
         continued with run(until_ms) / step() and acted on by apply() and the operator tools. With no
         `spark`, a session is started unless the run is on the in-process engine (engine/local.py)."""
         rd = cls.require_complete(path)
+        check_run(path)  # a damaged run: refused with the file named, not a failure deep in a read
         c = cls(spark, path)
         c.meta = rd.meta()
         c.loop.restore()
@@ -161,6 +165,9 @@ class Cluster:
         """Hold the run directory's lock (run_lock.py) while changing it; refused when another process has
         saved the run since this Cluster read or saved it (its view would overwrite that change)."""
         with run_lock.writing(self.out, seen=self._seen):
+            if self.loop.reopened and not self._checked:  # a reopened run's first write: refused if damaged
+                check_run(self.out, writes=True)
+                self._checked = True
             try:
                 yield
             finally:

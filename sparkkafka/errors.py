@@ -19,6 +19,21 @@ class ScenarioError(SparkKafkaError, ValueError):
         super().__init__(f"{field}: {message} (got {value!r})")
 
 
+class DamagedRunError(ScenarioError):
+    """A file of a run directory is missing, cut or unreadable (run_check.py): the run is refused, nothing is
+    changed. The message names the file and how to recover: every such damage loses state the run cannot
+    rebuild from the rest, so the file comes back from a copy or the scenario is run again into the directory."""
+
+    def __init__(self, run: str, file: str, problem: str) -> None:
+        import os
+
+        rel = os.path.relpath(file, run) + ("/" if file.endswith(os.sep) else "")  # a folder ends with "/"
+        super().__init__("run", run, f"{rel} {problem}: the run directory is damaged and was not changed. "
+                                     f"Restore {rel} from a copy, or run the scenario again into the directory: "
+                                     f"sparkkafka run SCENARIO.yaml --out {run} --overwrite")
+        self.file = file
+
+
 class NotYetSupportedError(ScenarioError):
     """A valid event or setting whose behaviour a later issue implements."""
 

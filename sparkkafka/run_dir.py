@@ -34,7 +34,7 @@ from typing import IO, Any
 import pandas as pd
 
 from .controller.control_plane import ControlPlane
-from .errors import ScenarioError
+from .errors import DamagedRunError, ScenarioError
 from .plaindata import dump_fields, from_plain, to_plain
 from .protocol.config import EMULATOR_DEFAULTS
 from .scenario.model import Event, Scenario
@@ -56,6 +56,27 @@ CLIENT = -1  # the sender of driver-made messages that come from no broker (prod
 _RUN_FOLDERS = ("tables", "brokers", STATE_DIR)
 _RUN_FILES = ("zookeeper.json", DRIVER_STATE, MANIFEST, "summary.json")
 Isolation = tuple[frozenset, frozenset, int | None]  # (brokers, cut off from, until ms or None)
+
+
+def require_out_dir(out: str | os.PathLike, field_name: str = "out") -> None:
+    """ScenarioError naming `field_name` when `out` cannot be a run directory: it, or the nearest part of
+    its path that exists, is not a directory (checked before anything is created or Spark starts)."""
+    path = os.path.abspath(out)
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        what = "is" if path == os.path.abspath(out) else f"is under {path}, which is"
+        raise ScenarioError(field_name, str(out), f"{what} a file, not a directory: name a directory for the run")
+
+
+def run_exists_error(out: str | os.PathLike, field_name: str = "out", scenario: str | os.PathLike | None = None
+                     ) -> ScenarioError:
+    """The refusal to create a run where one is, saying both ways on: replace it (a failed run's too), or
+    continue it."""
+    again = f"sparkkafka run {scenario or 'SCENARIO.yaml'} --out {out} --overwrite"
+    return ScenarioError(field_name, str(out), f"directory already holds a run (a finished, stopped or failed one): "
+                                               f"replace it with --overwrite ({again}; Python: overwrite=True), or "
+                                               f"continue it with sparkkafka run {out}")
 
 
 @dataclass
@@ -219,8 +240,14 @@ class RunDir:
     def load(self) -> DriverState:
         """The driver's state (ScenarioError naming driver.json's format_version for another format)."""
         self.check_format()
-        with open(self._file(DRIVER_STATE)) as f:
-            return DriverState.from_dict(json.load(f))
+        path = self._file(DRIVER_STATE)
+        try:
+            with open(path) as f:
+                return DriverState.from_dict(json.load(f))
+        except FileNotFoundError:
+            raise DamagedRunError(self.path, path, "is missing") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:  # cut, or not the state's fields
+            raise DamagedRunError(self.path, path, f"is not a whole driver state ({type(e).__name__}: {e})") from None
 
     def save(self, d: DriverState) -> None:
         """Write ZooKeeper, run.json and the driver's state (what a tool that changed the cluster saves),

@@ -110,6 +110,11 @@ class RoundLoop(Timeline, IdleJumps):
         return self.driver is not None
 
     @property
+    def reopened(self) -> bool:
+        """Reopened from its files and not recovered yet: its first write checks and recovers the directory."""
+        return not self._recovered
+
+    @property
     def broker_cfg(self) -> dict:
         """The cluster's broker configs (static, and dynamic cluster-wide defaults): the controller's."""
         return self.control.broker_cfg

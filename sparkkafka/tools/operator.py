@@ -35,6 +35,7 @@ import pandas as pd
 
 from .. import admin, run_lock
 from ..errors import ScenarioError
+from ..run_check import check_run
 from ..run_dir import DriverState, RunDir
 from . import reassign_partitions as R
 
@@ -91,20 +92,27 @@ class Run:
     state: DriverState
     saver: Callable[[], None] | None = None
     seen: tuple[int, int, int] | None = None  # the run's save stamp when it was loaded (RunDir.stamp)
+    checked: bool = False  # the caller checked the directory for writing (run_check.py) under its lock
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> Run:
-        """Load a run directory's driver state (ScenarioError for no run, or a run of another format)."""
+    def open(cls, path: str | os.PathLike, checked: bool = False) -> Run:
+        """Load a run directory's driver state (ScenarioError for no run, or a run of another format; a
+        damaged run's DamagedRunError unless the caller has `checked` it)."""
         rd = RunDir(path).require_run("run")
+        if not checked:
+            check_run(rd.path)
         seen = rd.stamp()
-        return cls(rd, rd.load(), seen=seen)
+        return cls(rd, rd.load(), seen=seen, checked=checked)
 
     def save(self) -> None:
-        """Save under the run's lock (run_lock.py): refused when another process holds it or saved since."""
+        """Save under the run's lock (run_lock.py): refused when another process holds it or saved since, and
+        when the directory is damaged (run_check.py: nothing is written then)."""
         if self.saver is not None:
             self.saver()
             return
         with run_lock.writing(self.dir.path, seen=self.seen):
+            if not self.checked:
+                check_run(self.dir.path, writes=True)
             self.dir.save(self.state)
             self.seen = self.dir.stamp()
 
@@ -281,6 +289,13 @@ def _clearing(c: Run, entries: Sequence[dict]) -> tuple[list[int], list[str]]:
     return brokers, topics
 
 
+def _accepted(results: Mapping[TP, Any]) -> bool:
+    """Whether the controller accepted some partition of an AlterPartitionReassignments (None: no error). A
+    request refused for every partition changed no partition, so the tool saves nothing (its queued
+    messages and log lines stay unwritten) and the run directory stays byte-identical."""
+    return any(r is None for r in results.values())
+
+
 def _failure(e: R.ReassignError, stdout: str = "", changed: bool = False) -> ToolOutput:
     """Kafka's text on stdout. Input refused before anything changed is bad input: exit 2 and the
     field and value on stderr (contract section 4); a failure after the move started exits 1."""
@@ -332,10 +347,12 @@ def reassign_execute(run: RunLike, plan_json: str, additional: bool = False, thr
     started = _dir_targets(plan["partitions"])
     full = R.execute_text(current, tps, throttle, log_dirs_throttle, list(started))
     errors = {tp: r[1] or r[0] for tp, r in results.items() if r is not None}
-    c.save()
+    accepted = _accepted(results)
+    if accepted:
+        c.save()
     if errors:
         head = full[:full.index("Successfully started partition reassignment")]
-        return ToolOutput(stdout=head + R.reassign_errors_text(errors), code=1, changed=True)
+        return ToolOutput(stdout=head + R.reassign_errors_text(errors), code=1, changed=accepted)
     if bad:
         t, p, b = min(bad, key=lambda r: (r[2], r[0], r[1]))
         moves_line = R.log_dir_moves_line(list(started))
@@ -387,8 +404,10 @@ def reassign_cancel(run: RunLike, plan_json: str, preserve_throttles: bool = Fal
         results = admin.cancel_reassignments(c.state, moving)
         errors = {tp: r[1] or r[0] for tp, r in results.items() if r is not None}
         if errors:
-            c.save()
-            return ToolOutput(stdout=R.cancel_errors_text(errors), code=1, changed=True)
+            accepted = _accepted(results)
+            if accepted:
+                c.save()
+            return ToolOutput(stdout=R.cancel_errors_text(errors), code=1, changed=accepted)
     active = [s for s in dir_move_statuses(c, _dir_targets(entries)) if s.state in _ACTIVE_DIR_STATES]
     if active:
         admin.alter_replica_log_dirs(c.state, pd.DataFrame(
