@@ -105,3 +105,26 @@ def test_events_applied_to_a_running_cluster_are_not_sequence_checked():
     """Cluster.apply checks one event against the run's current topics: the broker's state is the run's."""
     running = parse_scenario(with_timeline({"at": 0, "restart": 3}), running=True)
     assert running.timeline[0].args == {"broker": 3}
+
+
+def test_a_broker_whose_log_dir_failed_may_restart():
+    """A failed log dir may stop its broker (KIP-112): the timeline does not know, so a restart is allowed."""
+    d = copy.deepcopy(BASE)
+    d["cluster"]["log_dirs"] = ["d0"]
+    d["timeline"] = [{"at": 0, "fail_log_dir": {"broker": 1, "log_dir": "d0"}}, {"at": 100, "restart": 1}]
+    assert [e.type for e in parse_scenario(d).timeline] == ["fail_log_dir", "restart"]
+
+
+def test_campaign_schedules_keep_only_steps_that_take_effect():
+    """with_faults drops what the driver would ignore (a second crash of a down broker, the tail's restart of a
+    running one), so every drawn schedule passes the sequence check; the base timeline stays as written."""
+    from sparkkafka.scenario.faults import with_faults
+
+    base = with_timeline({"at": 0, "produce": {"topic": "t", "records": 1}})
+    faults = [{"at": 100, "crash": 1}, {"at": 200, "restart": 1}, {"at": 150, "crash": 1}, {"at": 400, "restart": 1},
+              {"at": 120, "pause": {"broker": 1, "duration_ms": 10}}, {"at": 300, "crash": 2}]
+    sc = with_faults(base, faults, settle_ms=1000, name="x")
+    assert sc["timeline"] == [{"at": 0, "produce": {"topic": "t", "records": 1}}, {"at": 100, "crash": 1},
+                              {"at": 200, "restart": 1}, {"at": 300, "crash": 2},
+                              {"at": 500, "heal": {}}, {"at": 500, "restart": 2}]
+    parse_scenario(sc)

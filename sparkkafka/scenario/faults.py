@@ -108,9 +108,43 @@ def with_faults(base: dict, faults: list[dict], settle_ms: int, name: str) -> di
     last = max([_ms(e, round_ms) for e in [*(sc.get("timeline") or []), *faults]] or [0])
     recover = last + round_ms
     tail = [{"at": recover, "heal": {}}, *({"at": recover, "restart": b} for b in brokers_of(sc))]
-    sc["timeline"] = [*(sc.get("timeline") or []), *sorted(faults, key=lambda e: _ms(e, round_ms)), *tail]
+    base_timeline = list(sc.get("timeline") or [])
+    added = [*sorted(faults, key=lambda e: _ms(e, round_ms)), *tail]
+    sc["timeline"] = base_timeline + _taking_effect(base_timeline, added, round_ms)
     sc["run"] = {"until_ms": recover + settle_ms}
     return sc
+
+
+def _broker_of(entry: dict, kind: str) -> int:
+    v = entry[kind]
+    return int(v["broker"] if isinstance(v, dict) else v)
+
+
+def _taking_effect(base: list[dict], added: list[dict], round_ms: int) -> list[dict]:
+    """`added` without the steps that would change nothing when they run (a crash or pause of a broker
+    already down, a restart of a running one), which the scenario's sequence check refuses. The run is
+    the same: the driver ignores such steps. Walked in run order (time, then position) over the base
+    timeline too; a broker whose log dir failed may have stopped (KIP-112), so its steps are all kept."""
+    entries = [(e, False) for e in base] + [(e, True) for e in added]
+    order = sorted(range(len(entries)), key=lambda i: (_ms(entries[i][0], round_ms), i))
+    down: set[int] = set()
+    unknown: set[int] = set()
+    keep: set[int] = set()
+    for i in order:
+        e, ours = entries[i]
+        kind = next((k for k in ("crash", "shutdown", "restart", "pause", "fail_log_dir") if k in e), None)
+        b = _broker_of(e, kind) if kind else None
+        if kind == "fail_log_dir":
+            unknown.add(b)
+        effective = (kind is None or b in unknown
+                     or (kind == "restart") == (b in down))
+        if effective and kind in ("crash", "shutdown"):
+            down.add(b)
+        elif effective and kind == "restart":
+            down.discard(b)
+        if ours and effective:
+            keep.add(i)
+    return [entries[i][0] for i in range(len(base), len(entries)) if i in keep]
 
 
 def draw_schedule(base: dict, plan: Plan, seed: int, number: int) -> dict:

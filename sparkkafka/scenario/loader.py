@@ -234,10 +234,13 @@ class _Ctx:
     topics: dict[str, TopicSpec] = field(default_factory=dict)
     live: set[str] = field(default_factory=set)
     down: set[int] | None = field(default_factory=set)  # brokers down at this point; None: not tracked
+    # Brokers whose state the timeline cannot know: a failed log dir may stop its broker (all its dirs
+    # failed, or inter.broker.protocol.version < 1.0: protocol/log_dir_failure.py).
+    unknown: set[int] = field(default_factory=set)
 
     def broker_state(self, b: int, path: str, kind: str) -> None:
         """The timeline as a sequence: crash/shutdown/pause need the broker up, restart needs it down."""
-        if self.down is None:
+        if self.down is None or b in self.unknown:
             return
         if kind == "restart":
             if b not in self.down:
@@ -473,6 +476,7 @@ def _ev_empty(v: Any, path: str, ctx: _Ctx) -> dict:
 
 def _ev_fail_log_dir(v: Any, path: str, ctx: _Ctx) -> dict:
     m = _keys(v, path, ("broker", "log_dir"), ("broker", "log_dir"))
+    ctx.unknown.add(ctx.broker(m["broker"], _at(path, "broker")))
     return {"broker": ctx.broker(m["broker"], _at(path, "broker")),
             "log_dir": ctx.log_dir(m["log_dir"], _at(path, "log_dir"))}
 
