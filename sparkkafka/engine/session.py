@@ -149,14 +149,17 @@ def check_worker_python(spark: SparkSession) -> None:
 
     A local master (``local``, ``local[N]``, ``local-cluster[...]``) must run this very interpreter; on a
     cluster master the nodes' interpreter cannot be seen from here, so only pyspark's untouched default
-    (``python3`` from the workers' PATH, chosen by nobody) is refused. Spark Connect sessions are not
+    (``python3`` from the workers' PATH, chosen by nobody) and a relative path (unless an archive is shipped
+    with ``spark.archives``, whose ``./env/bin/python`` the executors do find) are refused. Spark Connect sessions are not
     checked: their workers belong to the server."""
     sc = getattr(spark, "_sc", None)
     if sc is None or not hasattr(sc, "pythonExec"):  # Spark Connect
         return
     worker = str(sc.pythonExec)
     local = _is_local(sc.master)
-    if local and _is_relative_path(worker):
+    conf = sc.getConf()
+    shipped = any(conf.contains(k) for k in ("spark.archives", "spark.yarn.dist.archives"))
+    if _is_relative_path(worker) and (local or not shipped):  # ./env/bin/python inside a shipped archive is fine
         problem = "is a relative path: executors start in a directory of their own and cannot run it"
     elif local:
         found = worker if os.path.isabs(worker) else shutil.which(worker)
@@ -164,8 +167,8 @@ def check_worker_python(spark: SparkSession) -> None:
             return
         problem = (f"is not this interpreter ({sys.executable}); the workers would run "
                    f"{found or 'nothing (not on PATH)'}, without sparkkafka's dependencies")
-    elif worker == _PYSPARK_DEFAULT_PYTHON and _USER_WORKER_PYTHON != worker \
-            and not sc.getConf().contains("spark.pyspark.python"):
+    elif worker == _PYSPARK_DEFAULT_PYTHON and _USER_WORKER_PYTHON != worker and not conf.contains(
+            "spark.pyspark.python"):
         problem = "is pyspark's default (python3 on each worker's PATH), chosen by nobody"
     else:
         return
