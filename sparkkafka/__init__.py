@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from .engine.session import default_worker_python
 from .errors import NotYetSupportedError, ScenarioError, SparkKafkaError
 from .scenario import Scenario, load_scenario, parse_scenario
 from .scenario.kafka_import import import_cluster
 
 __version__ = "0.1.0"
+
+default_worker_python()  # a SparkSession built after this import runs its Python workers on this interpreter
 
 
 def __getattr__(name: str):

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from . import admin, run_lock
 from . import run_views as V
 from .driver import RoundLoop
+from .engine.session import check_worker_python
 from .errors import ScenarioError
 from .run_check import check_run
 from .run_dir import RUN_FORMAT_VERSION, DriverState, RunDir, require_out_dir, run_exists_error
@@ -88,6 +89,8 @@ class Cluster:
     resumable, broker_cfg, profile = _Loop(), _Loop(), _Loop()
 
     def __init__(self, spark: SparkSession | None, out: str, driver: DriverState | None = None) -> None:
+        if spark is not None:
+            check_worker_python(spark)
         self.loop = RoundLoop(spark, out, driver)
         self._seen = self.run_dir.stamp()  # the last save this Cluster knows of (run_lock.writing)
         self._checked = False  # checked for writing (run_check.py) since it was reopened
@@ -108,6 +111,8 @@ class Cluster:
             sc = load_scenario(scenario)
         out = out or os.path.join("runs", sc.name)
         require_out_dir(out)
+        if spark is not None:
+            check_worker_python(spark)  # before the run directory exists: a wrong worker Python changes nothing
         if RunDir(out).is_run() and not overwrite:
             raise run_exists_error(out)
         os.makedirs(out, exist_ok=True)

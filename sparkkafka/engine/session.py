@@ -38,6 +38,8 @@ __all__ = [
     "DEFAULT_MASTER",
     "FASTDAEMON_MODULE",
     "TEST_JVM_OPTS_ENV",
+    "check_worker_python",
+    "default_worker_python",
     "get_spark",
     "stop_spark",
 ]
@@ -98,6 +100,86 @@ _LOCAL_LAUNCH_CONF: Mapping[str, str] = MappingProxyType(
 
 _lock = threading.RLock()
 _temp_dirs: list[str] = []
+
+# pyspark's own default when PYSPARK_PYTHON is unset (SparkContext.pythonExec): a bare name looked up on the
+# workers' PATH, i.e. the system python3 unless a venv is activated.
+_PYSPARK_DEFAULT_PYTHON = "python3"
+#: PYSPARK_PYTHON as the user set it before sparkkafka was imported (None: unset), see default_worker_python.
+_USER_WORKER_PYTHON: str | None = None
+
+
+def default_worker_python() -> None:
+    """Make this interpreter the worker Python of any SparkSession built after sparkkafka is imported.
+
+    Called once when ``sparkkafka`` is imported. pyspark takes the workers' interpreter from
+    ``$PYSPARK_PYTHON`` when a SparkContext starts (else ``python3`` on the workers' PATH, the system
+    one unless a venv is activated), so a session a user builds after ``import sparkkafka`` runs this
+    interpreter, which has sparkkafka, pandas and pyarrow. A value the user set is kept; a relative path
+    (``.venv/bin/python``) is made absolute against the current directory, as executors start in a
+    directory of their own and could not find it."""
+    global _USER_WORKER_PYTHON
+    value = os.environ.get("PYSPARK_PYTHON")
+    _USER_WORKER_PYTHON = value
+    if not value:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    elif _is_relative_path(value):
+        os.environ["PYSPARK_PYTHON"] = os.path.abspath(value)
+
+
+def _is_relative_path(value: str) -> bool:
+    """A path with a directory part that is not absolute (``.venv/bin/python``); a bare name is not one."""
+    return os.sep in value and not os.path.isabs(value)
+
+
+def _same_interpreter(candidate: str) -> bool:
+    """True when the absolute path `candidate` starts this interpreter: the same file in the same directory
+    (a venv's ``python`` and ``python3`` are symlinks to one binary; the venv is its directory, so the
+    binary's real path alone would also match the system interpreter)."""
+    here = sys.executable
+    if os.path.abspath(candidate) == here:
+        return True
+    return (os.path.dirname(os.path.abspath(candidate)) == os.path.dirname(here)
+            and os.path.realpath(candidate) == os.path.realpath(here))
+
+
+def check_worker_python(spark: SparkSession) -> None:
+    """ScenarioError naming ``PYSPARK_PYTHON`` unless `spark`'s Python workers will run an interpreter that
+    has sparkkafka: checked before a run directory is made, so a session built with the wrong one fails here
+    and not in a worker task (``ModuleNotFoundError: No module named 'pandas'``, ``Cannot run program``).
+
+    A local master (``local``, ``local[N]``, ``local-cluster[...]``) must run this very interpreter; on a
+    cluster master the nodes' interpreter cannot be seen from here, so only pyspark's untouched default
+    (``python3`` from the workers' PATH, chosen by nobody) and a relative path (unless an archive is shipped
+    with ``spark.archives``, whose ``./env/bin/python`` the executors do find) are refused. Spark Connect sessions are not
+    checked: their workers belong to the server."""
+    sc = getattr(spark, "_sc", None)
+    if sc is None or not hasattr(sc, "pythonExec"):  # Spark Connect
+        return
+    worker = str(sc.pythonExec)
+    local = _is_local(sc.master)
+    conf = sc.getConf()
+    shipped = any(conf.contains(k) for k in ("spark.archives", "spark.yarn.dist.archives"))
+    if _is_relative_path(worker) and (local or not shipped):  # ./env/bin/python inside a shipped archive is fine
+        problem = "is a relative path: executors start in a directory of their own and cannot run it"
+    elif local:
+        found = worker if os.path.isabs(worker) else shutil.which(worker)
+        if found and _same_interpreter(found):
+            return
+        problem = (f"is not this interpreter ({sys.executable}); the workers would run "
+                   f"{found or 'nothing (not on PATH)'}, without sparkkafka's dependencies")
+    elif worker == _PYSPARK_DEFAULT_PYTHON and _USER_WORKER_PYTHON != worker and not conf.contains(
+            "spark.pyspark.python"):
+        problem = "is pyspark's default (python3 on each worker's PATH), chosen by nobody"
+    else:
+        return
+    from ..errors import ScenarioError
+
+    raise ScenarioError(
+        "spark.pyspark.python", worker,
+        f"the SparkSession's worker Python {problem}. Set PYSPARK_PYTHON to an absolute path of an interpreter "
+        f"with sparkkafka installed (here: PYSPARK_PYTHON={sys.executable}) before the session is built, or "
+        "import sparkkafka before building it; under spark-submit the same setting is "
+        f"--conf spark.pyspark.python={sys.executable} (on a cluster: that interpreter's path on every node)")
 
 
 # Spark's master URLs (SparkContext.createTaskScheduler and its cluster managers; Mesos left with Spark 4),
