@@ -130,7 +130,6 @@ DECLARED: dict[tuple[str, str], Declared] = {
     ("docs/whatif.md", "--balance-dirs --plan balance.json"): Declared(
         "second line is a template for the user's own run (RUN); the --balance-dirs line is run",
         _drop_lines("reassign RUN")),
-    ("docs/whatif.md", "SNAPSHOT --reassign plan.json"): Declared("a synopsis (SNAPSHOT, T, MS placeholders)"),
 }
 
 
