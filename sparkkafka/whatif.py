@@ -306,6 +306,7 @@ def unclean_candidates(produce_results: pd.DataFrame, log: pd.DataFrame, offline
                          "live": b in live, "acked": len(a),
                          "lost_if_elected": int((~a["record_id"].isin(has)).sum())})
     out = pd.DataFrame(rows, columns=[*TP, "candidate", "live", "acked", "lost_if_elected"])
+    out["live"] = out["live"].astype(bool)  # typed even when empty: an empty object mask selects columns
     out["best"] = False
     for _, g in out[out["live"]].groupby(TP, sort=False):
         out.loc[g["lost_if_elected"].idxmin(), "best"] = True  # idxmin: the first minimum (replica order)

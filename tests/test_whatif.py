@@ -260,3 +260,16 @@ def test_unclean_best_candidate_loses_exactly_what_was_predicted(spark, tmp_path
     s = c.summary()
     assert s["offline_partitions"] == 0
     assert s["lost_acked"] == int(best["lost_if_elected"].iloc[0])
+
+
+def test_unclean_candidates_with_no_partition_offline_is_an_empty_table():
+    """A loss that leaves nothing offline (the sample losing two brokers) has no candidates: an empty table
+    with its columns, not a KeyError."""
+    from sparkkafka import whatif as W
+
+    produced = pd.DataFrame({"topic": [], "partition": [], "record_id": [], "acked": pd.Series([], dtype=bool)})
+    log = pd.DataFrame({"topic": [], "partition": [], "record_id": [], "broker": [],
+                        "is_future": pd.Series([], dtype=bool)})
+    cands = W.unclean_candidates(produced, log, pd.DataFrame(columns=["topic", "partition", "replicas"]), [1])
+    assert cands.empty and list(cands.columns) == [*W.TP, "candidate", "live", "acked", "lost_if_elected", "best"]
+    assert W.table_text(cands, "text") == "(none)\n"
