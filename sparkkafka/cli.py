@@ -758,5 +758,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def entry() -> None:
+    """The ``sparkkafka`` console script: main(), then leave at once with its exit code.
+
+    Native libraries keep threads past main(): delta-rs' and Arrow's thread pools, Py4J's callback
+    server. At interpreter shutdown their C++ destructors can run while such a thread is still
+    joinable, and the process aborts with SIGABRT (``terminate called without an active exception``,
+    delta-rs issue 2184) after the command has done its work. Everything a command writes is flushed
+    and closed by then (Delta commits and run files are written and fsynced before main returns), so
+    the console script flushes stdout and stderr and ends with ``os._exit``: no finalizer runs that
+    could turn a finished command into an abort. ``main`` itself returns normally for in-process callers."""
+    try:
+        code = main()
+    except SystemExit as e:  # argparse's usage errors and --help
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (sparkkafka ... | head): nothing left to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -188,9 +188,9 @@ def test_a_request_mixing_stale_and_newer_entries_logs_each_in_kafka_words():
     rep, _, brk, lines = become_leader_or_follower(p.rep, p.rem, p.brk, reqs, ["d0"], 0)
     assert lines[["broker", "controller_epoch", "topic", "partition"]].values.tolist() == [[1, 2, "t", 0], [2, 2, "t", 0]]
     assert lines.message.tolist() == [
-        "Ignoring LeaderAndIsr request from controller 2 for partition t-0 since its associated leader epoch 0 "
-        "is not higher than the current leader epoch 0 (STALE_CONTROLLER_EPOCH)",
-        "Completed LeaderAndIsr request correlation id 0 from controller epoch 2 for the become-follower "
+        "[Broker id=1] Ignoring LeaderAndIsr request from controller 2 for partition t-0 since its associated "
+        "leader epoch 0 is not higher than the current leader epoch 0 (STALE_CONTROLLER_EPOCH)",
+        "[Broker id=2] Completed LeaderAndIsr request correlation id 0 from controller epoch 2 for the become-follower "
         "transition for partition t-0 with leader epoch 4"]
     assert rep.set_index("broker").leader_epoch.to_dict() == {1: 0, 2: 4}
     assert brk.set_index("broker").controller_epoch.to_dict() == {1: 2, 2: 2}

@@ -9,6 +9,7 @@ import json
 import os
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.image import imread
@@ -171,7 +172,7 @@ def test_bytes_moved_stay_under_the_throttle_once_it_is_set(data):
     assert ((into2 * 0.1).cumsum().to_numpy() <= follower[2].loc[1.5:].to_numpy() * elapsed).all()
     assert moved[2].loc[:1.4].max() > THROTTLE  # catching up after the restart was not throttled
     mean = s["moved_1s"][2]
-    assert mean.loc[1.5:].max() <= THROTTLE and mean.iloc[9] == moved[2].iloc[:10].mean()
+    assert mean.loc[1.5:].max() <= THROTTLE and mean.iloc[9] == pytest.approx(moved[2].iloc[:10].mean())
 
 
 def test_disk_before_and_after_the_move(data):
@@ -218,3 +219,59 @@ def test_report_of_a_missing_or_non_run_directory_is_bad_input(tmp_path, capsys)
     assert missing in capsys.readouterr().err
     assert main(["report", str(tmp_path)]) == 2
     assert "not a sparkkafka run directory" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ bytes-moved plot
+def _twelve_broker_throughput():
+    """12 brokers, each fetching 1,000 B a round in rounds 1-9 and 30-39 (rounds 10-29 skipped by an idle jump),
+    all on a follower throttle, plus 10^12 B of logs the run started with (follower rows stamped at 0 ms)."""
+    round_ms, brokers = 100, list(range(1, 13))
+    grid = [*range(0, 1000, 100), *range(3000, 4000, 100)]
+    rows = [{"broker": b, "topic": "t", "partition": 0, "append_ms": t, "bytes": 1000}
+            for b in brokers for t in grid if t > 0]
+    rows += [{"broker": b, "topic": "t", "partition": 0, "append_ms": 0, "bytes": 10**12} for b in brokers]
+    lines = pd.DataFrame({"time_ms": [0] * 12, "message": [
+        LINE.format(b, "follower.replication.throttled.rate -> 20000") for b in brokers]})
+    s = plots.throughput_series(pd.DataFrame(rows), lines, {}, brokers, grid, round_ms)
+    return s, grid, round_ms
+
+
+def test_bytes_moved_leave_out_the_logs_the_run_started_with_and_mean_over_time():
+    s, grid, _ = _twelve_broker_throughput()
+    moved, mean = s["moved"], s["moved_1s"]
+    assert moved.loc[0.0].max() == 0 and moved.to_numpy().max() == 10_000  # 1,000 B per 0.1 s round
+    # 3.0 s is the first round after the jump: its window (2.0, 3.0] holds one round of 1,000 B, not ten
+    assert mean.loc[3.0, 1] == pytest.approx(1000.0) and mean.loc[0.9, 1] == pytest.approx(9000.0)
+
+
+def test_bytes_moved_figure_fits_its_legend_has_distinct_colours_and_no_line_over_idle_gaps():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    s, grid, round_ms = _twelve_broker_throughput()
+    fig = plots.throughput_figure(s, round_ms)
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    (legend,) = fig.legends
+    box, inside = legend.get_window_extent(), fig.bbox
+    assert box.x0 >= inside.x0 and box.y0 >= inside.y0 and box.x1 <= inside.x1 and box.y1 <= inside.y1
+    assert not box.overlaps(ax.get_window_extent())  # outside the axes
+    entries = [t.get_text() for t in legend.get_texts()]
+    assert [e for e in entries if e.startswith("broker")] == [f"broker {b}" for b in range(1, 13)]
+    means = {ln.get_label(): ln.get_color() for ln in ax.get_lines() if ln.get_label().endswith("(1 s mean)")}
+    assert len(means) == 12 and len({tuple(map(float, c)) for c in means.values()}) == 12
+    # plausible: no plotted rate above what the table's copies give (10,000 B/s), none from the 10^12 B seed
+    tops = [float(np.nanmax(ln.get_ydata())) for ln in ax.get_lines() if "throttle" not in ln.get_label()]
+    assert max(tops) <= 10_000
+    # every line stops at the idle jump: no two consecutive finite points farther apart than one round
+    for ln in ax.get_lines():
+        x, y = np.asarray(ln.get_xdata(), dtype=float), np.asarray(ln.get_ydata(), dtype=float)
+        finite = np.isfinite(y)
+        joined = finite[1:] & finite[:-1]
+        assert (np.diff(x)[joined] <= round_ms / 1000 + 1e-9).all(), ln.get_label()
+
+
+def test_leadership_colours_are_distinct_for_twelve_brokers():
+    ps = pd.DataFrame([ps_row(0, "t", p, p % 12 + 1, [p % 12 + 1], [p % 12 + 1]) for p in range(12)])
+    fig = plots.leadership_figure(plots.leadership_series(ps, [0, 100], list(range(1, 13))))
+    colours = [tuple(map(float, c.get_facecolor()[0][:3])) for c in fig.axes[0].collections]
+    assert len(colours) == 12 and len(set(colours)) == 12

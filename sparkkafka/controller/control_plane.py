@@ -469,8 +469,11 @@ class ControlPlane:
         return w
 
     def take_lines(self) -> list[tuple]:
+        """The state-change lines since the last take. The controller starts one round before round 0 (start),
+        so that its first requests arrive at round 0; its lines then are stamped at the run's start, 0 ms:
+        the state-change log has no line before the run."""
         x, self.lines = self.lines, []
-        return x
+        return [(max(0, int(line[0])), *line[1:]) for line in x]
 
     def save(self, out: str) -> None:
         self.zk.save(os.path.join(out, "zookeeper.json"))

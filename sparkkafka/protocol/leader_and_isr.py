@@ -189,11 +189,12 @@ def _text(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 def _state_change(entries: pd.DataFrame, message: np.ndarray) -> pd.DataFrame:
     """State-change lines of LeaderAndIsr `entries`, one `message` each, built column-wise: a new
-    controller's request for every replica is ~60,000 entries at 60k replicas (~3 s row by row)."""
+    controller's request for every replica is ~60,000 entries at 60k replicas (~3 s row by row). Each starts
+    with the broker's logger prefix, ``[Broker id=N] `` (StateChangeLogger outside the controller)."""
     return pd.DataFrame({"broker": array(entries, "broker").astype("int64"),
                          "controller_epoch": array(entries, "controller_epoch").astype("int64"),
                          "topic": array(entries, "topic"), "partition": array(entries, "partition").astype("int64"),
-                         "message": message})
+                         "message": "[Broker id=" + _text(entries, "broker") + "] " + message})
 
 
 def _followers(leaders: pd.DataFrame) -> pd.DataFrame:

@@ -193,7 +193,8 @@ def leadership_figure(s: pd.DataFrame) -> Figure:
     fig, ax = _figure("leadership")
     cols = [c for c in s.columns if c != "none"] + (["none"] if "none" in s and s["none"].any() else [])
     if len(s) and cols:
-        colors = [("grey" if c == "none" else f"C{i % 10}") for i, c in enumerate(cols)]
+        palette = series_colors([c for c in cols if c != "none"])
+        colors = [("grey" if c == "none" else palette[c]) for c in cols]
         ax.stackplot(s.index, [s[c].to_numpy() for c in cols], step="post", colors=colors, alpha=0.85,
                      labels=["no leader" if c == "none" else f"broker {c}" for c in cols])
     ax.set_ylabel("partitions led")
@@ -253,9 +254,14 @@ def throttle_series(config_lines: pd.DataFrame, static: dict, brokers: Sequence[
 
 
 def moved_series(copied: pd.DataFrame, brokers: Sequence[int], grid_ms: Sequence[int], round_ms: int) -> pd.DataFrame:
-    """Bytes per second appended by each broker as a follower (the copies its replica fetchers made), per round."""
+    """Bytes per second appended by each broker as a follower (the copies its replica fetchers made), per round
+    that ran. A copy takes a fetch request and its response, so nothing fetched is appended in the run's first
+    round: follower rows stamped before its end are logs the run started with (an imported cluster's, written
+    at 0 ms, scenario/initial_logs.py), not fetched, and are left out."""
     grid = pd.Index(np.asarray(grid_ms, dtype="int64"))
     cols = sorted({int(b) for b in brokers} | {int(b) for b in copied["broker"].unique()})
+    if len(grid):
+        copied = copied[copied["append_ms"].astype("int64") >= int(grid[0]) + round_ms]
     if copied.empty:
         out = pd.DataFrame(0.0, index=grid, columns=cols)
     else:
@@ -267,28 +273,84 @@ def moved_series(copied: pd.DataFrame, brokers: Sequence[int], grid_ms: Sequence
     return out
 
 
+def trailing_mean(moved: pd.DataFrame, round_ms: int, window_ms: int = 1000) -> pd.DataFrame:
+    """Each round's trailing `window_ms` mean of `moved` (B/s per round), by time, not by row: rounds the idle
+    jump skipped moved nothing, so a window spanning one counts them as 0 instead of reaching back over rounds
+    before it; a window before the run's start covers only the rounds since."""
+    if moved.empty:
+        return moved.copy()
+    t = np.round(moved.index.to_numpy(dtype="float64") * 1000).astype("int64")
+    moved_bytes = moved.to_numpy(dtype="float64") * (round_ms / 1000.0)
+    cum = np.vstack([np.zeros((1, moved.shape[1])), np.cumsum(moved_bytes, axis=0)])
+    start = np.searchsorted(t, t - window_ms, side="right")  # the first round inside (T - window, T]
+    covered_s = np.minimum(window_ms, t - t[0] + round_ms) / 1000.0
+    out = (cum[np.arange(len(t)) + 1] - cum[start]) / covered_s[:, None]
+    return pd.DataFrame(out, index=moved.index, columns=moved.columns)
+
+
 def throughput_series(copied: pd.DataFrame, config_lines: pd.DataFrame, static: dict, brokers: Sequence[int],
                       grid_ms: Sequence[int], round_ms: int) -> pd.DataFrame:
     """Columns (series, broker): "moved" (B/s fetched as a follower in each round), "moved_1s" (its trailing
     one-second mean: a follower fetches every other round, so single rounds alternate), "follower_throttle",
     "leader_throttle"."""
     moved = moved_series(copied, brokers, grid_ms, round_ms)
-    mean = moved.rolling(max(1, 1000 // max(round_ms, 1)), min_periods=1).mean()
+    mean = trailing_mean(moved, round_ms)
     rates = throttle_series(config_lines, static, list(moved.columns), grid_ms)
     out = pd.concat({"moved": moved, "moved_1s": mean}, axis=1, names=["series", "broker"])
     return pd.concat([out, rates], axis=1)
 
 
-def throughput_figure(s: pd.DataFrame) -> Figure:
+def break_gaps(s: pd.DataFrame | pd.Series, round_ms: int) -> pd.DataFrame | pd.Series:
+    """`s` (indexed by emulated seconds at each round that ran) with a NaN row one round after each round
+    followed by an idle jump, so a plotted line stops there instead of sloping across rounds that did not run."""
+    if len(s) < 2:
+        return s
+    t = s.index.to_numpy(dtype="float64")
+    step = round_ms / 1000.0
+    ends = t[:-1][np.diff(t) > step * 1.5]
+    if not len(ends):
+        return s
+    gaps = pd.DataFrame(np.nan, index=pd.Index(ends + step, name=s.index.name),
+                        columns=s.columns) if isinstance(s, pd.DataFrame) else pd.Series(
+        np.nan, index=pd.Index(ends + step, name=s.index.name), name=s.name)
+    return pd.concat([s, gaps]).sort_index(kind="stable")
+
+
+def series_colors(keys: Sequence[object]) -> dict[object, tuple]:
+    """A distinct colour per key, in order: matplotlib's ten-colour cycle up to 10, tab20 up to 20, then
+    evenly spaced hues (no two keys share a colour, as brokers 1 and 11 did on the ten-colour cycle)."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_rgba
+
+    n = len(keys)
+    if n <= 10:
+        colors = [to_rgba(f"C{i}") for i in range(n)]
+    elif n <= 20:
+        cmap = colormaps["tab20"]
+        colors = [cmap(i) for i in range(n)]
+    else:
+        cmap = colormaps["hsv"]
+        colors = [cmap(i / n) for i in range(n)]
+    return dict(zip(keys, colors, strict=True))
+
+
+def throughput_figure(s: pd.DataFrame, round_ms: int = 100) -> Figure:
+    """Per broker (one colour each): the B/s it fetched per round (thin steps), their 1 s mean (thick steps) and
+    its follower throttle (dashed). Lines stop at idle jumps. The legend, outside the axes, has one entry per
+    broker and one per line style, in as many columns as it needs to fit the figure's height."""
+    from matplotlib.lines import Line2D
+
     fig, ax = _figure("throughput")
     moved, follower = s["moved"], s["follower_throttle"]
     active = [b for b in moved.columns if moved[b].any() or follower[b].notna().any()]
-    colors = {b: f"C{i % 10}" for i, b in enumerate(moved.columns)}
+    colors = series_colors(list(moved.columns))
+    cut = break_gaps(s, round_ms)
     for b in active:
-        ax.step(moved.index, moved[b], where="post", color=colors[b], linewidth=0.8, alpha=0.35)
-        ax.plot(moved.index, s["moved_1s"][b], color=colors[b], linewidth=2, label=f"broker {b} fetched (1 s mean)")
+        ax.step(cut.index, cut["moved"][b], where="post", color=colors[b], linewidth=0.8, alpha=0.35)
+        ax.step(cut.index, cut["moved_1s"][b], where="post", color=colors[b], linewidth=2,
+                label=f"broker {b} fetched (1 s mean)")
         if follower[b].notna().any():
-            ax.step(follower.index, follower[b], where="post", color=colors[b], linestyle="--",
+            ax.step(cut.index, cut["follower_throttle"][b], where="post", color=colors[b], linestyle="--",
                     label=f"broker {b} follower throttle")
     if not active:
         ax.text(0.5, 0.5, "no follower appends in the log", transform=ax.transAxes, ha="center")
@@ -298,8 +360,25 @@ def throughput_figure(s: pd.DataFrame) -> Figure:
         ax.set_ylabel("bytes / s (log scale)")
     else:
         ax.set_ylabel("bytes / s")
-    _finish(ax, moved if active else None)
+    ax.set_xlabel("emulated time (s)")
+    ax.grid(True, alpha=0.3)
+    if active:
+        handles = [Line2D([], [], color=colors[b], linewidth=2, label=f"broker {b}") for b in active]
+        handles.append(Line2D([], [], color="grey", linewidth=2, label="fetched, 1 s mean"))
+        handles.append(Line2D([], [], color="grey", linewidth=0.8, alpha=0.5, label="fetched, per round"))
+        if any(follower[b].notna().any() for b in active):
+            handles.append(Line2D([], [], color="grey", linestyle="--", label="follower throttle"))
+        _outside_legend(fig, handles)
     return fig
+
+
+def _outside_legend(fig: Figure, handles: list) -> None:
+    """A legend right of the axes (constrained layout makes room for it), in columns of at most LEGEND_ROWS."""
+    fig.legend(handles=handles, loc="outside right upper", fontsize="small",
+               ncols=max(1, -(-len(handles) // LEGEND_ROWS)))
+
+
+LEGEND_ROWS = 14  # entries per legend column that fit a SIZE-high figure at fontsize "small"
 
 
 # ---------------------------------------------------------------------------------------------- disk
@@ -336,7 +415,7 @@ def _finish(ax, s: pd.DataFrame | None) -> None:
     ax.set_xlabel("emulated time (s)")
     ax.grid(True, alpha=0.3)
     if s is not None and len(s):
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+        _outside_legend(ax.figure, ax.get_legend_handles_labels()[0])
     elif s is not None:
         ax.text(0.5, 0.5, "no rounds yet", transform=ax.transAxes, ha="center")
 
@@ -360,7 +439,8 @@ def figures(data) -> dict[str, Figure]:
     """Every plot of a loaded run as a matplotlib Figure, by plot name, in the report's order."""
     s = series(data)
     figs = {"health": health_figure(s["health"]), "isr_hw": isr_hw_figure(s["isr_hw"]),
-            "leadership": leadership_figure(s["leadership"]), "throughput": throughput_figure(s["throughput"]),
+            "leadership": leadership_figure(s["leadership"]),
+            "throughput": throughput_figure(s["throughput"], data.round_ms),
             "disk": disk_figure(s["disk"], data.before_ms)}
     for name, fig in figs.items():
         fig.set_label(name)

@@ -69,7 +69,8 @@ READ_COLUMNS: dict[str, list[str]] = {
     "produce_results": ["topic", "partition", "record_id", "acks", "offset", "error", "acked"],
     "log": ["broker", "topic", "partition", "offset", "record_id", "is_future"],
     "replica_state": ["round", "time_ms", "broker", "topic", "partition", "role", "leo", "hw", "leader_epoch"],
-    "partition_state": ["time_ms", "topic", "partition", "leader", "isr", "replicas", "leader_epoch", "version"],
+    "partition_state": ["time_ms", "topic", "partition", "leader", "isr", "replicas", "leader_epoch", "version",
+                        "adding", "removing"],
 }
 SLICED = ("log", "replica_state", "produce_results")  # the tables whose rows size the slices
 
@@ -209,6 +210,23 @@ def _add(a: dict, b: dict) -> dict:
 RUN_KEYS = ("scenario", "seed", "rounds", "time_ms")  # the summary's keys about the run, not counts
 
 
+def _under_replicated(parts: pd.DataFrame) -> list[bool]:
+    """Per latest partition row: under-replicated as kafka-topics --under-replicated-partitions and the
+    brokers' UnderReplicatedPartitions gauge define it (KIP-352: adding replicas left out of the count)."""
+    from ..tools.describe import is_under_replicated
+
+    none = [()] * len(parts)
+    adding = parts["adding"] if "adding" in parts else none
+    removing = parts["removing"] if "removing" in parts else none
+    return [is_under_replicated(_listed(r), _listed(i), _listed(a), _listed(m)) for r, i, a, m in
+            zip(parts["replicas"], parts["isr"], adding, removing, strict=True)]
+
+
+def _listed(value: Any) -> list[int]:
+    """A broker-id list cell (list, array, or None for empty)."""
+    return [] if value is None else [int(v) for v in value]
+
+
 def audit_tables(t: RunTables, meta: dict, whole: Whole | None = None) -> tuple[dict, pd.DataFrame]:
     """The summary (every key of the original checker, plus violation counts) and the violations; `whole`
     is what the rules need to know of the run when `t` is a slice of it (default: `t` is the whole run)."""
@@ -220,7 +238,7 @@ def audit_tables(t: RunTables, meta: dict, whole: Whole | None = None) -> tuple[
     parts = latest_of(t.partition_state)
     live = sorted(set(meta.get("live_brokers", [])))
     offline = parts[~parts["leader"].isin(live)] if len(parts) else parts
-    under = parts[[len(i) < len(r) for i, r in zip(parts["isr"], parts["replicas"], strict=True)]] if len(parts) else parts
+    under = parts[_under_replicated(parts)] if len(parts) else parts
     acked = results[results["acked"]] if len(results) else results
     errors = results["error"].dropna().value_counts().sort_index().to_dict() if len(results) else {}
     now = int(meta.get("time_ms", 0))

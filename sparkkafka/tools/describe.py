@@ -137,15 +137,12 @@ class _Partition:
     @property
     def replication_factor(self) -> int:
         """``TopicCommand.getReplicationFactor``: |replicas − adding| while a reassignment is in progress."""
-        changing = set(self.adding) | set(self.removing)
-        if self.reassigning and any(r in changing for r in self.replicas):
-            return len([r for r in self.replicas if r not in set(self.adding)])
-        return len(self.replicas)
+        return replication_factor(self.replicas, self.adding, self.removing)
 
     @property
     def under_replicated(self) -> bool:
         """``PartitionDescription.isUnderReplicated``."""
-        return self.replication_factor - len(self.isr) > 0
+        return is_under_replicated(self.replicas, self.isr, self.adding, self.removing)
 
     def line(self, topic: str) -> str:
         """``PartitionDescription.printDescription`` (2.8)."""
@@ -157,6 +154,23 @@ class _Partition:
         if self.reassigning:
             text += f"\tAdding Replicas: {_csv(self.adding)}\tRemoving Replicas: {_csv(self.removing)}"
         return text
+
+
+def replication_factor(replicas: Sequence[int], adding: Sequence[int] = (), removing: Sequence[int] = ()) -> int:
+    """``TopicCommand.getReplicationFactor`` (2.8): while a reassignment is in progress (a replica of the
+    partition is adding or removing) the replicas without the adding ones, else all of them. KIP-352: the
+    broker's UnderReplicatedPartitions gauge counts the same (``OngoingReassignmentState.replicationFactor``)."""
+    changing = set(adding) | set(removing)
+    if changing and any(r in changing for r in replicas):
+        return len([r for r in replicas if r not in set(adding)])
+    return len(replicas)
+
+
+def is_under_replicated(replicas: Sequence[int], isr: Sequence[int], adding: Sequence[int] = (),
+                        removing: Sequence[int] = ()) -> bool:
+    """``PartitionDescription.isUnderReplicated``: fewer in-sync replicas than the replication factor
+    (KIP-352: an adding replica still copying does not make its partition under-replicated)."""
+    return replication_factor(replicas, adding, removing) - len(isr) > 0
 
 
 def _header_line(topic: pd.Series, replication_factor: int) -> str:

@@ -1,0 +1,84 @@
+"""The `sparkkafka` console script never dies at exit: native threads (delta-rs, Arrow) still running at
+interpreter shutdown once aborted a finished `describe` with SIGABRT ("terminate called without an active
+exception"). cli.entry flushes and leaves with os._exit, so no shutdown-time code can turn exit 0 into an abort.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from operator_util import TINY
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(ROOT, "data", "snapshots", "sample")
+# the console script's own code path (pyproject's [project.scripts] entry point), for this interpreter
+SCRIPT = [sys.executable, "-c", "import sys; from sparkkafka.cli import entry; sys.argv[0] = 'sparkkafka'; entry()"]
+
+
+def _sparkkafka(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*SCRIPT, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_a_shutdown_time_abort_does_not_reach_the_exit_code(tmp_path):
+    """What a native destructor aborting at interpreter shutdown does, made deterministic: an atexit handler
+    that calls abort(). The console script has finished its work by then and must still exit 0."""
+    code = ("import atexit, os, sys\n"
+            "from sparkkafka import cli\n"
+            "atexit.register(os.abort)  # as a C++ std::thread destructor on a joinable thread would\n"
+            f"sys.argv = ['sparkkafka', 'describe', {str(tmp_path / 'none')!r}]\n"
+            "cli.entry()\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 2, p.stderr  # describe's own answer (not a run directory), not -6 (SIGABRT)
+    assert "is not a sparkkafka run directory" in p.stderr
+
+
+def test_usage_errors_keep_argparse_exit_code_and_output():
+    p = _sparkkafka("describe")
+    assert p.returncode == 2
+    assert "the following arguments are required: run" in p.stderr
+    p = _sparkkafka("--help")
+    assert (p.returncode, p.stdout.startswith("usage: sparkkafka")) == (0, True)
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory) -> str:
+    """TINY on the in-process engine (no Spark), 300 emulated ms."""
+    from sparkkafka import Cluster
+    from sparkkafka.scenario import parse_scenario
+
+    out = str(tmp_path_factory.mktemp("exit") / "run")
+    sc = parse_scenario({**TINY, "cluster": {**TINY["cluster"], "emulator": {"engine": "local"}}}, name="exit")
+    Cluster.from_scenario(sc, out=out).run()
+    return out
+
+
+RUNS = 20
+
+
+@pytest.mark.slow
+def test_twenty_runs_of_every_read_only_tool_exit_0(local_run, tmp_path):
+    """20 runs in a row of each read-only verb exit 0 with no abort message (140 runs: 455 s measured on 2 cores shared with four other jobs)."""
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,1]}]}')
+    tools = {
+        "describe": ["describe", local_run],
+        "log-dirs": ["log-dirs", local_run, "--describe"],
+        "state-change-log": ["state-change-log", local_run],
+        "verify-replicas": ["verify-replicas", local_run],
+        "reassign --verify": ["reassign", local_run, "--verify", "--preserve-throttles",
+                              "--reassignment-json-file", str(plan)],
+        "report": ["report", local_run, "--out", str(tmp_path / "report")],
+        "whatif --no-emulate": ["whatif", SAMPLE, "--lose-broker", "4", "--no-emulate"],
+    }
+    failures, started = [], time.perf_counter()
+    for name, args in tools.items():
+        for i in range(RUNS):
+            p = _sparkkafka(*args)
+            if p.returncode != 0 or "terminate called" in p.stderr:
+                failures.append(f"{name} run {i + 1}: exit {p.returncode}: {p.stderr[-300:]}")
+    print(f"{len(tools)} tools x {RUNS} runs in {time.perf_counter() - started:.0f} s")
+    assert failures == []
