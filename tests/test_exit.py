@@ -56,12 +56,13 @@ def local_run(tmp_path_factory) -> str:
     return out
 
 
-RUNS = 20
+# 5 runs of each tool in CI (about a minute and a half); SPARKKAFKA_EXIT_RUNS=20 for the full check.
+RUNS = int(os.environ.get("SPARKKAFKA_EXIT_RUNS", "5"))
 
 
 @pytest.mark.slow
-def test_twenty_runs_of_every_read_only_tool_exit_0(local_run, tmp_path):
-    """20 runs in a row of each read-only verb exit 0 with no abort message (140 runs: 455 s measured on 2 cores shared with four other jobs)."""
+def test_runs_in_a_row_of_every_read_only_tool_exit_0(local_run, tmp_path):
+    """RUNS runs in a row of each read-only verb exit 0 with no abort message."""
     plan = tmp_path / "plan.json"
     plan.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,1]}]}')
     tools = {
