@@ -106,6 +106,10 @@ DECLARED: dict[tuple[str, str], Declared] = {
         "the venv is the test's own (made by README command 2, which runs this test); the scenario run is run",
         _sub((r"^python3 -m venv \.venv && \.venv/bin/pip install -e \. && ", ""),)),
     ("README.md", "pip install -e '.[test]'"): Declared("README command 2 is the test suite that holds this test"),
+    ("README.md", "sparkkafka describe runs/quickstart --under-replicated-partitions"): Declared(
+        "the reassign, --verify and continued-run lines run, with the move's progress asserted, in "
+        "tests/test_readme_reassign.py; here describe and report run on the quickstart run",
+        _drop_lines("> plan.json", "reassign runs/quickstart", "sparkkafka run runs/quickstart")),
     ("README.md", "whatif data/snapshots/sample --lose-rack rack-a"): Declared(
         "the emulated half costs 3-5 min of Spark on 2 cores (302 partitions over ~20 emulated s); run here as "
         "its prediction (--no-emulate), which checks the import of the sample and the question",
