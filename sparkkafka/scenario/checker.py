@@ -213,7 +213,7 @@ RUN_KEYS = ("scenario", "seed", "rounds", "time_ms")  # the summary's keys about
 def _under_replicated(parts: pd.DataFrame) -> list[bool]:
     """Per latest partition row: under-replicated as kafka-topics --under-replicated-partitions and the
     brokers' UnderReplicatedPartitions gauge define it (KIP-352: adding replicas left out of the count)."""
-    from ..tools.describe import is_under_replicated
+    from ..protocol.under_replicated import is_under_replicated
 
     none = [()] * len(parts)
     adding = parts["adding"] if "adding" in parts else none

@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..protocol.under_replicated import is_under_replicated, replication_factor
 from .java_hash import spread, string_hash
 
 __all__ = ["KAFKA_28_TOPIC_CONFIGS", "describe_lines", "topic_id"]
@@ -154,23 +155,6 @@ class _Partition:
         if self.reassigning:
             text += f"\tAdding Replicas: {_csv(self.adding)}\tRemoving Replicas: {_csv(self.removing)}"
         return text
-
-
-def replication_factor(replicas: Sequence[int], adding: Sequence[int] = (), removing: Sequence[int] = ()) -> int:
-    """``TopicCommand.getReplicationFactor`` (2.8): while a reassignment is in progress (a replica of the
-    partition is adding or removing) the replicas without the adding ones, else all of them. KIP-352: the
-    broker's UnderReplicatedPartitions gauge counts the same (``OngoingReassignmentState.replicationFactor``)."""
-    changing = set(adding) | set(removing)
-    if changing and any(r in changing for r in replicas):
-        return len([r for r in replicas if r not in set(adding)])
-    return len(replicas)
-
-
-def is_under_replicated(replicas: Sequence[int], isr: Sequence[int], adding: Sequence[int] = (),
-                        removing: Sequence[int] = ()) -> bool:
-    """``PartitionDescription.isUnderReplicated``: fewer in-sync replicas than the replication factor
-    (KIP-352: an adding replica still copying does not make its partition under-replicated)."""
-    return replication_factor(replicas, adding, removing) - len(isr) > 0
 
 
 def _header_line(topic: pd.Series, replication_factor: int) -> str:
