@@ -172,7 +172,8 @@ def test_the_controllers_crash_runs_inside_the_window_up_to_its_sessions_expiry(
 
 @pytest.mark.parametrize(("timeline", "why"), [
     ([{"at": 300, "crash": {"broker": 1, "power_loss": True}}], "a power loss cuts the log on the driver"),
-    ([{"at": 300, "crash": 1}, {"at": 300, "restart": 2}], "a restart in the same round needs the controller"),
+    ([{"at": 300, "crash": 1}, {"at": 300, "crash": 2}, {"at": 300, "restart": 2}],
+     "a restart in the same round needs the controller"),
 ])
 def test_a_crash_the_tasks_cannot_carry_out_ends_the_window_before_it(tmp_path, timeline, why):
     loop = _loop(tmp_path, timeline)
