@@ -62,6 +62,7 @@ class _Sequence:
         self.rows = 0  # records the imported logs become so far (initial_logs.py writes one row each)
         self.topics: dict[str, TopicSpec] = {}
         self.live: set[str] = set()
+        self.partitions = 0  # of the live topics: at most MAX_PARTITIONS in the cluster
         self.down: set[int] | None = None if running else set()  # brokers down at this point; None: not tracked
         # Brokers whose state the timeline cannot know: a failed log dir may stop its broker (all its dirs
         # failed, or inter.broker.protocol.version < 1.0: protocol/log_dir_failure.py).
@@ -108,6 +109,10 @@ class _Sequence:
     def create(self, spec: TopicSpec, path: str) -> TopicSpec:
         if spec.name in self.live:
             _err(_at(path, "name"), spec.name, f"Topic '{spec.name}' already exists.")
+        self.partitions += spec.partitions
+        if self.partitions > MAX_PARTITIONS:
+            _err(_at(path, "partitions"), spec.partitions, f"the cluster's topics have {self.partitions} partitions "
+                 f"with this one: at most {MAX_PARTITIONS} (the emulator's limit per cluster)")
         self.topics[spec.name] = spec
         self.live.add(spec.name)
         return spec
@@ -123,8 +128,8 @@ class _Sequence:
             parts, rf = len(assignment), len(assignment[0])
         else:
             parts = parts or self.defaults["num.partitions"]
-            if parts > schema.MAX_PARTITIONS:
-                _err(_at(path, "partitions"), parts, f"must be <= {schema.MAX_PARTITIONS} (the emulator's limit per topic)")
+            if parts > MAX_PARTITIONS:
+                _err(_at(path, "partitions"), parts, f"must be <= {MAX_PARTITIONS} (the emulator's limit per topic)")
             rf = rf or self.defaults["default.replication.factor"]
             if rf > len(self.brokers):
                 _err(_at(path, "replication_factor"), rf,
@@ -190,9 +195,9 @@ class _Sequence:
         """A log of `size` bytes becomes records of initial.record.bytes (initial_logs.py): at most MAX_RECORDS
         in all, so that an import cannot ask for more rows than a run can write."""
         self.rows += -(-size // self.record_bytes)
-        if self.rows > schema.MAX_RECORDS:
+        if self.rows > MAX_RECORDS:
             _err(path, size, f"the imported logs become {self.rows} records of initial.record.bytes "
-                             f"{self.record_bytes} by here: at most {schema.MAX_RECORDS} (give a larger "
+                             f"{self.record_bytes} by here: at most {MAX_RECORDS} (give a larger "
                              "cluster.emulator.initial.record.bytes)")
 
     # --- events: one per type, (model, path) -> the args the driver reads
@@ -249,6 +254,7 @@ class _Sequence:
     def delete_topic(self, m: schema.DeleteTopic, path: str) -> dict:
         name = self.topic(m.topic, _at(path, "topic")).name
         self.live.discard(name)
+        self.partitions -= self.topics[name].partitions
         return {"topic": name}
 
     def reassign(self, m: schema.Reassign, path: str) -> dict:

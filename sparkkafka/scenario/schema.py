@@ -49,7 +49,8 @@ from sparkkafka.protocol.rules import unknown_version_message
 IBP = "inter.broker.protocol.version"
 INT_MAX = 2**31 - 1  # Kafka's broker ids, partition ids and counts are Java ints
 # What one emulated cluster may hold (the emulator's limits, far above what a round can carry): a bare
-# `cluster.brokers: N` and a topic's partition count above these are refused, not expanded.
+# `cluster.brokers: N`, a list of more broker ids, and partitions above these (per topic and in all live
+# topics) are refused, not expanded.
 MAX_BROKERS = 10_000
 MAX_PARTITIONS = 1_000_000
 # Bounds on what sizes a run's work, so that a mistyped number is refused before any directory or Spark
@@ -140,6 +141,8 @@ def _message(e: dict) -> str:
         return "expected a non-empty string"
     if kind == "bool_type":
         return "expected true or false"
+    if kind == "too_long":
+        return f"at most {ctx['max_length']} entries"
     if kind in ("list_type", "too_short"):
         return "expected a non-empty list" if ctx.get("min_length") else "expected a list"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
@@ -366,7 +369,7 @@ Emulator.what = "emulator setting"
 
 
 class Cluster(Shape):
-    brokers: _either(lambda v: "ids" if isinstance(v, list) else "count", count=Int(1, MAX_BROKERS), ids=Brokers)
+    brokers: _either(lambda v: "ids" if isinstance(v, list | tuple) else "count", count=Int(1, MAX_BROKERS), ids=Brokers)
     racks: dict[IdKey, Text] | None = None
     log_dirs: Annotated[list[Text], Field(min_length=1), _unique("log dir")] | None = None
     config: BrokerConfig = None  # type: ignore[valid-type]
