@@ -167,29 +167,29 @@ class _Sequence:
             if b not in replicas:
                 _err(p, b, f"broker {b} is not among the partition's replicas {list(replicas)}")
 
-        for k in ("isr", "adding", "removing"):
-            for j, b in enumerate(getattr(s, k)):
+        isr, adding, removing = tuple(s.isr), tuple(s.adding or ()), tuple(s.removing or ())
+        for k, ids in (("isr", isr), ("adding", adding), ("removing", removing)):
+            for j, b in enumerate(ids):
                 member(b, f"{path}.{k}[{j}]")
         if s.leader != -1:
-            member(s.leader, _at(path, "leader"))
-        if len(s.adding) == len(replicas):
-            _err(_at(path, "adding"), list(s.adding), "every replica is being added")
+            member(s.leader, f"{path}.leader")
+        if len(adding) == len(replicas):
+            _err(f"{path}.adding", list(adding), "every replica is being added")
         logs: dict[int, ReplicaLogSpec] = {}
         for b, log in (s.logs or {}).items():
             lpath = f"{path}.logs[{b}]"
             if b not in replicas:
                 _err(lpath, b, unknown_message("replica", b, replicas))
             logs[b] = self.replica_log(log, lpath)
-        return PartitionStateSpec(s.leader, tuple(s.isr), tuple(s.adding), tuple(s.removing), logs)
+        return PartitionStateSpec(s.leader, isr, adding, removing, logs)
 
     def replica_log(self, log: schema.ReplicaLog, path: str) -> ReplicaLogSpec:
-        d = self.log_dir(log.dir, _at(path, "dir"))
-        self.imported_rows(log.bytes, _at(path, "bytes"))
+        d = self.log_dir(log.dir, f"{path}.dir")
+        self.imported_rows(log.bytes, f"{path}.bytes")
         if log.future is None:
             return ReplicaLogSpec(d, log.bytes)
-        fpath = _at(path, "future")
-        self.imported_rows(log.future.bytes, _at(fpath, "bytes"))
-        return ReplicaLogSpec(d, log.bytes, self.log_dir(log.future.dir, _at(fpath, "dir")), log.future.bytes)
+        self.imported_rows(log.future.bytes, f"{path}.future.bytes")
+        return ReplicaLogSpec(d, log.bytes, self.log_dir(log.future.dir, f"{path}.future.dir"), log.future.bytes)
 
     def imported_rows(self, size: int, path: str) -> None:
         """A log of `size` bytes becomes records of initial.record.bytes (initial_logs.py): at most MAX_RECORDS
@@ -211,7 +211,7 @@ class _Sequence:
 
     def _broker_event(self, m: schema.Crash | schema.BrokerEvent, path: str) -> int:
         b = self.broker(m.broker, _at(path, "broker"))
-        self.broker_state(b, path if m._bare else _at(path, "broker"), path.rsplit(".", 1)[-1])
+        self.broker_state(b, path if isinstance(m, schema.Bare) else _at(path, "broker"), path.rsplit(".", 1)[-1])
         return b
 
     def crash(self, m: schema.Crash, path: str) -> dict:

@@ -16,7 +16,8 @@ import difflib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self, Union
+from types import UnionType
+from typing import Annotated, Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -152,7 +153,10 @@ def _message(e: dict) -> str:
 
 def scenario_error(exc: ValidationError) -> ScenarioError:
     """pydantic's first error as ScenarioError(field, value as given, message)."""
-    e = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    e = errors[0]
+    if e["type"] == "missing":  # a misspelt required key: its unknown spelling is the error to name
+        e = next((x for x in errors if x["type"] == "extra_forbidden" and x["loc"][:-1] == e["loc"][:-1]), e)
     loc, value = e["loc"], e["input"]
     if e["type"] == "scenario":
         ctx = e["ctx"]
@@ -160,9 +164,32 @@ def scenario_error(exc: ValidationError) -> ScenarioError:
                              ctx["message"])
     if e["type"] == "missing":
         return ScenarioError(path_of(loc), None, "required")
-    if e["type"] == "extra_forbidden":  # a model without the known-keys check below
-        return ScenarioError(path_of(loc), value, f"unknown key {loc[-1]!r}")
+    if e["type"] == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        return ScenarioError(path_of(loc), value, unknown_message(model.what, loc[-1], model.key_names))
     return ScenarioError(path_of(loc), value, _message(e))
+
+
+def _model_at(loc: tuple) -> Any:
+    """The model a location of the document is validated by (the mapping an unknown key was found in)."""
+    t: Any = Document
+    for k in loc:
+        t = _below(t, k)
+    return _below(t, None)
+
+
+def _below(t: Any, k: Any) -> Any:
+    """What validates `k` of a value of type `t`: a model's field, a list's item, a mapping's value, a tagged
+    union's branch (k its tag) or the one non-null type of an Optional; k None: the model `t` is."""
+    while get_origin(t) is Annotated:
+        t = t.__origin__
+    if isinstance(t, type) and issubclass(t, BaseModel):
+        return t if k is None else next(f.annotation for n, f in t.model_fields.items() if (f.alias or n) == k)
+    args = [a for a in get_args(t) if a is not type(None)]
+    if get_origin(t) in (Union, UnionType):
+        tagged = [a for a in args if any(getattr(m, "tag", None) == k for m in getattr(a, "__metadata__", ()))]
+        return tagged[0] if k is not None and tagged else _below(args[0], k)
+    return args[-1]  # list[X] -> X, dict[K, V] -> V
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,7 +242,7 @@ def Int(lo: int = 0, hi: int = LONG_MAX) -> Any:  # noqa: N802 - a type
 Text = Annotated[str, Field(min_length=1)]
 BrokerId = Int(hi=INT_MAX)
 PartitionId = Int(hi=INT_MAX)
-IdKey = Annotated[int, BeforeValidator(_digits), Field(ge=0, le=INT_MAX)]
+IdKey = Annotated[int, Field(ge=0, le=INT_MAX), BeforeValidator(_digits)]  # (Field first: checked in pydantic-core)
 TimeMs = Int(hi=MAX_TIME_MS)
 DurationMs = Int(1, MAX_TIME_MS)
 Brokers = Annotated[list[BrokerId], Field(min_length=1, max_length=MAX_BROKERS), _unique("broker")]
@@ -271,21 +298,28 @@ def _throttled(v: str) -> str:
 
 
 class Shape(BaseModel):
-    """A mapping of the document: strict types, unknown keys named with a hint, null = an empty mapping and a
-    key set to null = the key left out (its default, or `required`)."""
+    """A mapping of the document: strict types, no unknown key (scenario_error adds the hint); a key whose
+    value may be null has None as its default, so null is the key left out."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     what: ClassVar[str] = "key"  # what an unknown key is called in the message
-    null_is_absent: ClassVar[bool] = True
     key_names: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kw: Any) -> None:
         cls.key_names = tuple(f.alias or n for n, f in cls.model_fields.items())
 
+
+class RawShape(Shape):
+    """A mapping checked as written first: unknown keys, then `check_mapping`; null is an empty mapping and a
+    key set to null the key left out (its default other than None, or `required`). Only the few mappings
+    with such defaults or rules (a Python step each: the many replica logs of an import stay in pydantic-core)."""
+
+    null_is_absent: ClassVar[bool] = True
+
     @model_validator(mode="before")
     @classmethod
-    def _known_keys(cls, v: Any) -> Any:
+    def _raw(cls, v: Any) -> Any:
         v = {} if v is None else v
         if isinstance(v, dict):
             for k, x in v.items():
@@ -301,12 +335,10 @@ class Shape(BaseModel):
         """The rules on the raw mapping once its keys are known (a subclass's)."""
 
 
-
 class Config(Shape):
     """Named settings (a Kafka config, the emulator's): `given()` is what the file set, in its order."""
 
     what: ClassVar[str] = "config"
-    null_is_absent: ClassVar[bool] = False  # null deletes an override (set_config)
     _order: tuple = PrivateAttr(())
 
     @model_validator(mode="wrap")
@@ -372,8 +404,8 @@ class Cluster(Shape):
     brokers: _either(lambda v: "ids" if isinstance(v, list | tuple) else "count", count=Int(1, MAX_BROKERS), ids=Brokers)
     racks: dict[IdKey, Text] | None = None
     log_dirs: Annotated[list[Text], Field(min_length=1), _unique("log dir")] | None = None
-    config: BrokerConfig = None  # type: ignore[valid-type]
-    emulator: Emulator = None  # type: ignore[valid-type]
+    config: BrokerConfig | None = None  # type: ignore[valid-type]
+    emulator: Emulator | None = None  # type: ignore[valid-type]
 
 
 class FutureLog(Shape):
@@ -401,15 +433,15 @@ class PartitionState(Shape):
 
     leader: Annotated[int, BeforeValidator(lambda v: -1 if v == "none" else v), Field(ge=-1, le=INT_MAX)]
     isr: Annotated[list[BrokerId], _unique("broker")]
-    adding: Annotated[list[BrokerId], _unique("broker")] = ()
-    removing: Annotated[list[BrokerId], _unique("broker")] = ()
+    adding: Annotated[list[BrokerId], _unique("broker")] | None = None
+    removing: Annotated[list[BrokerId], _unique("broker")] | None = None
     logs: dict[IdKey, ReplicaLog] | None = None
 
     @model_validator(mode="after")
     def _leader_in_isr(self) -> Self:
         if self.leader != -1 and self.leader not in self.isr:
             fail(f"the leader is not in the ISR {list(self.isr)}", self.leader, ("leader",))
-        both = set(self.adding) & set(self.removing)
+        both = set(self.adding or ()) & set(self.removing or ())
         if both:
             fail(f"broker(s) {sorted(both)} both added and removed", list(self.removing), ("removing",))
         return self
@@ -423,7 +455,7 @@ class Topic(Shape):
     partitions: Int(1, MAX_PARTITIONS) | None = None
     replication_factor: Int(1, MAX_BROKERS) | None = None
     assignment: Annotated[dict[IdKey, Brokers], Field(max_length=MAX_PARTITIONS)] | None = None
-    config: TopicConfig = None  # type: ignore[valid-type]
+    config: TopicConfig | None = None  # type: ignore[valid-type]
     state: dict[IdKey, PartitionState] | None = None
 
     @model_validator(mode="after")
@@ -438,27 +470,26 @@ class Topic(Shape):
 class NewTopic(Topic):
     """A create_topic event's topic: it starts empty."""
 
+    @model_validator(mode="before")
     @classmethod
-    def check_mapping(cls, v: dict) -> None:
-        if v.get("state") is not None:
+    def _empty(cls, v: Any) -> Any:
+        if isinstance(v, dict) and v.get("state") is not None:
             fail("a created topic starts empty: state is for the scenario's topics", v["state"], ("state",))
+        return v
 
 
-class _Shorthand(Shape):
-    """An event whose bare value is its one required key (`crash: 1` = `crash: {broker: 1}`)."""
-
-    short: ClassVar[str] = "broker"
-    _bare: bool = PrivateAttr(False)  # given as the bare value: a sequence error names the event itself
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _expand(cls, v: Any, handler: Any) -> Self:
-        m = handler(v if isinstance(v, dict) else {cls.short: v})
-        m._bare = not isinstance(v, dict)
-        return m
+class Bare:
+    """An event given as its bare value (`crash: 1`): a sequence error names the event itself."""
 
 
-class Produce(Shape):
+def _shorthand(model: type[Shape], key: str) -> Any:
+    """`crash: 1` = `crash: {broker: 1}`: a mapping is a `model`, any other value its one required `key`."""
+    bare = type(f"Bare{model.__name__}", (model, Bare), {"__module__": __name__})
+    return _either(lambda v: "map" if isinstance(v, dict) else "bare", map=model,
+                   bare=Annotated[bare, BeforeValidator(lambda v: {key: v})])
+
+
+class Produce(RawShape):
     topic: Text
     partition: _either(lambda v: "all" if v == "all" else "id", all=Literal["all"], id=PartitionId) = "all"
     records: Int(1, MAX_RECORDS) | None = None
@@ -485,12 +516,12 @@ class Produce(Shape):
         return m
 
 
-class Crash(_Shorthand):
+class Crash(RawShape):
     broker: BrokerId
     power_loss: bool = False
 
 
-class BrokerEvent(_Shorthand):
+class BrokerEvent(Shape):
     """restart, shutdown."""
 
     broker: BrokerId
@@ -528,8 +559,7 @@ class FailLogDir(Shape):
     log_dir: Text
 
 
-class DeleteTopic(_Shorthand):
-    short: ClassVar[str] = "topic"
+class DeleteTopic(Shape):
     topic: Text
 
 
@@ -547,7 +577,7 @@ class PlanEntry(Shape):
         return self
 
 
-class Plan(Shape):
+class Plan(RawShape):
     """Kafka's reassignment JSON (inline, or a file path read here), checked as kafka-reassign-partitions does."""
 
     version: int = 1
@@ -574,7 +604,7 @@ class Plan(Shape):
         return self if self.version == 1 else fail("Not supported version field value", self.version, ("version",))
 
 
-class Reassign(Shape):
+class Reassign(RawShape):
     plan: Plan
     throttle: Rate | None = None
     log_dirs_throttle: Rate | None = None
@@ -624,7 +654,7 @@ EVENTS = ("produce", "crash", "restart", "shutdown", "pause", "isolate", "heal",
           "controller_failover", "create_topic", "delete_topic", "reassign", "elect_leaders", "set_config")
 
 
-class Entry(Shape):
+class Entry(RawShape):
     """One timeline entry: exactly one of at (ms) or round, and exactly one event (`heal:` null = `heal: {}`)."""
 
     null_is_absent: ClassVar[bool] = False
@@ -632,16 +662,16 @@ class Entry(Shape):
     at: TimeMs = None
     round: TimeMs = None
     produce: Produce = None
-    crash: Crash = None
-    restart: BrokerEvent = None
-    shutdown: BrokerEvent = None
+    crash: _shorthand(Crash, "broker") = None
+    restart: _shorthand(BrokerEvent, "broker") = None
+    shutdown: _shorthand(BrokerEvent, "broker") = None
     pause: Pause = None
     isolate: Isolate = None
-    heal: Empty = None
+    heal: Empty | None = None
     fail_log_dir: FailLogDir = None
-    controller_failover: Empty = None
+    controller_failover: Empty | None = None
     create_topic: NewTopic = None
-    delete_topic: DeleteTopic = None
+    delete_topic: _shorthand(DeleteTopic, "topic") = None
     reassign: Reassign = None
     elect_leaders: ElectLeaders = None
     set_config: SetConfig = None
@@ -673,7 +703,7 @@ class Run(Shape):
         return m
 
 
-class Document(Shape):
+class Document(RawShape):
     """A scenario file."""
 
     name: Text | None = None
