@@ -3,6 +3,7 @@ bin/kafka-*.sh scripts run them), and a steady producer (the confluent-kafka cli
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import threading
@@ -52,19 +53,25 @@ def create_topic(cluster: RealCluster, name: str, partitions: int, replication_f
     run_tool(cluster, "kafka.admin.TopicCommand", *args)
 
 
+_IDS = itertools.count()
+
+
 @dataclass
 class SteadyProducer:
-    """Sends `rate_per_sec` records of `value_bytes` to a partition (or round-robin over `partitions`) for
-    `duration_ms`, in 10 ms ticks, with the given acks and no retries (the emulator's producer does not
-    retry); counts acked and failed records. Runs in a thread."""
+    """Sends `rate_per_sec` records of `value_bytes` to the `partitions` (round-robin) for `duration_ms`, in
+    10 ms ticks, or `records` records at once when no rate is given; acks as given, no retries (the
+    emulator's producer does not retry). Each value starts with a unique id so that acked records can be
+    looked for in the logs afterwards (`acked_ids`). Runs in a thread."""
 
     cluster: RealCluster
     topic: str
     partitions: list[int]
-    rate_per_sec: float
+    rate_per_sec: float | None
     duration_ms: int
     acks: str = "1"
     value_bytes: int = 100
+    records: int | None = None
+    acked_ids: set[int] = field(default_factory=set)
     acked: dict[int, int] = field(default_factory=dict)
     failed: dict[int, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
@@ -75,33 +82,35 @@ class SteadyProducer:
         p = msg.partition()
         if err is None:
             self.acked[p] = self.acked.get(p, 0) + 1
+            self.acked_ids.add(int(msg.value()[:12]))
         else:
             self.failed[p] = self.failed.get(p, 0) + 1
             self.errors[err.name()] = self.errors.get(err.name(), 0) + 1
+
+    def _due(self, elapsed_s: float) -> int:
+        if self.rate_per_sec is None:
+            return self.records or 0
+        return int(min(elapsed_s * 1000, self.duration_ms) * self.rate_per_sec / 1000)
 
     def _run(self) -> None:
         from confluent_kafka import Producer
 
         prod = Producer({"bootstrap.servers": self.cluster.bootstrap, "acks": self.acks, "retries": 0,
                          "linger.ms": 5, "enable.idempotence": False, "message.timeout.ms": 30000,
-                         "queue.buffering.max.kbytes": 65536})
-        value = b"x" * self.value_bytes
+                         "queue.buffering.max.kbytes": 262144})
+        pad = b"x" * max(self.value_bytes - 12, 0)
         start = time.monotonic()
         sent = 0
-        i = 0
-        while not self._stop.is_set():
-            elapsed = time.monotonic() - start
-            if elapsed * 1000 >= self.duration_ms:
-                break
-            due = int(min(elapsed * 1000, self.duration_ms) * self.rate_per_sec / 1000)
+        total = self._due(float("inf"))
+        while not self._stop.is_set() and sent < total:
+            due = self._due(time.monotonic() - start)
             while sent < due:
-                p = self.partitions[i % len(self.partitions)]
-                i += 1
+                p = self.partitions[sent % len(self.partitions)]
                 try:
-                    prod.produce(self.topic, value, partition=p, on_delivery=self._report)
+                    prod.produce(self.topic, b"%012d" % next(_IDS) + pad, partition=p, on_delivery=self._report)
+                    sent += 1
                 except BufferError:
-                    self.failed[p] = self.failed.get(p, 0) + 1
-                sent += 1
+                    prod.poll(0.05)
             prod.poll(0)
             time.sleep(0.01)
         prod.flush(60)
@@ -118,6 +127,32 @@ class SteadyProducer:
     def stop(self) -> None:
         self._stop.set()
         self.join(90)
+
+
+def logged_ids(cluster: RealCluster, topic: str) -> set[int]:
+    """The record ids present in `topic` now, read from the beginning by a consumer (read_committed is
+    irrelevant: no transactions), up to each partition's end."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    cons = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"sparkkafka-check-{time.time_ns()}",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    try:
+        meta = cons.list_topics(topic, timeout=30).topics[topic]
+        parts = [TopicPartition(topic, p, 0) for p in meta.partitions]
+        cons.assign(parts)
+        left, ids, deadline = {tp.partition for tp in parts}, set(), time.monotonic() + 60
+        while left and time.monotonic() < deadline:
+            msg = cons.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == msg.error()._PARTITION_EOF:
+                    left.discard(msg.partition())
+                continue
+            ids.add(int(msg.value()[:12]))
+        return ids
+    finally:
+        cons.close()
 
 
 def produce_now(cluster: RealCluster, topic: str, partition: int, records: int, value_bytes: int,
