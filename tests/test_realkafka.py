@@ -93,3 +93,21 @@ def test_real_kafka_moves_nothing_under_a_throttle_its_in_sync_traffic_exceeds(t
     assert moved[1] <= 1024 * 1024, moved  # replica.fetch.max.bytes
     assert leader_grew > 3_000_000 + 25 * 1_000_000 * 0.8, leader_grew  # the 1 MB/s did go in
     assert isr == [[1, 2], [1, 2]]
+
+
+def test_the_comparison_holds_within_its_tolerance_and_names_what_differs():
+    from sparkkafka.realkafka.compare import compare, tolerance_ms
+
+    tol = tolerance_ms({"replica.lag.time.max.ms": 10000}, restart_delay_ms=0)
+    assert tol == 7000
+    key = ("orders", 2)
+    real = {key: [(1, (3, 0, (1, 2, 3))), (8447, (1, 1, (1, 2)))]}
+    # the emulator's own timing (-100: before the start), and a state shorter than the sampling interval
+    emu = {key: [(-100, (3, 0, (1, 2, 3))), (8000, (3, 0, (1, 2))), (8050, (1, 1, (1, 2)))]}
+    assert compare(real, emu, tol) == []
+    late = {key: [(-100, (3, 0, (1, 2, 3))), (16000, (1, 1, (1, 2)))]}
+    [m] = compare(real, late, tol)
+    assert "more than 7000 ms apart" in m.message and m.partition == key
+    other = {key: [(0, (3, 0, (1, 2, 3))), (8000, (2, 1, (1, 2)))]}
+    [m] = compare(real, other, tol)
+    assert m.message.startswith("states differ")
