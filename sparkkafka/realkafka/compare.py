@@ -1,0 +1,71 @@
+"""The emulator's per-partition (leader, leader epoch, ISR) sequence beside the one observed on real Kafka,
+with the tolerances stated here (docs/fidelity.md):
+
+* the sequences of states must be equal, after dropping emulator states that lasted less than the
+  sampling interval (the sampler cannot see them);
+* each change's time may differ by at most `tolerance_ms(config, restart_delay_ms)`: 2,000 ms (ZooKeeper's
+  tickTime of session expiry granularity, the controller's processing, the sampling interval) plus half of
+  `replica.lag.time.max.ms` (Kafka's ISR shrink check runs every half of it) plus the longest measured
+  restart delay of a real broker (the JVM start the emulator does not have).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+State = tuple[int, int, tuple[int, ...]]  # leader, leader epoch, sorted ISR
+Seq = list[tuple[int, State]]  # (time_ms, state), in time order
+
+
+def tolerance_ms(config: Mapping, restart_delay_ms: int = 0) -> int:
+    """How far apart in time one change may be on the two sides."""
+    lag = int(config.get("replica.lag.time.max.ms", 30000))
+    return 2000 + lag // 2 + max(int(restart_delay_ms), 0)
+
+
+def visible(seq: Seq, interval_ms: int) -> Seq:
+    """`seq` without consecutive repeats and without states shorter than `interval_ms` (not the last)."""
+    out: Seq = []
+    for i, (t, s) in enumerate(seq):
+        nxt = seq[i + 1][0] if i + 1 < len(seq) else None
+        if nxt is not None and nxt - t < interval_ms and seq[i + 1][1] != s:
+            continue
+        if out and out[-1][1] == s:
+            continue
+        out.append((max(t, 0), s))
+    return out
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    partition: tuple[str, int]
+    message: str
+
+
+def compare_partition(key: tuple[str, int], real: Seq, emulated: Seq, tol_ms: int,
+                      interval_ms: int = 200) -> list[Mismatch]:
+    """Mismatches of one partition's sequences (empty when they agree within the tolerance)."""
+    r, e = visible(real, 0), visible(emulated, interval_ms)
+    if [s for _, s in r] != [s for _, s in e]:
+        return [Mismatch(key, f"states differ: real {[s for _, s in r]} emulator {[s for _, s in e]}")]
+    return [Mismatch(key, f"{s} at {tr} ms on Kafka, {te} ms on the emulator: more than {tol_ms} ms apart")
+            for (tr, s), (te, _) in zip(r, e, strict=True) if abs(tr - te) > tol_ms]
+
+
+def compare(real: Mapping[tuple[str, int], Seq], emulated: Mapping[tuple[str, int], Seq],
+            tol_ms: int, interval_ms: int = 200) -> list[Mismatch]:
+    """Every partition of either side."""
+    out: list[Mismatch] = []
+    for key in sorted(set(real) | set(emulated)):
+        out += compare_partition(key, list(real.get(key, [])), list(emulated.get(key, [])), tol_ms, interval_ms)
+    return out
+
+
+def from_changes(changes: Sequence) -> dict[tuple[str, int], Seq]:
+    """observe.Change rows (or the emulator's partition_state rows as tuples) grouped per partition."""
+    out: dict[tuple[str, int], Seq] = {}
+    for c in changes:
+        out.setdefault((c.topic, c.partition), []).append(
+            (int(c.time_ms), (int(c.leader), int(c.leader_epoch), tuple(sorted(int(b) for b in c.isr)))))
+    return {k: sorted(v, key=lambda x: x[0]) for k, v in out.items()}
