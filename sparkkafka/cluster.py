@@ -25,7 +25,14 @@ from .driver import RoundLoop
 from .engine.session import check_worker_python
 from .errors import ScenarioError
 from .run_check import check_run
-from .run_dir import RUN_FORMAT_VERSION, DriverState, RunDir, require_out_dir, run_exists_error
+from .run_dir import (
+    RUN_FORMAT_VERSION,
+    DriverState,
+    RunDir,
+    check_until_ms,
+    require_out_dir,
+    run_exists_error,
+)
 from .run_views import (
     audit_run,
     describe_run,
@@ -205,6 +212,8 @@ class Cluster:
         if until_ms is not None:
             _require_count("until_ms", until_ms, "must be an integer >= 0 (emulated milliseconds)")
         self.loop.require_resumable()
+        if until_ms is not None:  # a week at most, as run.until_ms; and a run does not go back
+            check_until_ms("until_ms", int(until_ms), (self.round - 1) * self.round_ms, f"run {self.out}")
         end = self.scenario.end_ms if until_ms is None else until_ms
         total = max(0, end // self.round_ms + 1 - self.round)
         bar = None
