@@ -438,7 +438,7 @@ def _run(args: argparse.Namespace) -> int:
         if sc is None:
             from .engine.session import get_spark
 
-            c = Cluster.for_path(get_spark(args.master), out)
+            c = Cluster.for_path(get_spark(args.master), out, checked=True)  # _check_writable, under the lock
             if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
                 c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
         else:
