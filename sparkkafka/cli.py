@@ -390,19 +390,18 @@ def _state_change_log(args: argparse.Namespace) -> int:
 
 
 def _check_until(until_ms: int | None, run: str | None) -> None:
-    """--until-ms: an emulated time >= 0 and, continuing a run, not before the last round it has run."""
+    """--until-ms: an emulated time from 0 to a week (run_dir.check_until_ms) and, continuing a run, not before
+    the last round it has run."""
     if until_ms is None:
         return
-    if until_ms < 0:
-        raise ScenarioError("--until-ms", until_ms, "must be >= 0 (emulated milliseconds)")
-    if run is not None:
-        from .run_dir import RunDir
+    from .run_dir import RunDir, check_until_ms
 
-        meta = RunDir(run).meta()
-        reached = (int(meta.get("round", 0)) - 1) * int(meta.get("round_ms", 1))
-        if until_ms < reached:
-            raise ScenarioError("--until-ms", until_ms, f"is before the time run {run} has already reached "
-                                                        f"({reached} ms, run.json); a run does not go back")
+    if run is None:
+        check_until_ms("--until-ms", until_ms)
+        return
+    meta = RunDir(run).meta()
+    reached = (int(meta.get("round", 0)) - 1) * int(meta.get("round_ms", 1))
+    check_until_ms("--until-ms", until_ms, reached, f"run {run}", ", run.json")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -439,7 +438,7 @@ def _run(args: argparse.Namespace) -> int:
         if sc is None:
             from .engine.session import get_spark
 
-            c = Cluster.for_path(get_spark(args.master), out)
+            c = Cluster.for_path(get_spark(args.master), out, checked=True)  # _check_writable, under the lock
             if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
                 c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
         else:
@@ -522,6 +521,32 @@ class _Spark:
             stop_spark()  # a session we started: stopping it lets Python workers exit before the JVM does
 
 
+def _check_whatif_sizes(args: argparse.Namespace) -> None:
+    """whatif's integers that size the emulated run, checked before a snapshot is read or Spark starts: times
+    from 0 to a week (run_dir.check_emulated_ms, as a scenario's), a record size a log row holds."""
+    from .run_dir import check_emulated_ms
+    from .scenario.loader import INT_MAX
+
+    for flag in ("at_ms", "settle_ms", "recover_ms", "until_ms"):
+        if getattr(args, flag) is not None:
+            check_emulated_ms("--" + flag.replace("_", "-"), getattr(args, flag))
+    if args.until_ms is not None and args.until_ms < args.at_ms:
+        raise ScenarioError("--until-ms", args.until_ms, f"is before --at-ms ({args.at_ms}), when the plan is "
+                                                         "submitted: the run would not see the move")
+    if args.record_bytes is not None and not 1 <= args.record_bytes <= INT_MAX:
+        raise ScenarioError("--record-bytes", args.record_bytes, f"must be from 1 to {INT_MAX} (bytes of one "
+                                                                 "record: the log table's value_bytes is an int32)")
+
+
+def _check_run_end(field: str, value: int, end: int, how: str) -> None:
+    """ScenarioError naming `field` when the emulated run its flags make would end past MAX_TIME_MS."""
+    from .scenario.loader import MAX_TIME_MS
+
+    if end > MAX_TIME_MS:
+        raise ScenarioError(field, value, f"the emulated run would end at {end} ms ({how}), past the "
+                                          f"{MAX_TIME_MS} ms a run spans at most (a week)")
+
+
 def _whatif(args: argparse.Namespace) -> int:
     """Predict from the snapshot, then (unless --no-emulate) confirm on an emulated run; exit 2 on bad input."""
     from pathlib import Path
@@ -529,6 +554,7 @@ def _whatif(args: argparse.Namespace) -> int:
     from . import whatif as W
     from .scenario.loader import parse_scenario
 
+    _check_whatif_sizes(args)
     if args.reassign is not None or args.throttle is not None:
         return _whatif_reassign(args)
     mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes or 2**31 - 1)
@@ -557,10 +583,14 @@ def _whatif(args: argparse.Namespace) -> int:
     predicted = W.predict_loss(parts, loss)
     emulated = None
     if not args.no_emulate:
+        recover = 0 if args.unclean else args.recover_ms
+        end = W.loss_acted_ms(sc, loss, args.at_ms, args.settle_ms) + recover
+        _check_run_end("--at-ms/--settle-ms/--recover-ms", end, end, "the loss at --at-ms, the session timeout, "
+                                                                     "--settle-ms, then at most --recover-ms")
         out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}")
         with _Spark(args.master) as spark:
             emulated = W.emulate_loss(mapping, loss, spark=spark, out=out, at_ms=args.at_ms,
-                                      settle_ms=args.settle_ms, recover_ms=0 if args.unclean else args.recover_ms)
+                                      settle_ms=args.settle_ms, recover_ms=recover)
     sys.stdout.write(W.loss_text(loss, predicted, emulated, W.rates_at_risk(sc, predicted)))
     sys.stdout.write(W.table_text(W.compare(predicted, emulated.state if emulated else None), args.format))
     if args.unclean and emulated is not None:
@@ -610,6 +640,8 @@ def _whatif_reassign(args: argparse.Namespace) -> int:
         return 0
     p_total = W.total_ms(predicted["eta_ms"])
     until = args.until_ms or args.at_ms + (int(1.5 * p_total) + 2000 if p_total is not None else 60000)
+    _check_run_end("--throttle", args.throttle, until, "--at-ms plus 1.5 x the predicted move plus 2 s; give "
+                                                       "--until-ms, a larger --throttle or --no-emulate")
     out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}-reassign")
     t0 = time.perf_counter()
     with _Spark(args.master) as spark:

@@ -25,7 +25,14 @@ from .driver import RoundLoop
 from .engine.session import check_worker_python
 from .errors import ScenarioError
 from .run_check import check_run
-from .run_dir import RUN_FORMAT_VERSION, DriverState, RunDir, require_out_dir, run_exists_error
+from .run_dir import (
+    RUN_FORMAT_VERSION,
+    DriverState,
+    RunDir,
+    check_until_ms,
+    require_out_dir,
+    run_exists_error,
+)
 from .run_views import (
     audit_run,
     describe_run,
@@ -89,11 +96,11 @@ class Cluster:
     resumable, broker_cfg, profile = _Loop(), _Loop(), _Loop()
 
     def __init__(self, spark: SparkSession | None, out: str, driver: DriverState | None = None) -> None:
-        if spark is not None:
-            check_worker_python(spark)
+        """`spark`: a session from_scenario or for_path has checked (check_worker_python), or None."""
         self.loop = RoundLoop(spark, out, driver)
         self._seen = self.run_dir.stamp()  # the last save this Cluster knows of (run_lock.writing)
         self._checked = False  # checked for writing (run_check.py) since it was reopened
+        self._tables_checked = False  # its tables checked (run_check.py) when it was reopened
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -123,6 +130,7 @@ class Cluster:
                 from .engine.session import get_spark
 
                 spark = get_spark(master)
+                check_worker_python(spark)
             for name in os.listdir(out) if overwrite else ():
                 if name != run_lock.LOCK:  # the lock this process holds stays
                     path = os.path.join(out, name)
@@ -138,13 +146,18 @@ class Cluster:
         return c
 
     @classmethod
-    def for_path(cls, spark: SparkSession | None, path: str) -> Cluster:
+    def for_path(cls, spark: SparkSession | None, path: str, checked: bool = False) -> Cluster:
         """Reopen a run directory: its tables can be read, and (runs saved in this run format) it can be
         continued with run(until_ms) / step() and acted on by apply() and the operator tools. With no
-        `spark`, a session is started unless the run is on the in-process engine (engine/local.py)."""
+        `spark`, a session is started unless the run is on the in-process engine (engine/local.py).
+        `checked`: the caller holds the run's lock and has checked it for writing (run_check.py)."""
         rd = cls.require_complete(path)
-        check_run(path)  # a damaged run: refused with the file named, not a failure deep in a read
+        if spark is not None:
+            check_worker_python(spark)
+        if not checked:
+            check_run(path)  # a damaged run: refused with the file named, not a failure deep in a read
         c = cls(spark, path)
+        c._checked, c._tables_checked = checked, True
         c.meta = rd.meta()
         c.loop.restore()
         if c.spark is None and not (c.resumable and c.loop.local):  # the in-process engine needs no session
@@ -171,7 +184,7 @@ class Cluster:
         saved the run since this Cluster read or saved it (its view would overwrite that change)."""
         with run_lock.writing(self.out, seen=self._seen):
             if self.loop.reopened and not self._checked:  # a reopened run's first write: refused if damaged
-                check_run(self.out, writes=True)
+                check_run(self.out, writes=True, tables=not self._tables_checked)  # (for_path read the tables)
                 self._checked = True
             try:
                 yield
@@ -205,6 +218,8 @@ class Cluster:
         if until_ms is not None:
             _require_count("until_ms", until_ms, "must be an integer >= 0 (emulated milliseconds)")
         self.loop.require_resumable()
+        if until_ms is not None:  # a week at most, as run.until_ms; and a run does not go back
+            check_until_ms("until_ms", int(until_ms), (self.round - 1) * self.round_ms, f"run {self.out}")
         end = self.scenario.end_ms if until_ms is None else until_ms
         total = max(0, end // self.round_ms + 1 - self.round)
         bar = None

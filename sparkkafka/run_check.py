@@ -51,9 +51,11 @@ def _reason(e: Exception) -> str:
     return e.strerror if isinstance(e, OSError) and e.strerror else str(e)
 
 
-def check_run(path: str | os.PathLike, writes: bool = False) -> None:
+def check_run(path: str | os.PathLike, writes: bool = False, tables: bool = True) -> None:
     """Refuse a damaged run directory (DamagedRunError, exit 2) before a tool reads (`writes` False) or
-    writes it. `path` must already hold run.json (RunDir.require_run's clear error otherwise)."""
+    writes it. `path` must already hold run.json (RunDir.require_run's clear error otherwise). `tables`
+    False: the writer checked the Delta tables when it opened the run, and its lock's save stamp
+    (run_lock.writing `seen`) says no one saved since; the files the tables need are not read again."""
     run = os.path.abspath(path)
     meta = _json(run, RUN_JSON)
     if not meta:
@@ -65,7 +67,7 @@ def check_run(path: str | os.PathLike, writes: bool = False) -> None:
         state = _json(run, DRIVER_STATE)
         _json(run, ZOOKEEPER)
     recorded = (state or {}).get("table_versions")
-    for name in T.SCHEMAS:
+    for name in T.SCHEMAS if tables else ():
         check_table(run, name, None if not isinstance(recorded, dict) else recorded.get(name))
     if writes and state is not None:
         _check_state_folder(run, state.get("state_folder"))

@@ -37,6 +37,7 @@ from .controller.control_plane import ControlPlane
 from .errors import DamagedRunError, ScenarioError
 from .plaindata import dump_fields, from_plain, to_plain
 from .protocol.config import EMULATOR_DEFAULTS
+from .scenario.loader import MAX_TIME_MS
 from .scenario.model import Event, Scenario
 from .scenario.workload import Workload
 from .storage import broker_disk
@@ -56,6 +57,26 @@ CLIENT = -1  # the sender of driver-made messages that come from no broker (prod
 _RUN_FOLDERS = ("tables", "brokers", STATE_DIR)
 _RUN_FILES = ("zookeeper.json", DRIVER_STATE, MANIFEST, "summary.json")
 Isolation = tuple[frozenset, frozenset, int | None]  # (brokers, cut off from, until ms or None)
+
+
+def check_emulated_ms(field_name: str, value: int, what: str = "emulated milliseconds") -> None:
+    """ScenarioError naming `field_name` unless `value` is an emulated time from 0 to MAX_TIME_MS, the bound of
+    a scenario's times (a week): a command-line time sizes the work as the scenario's do."""
+    if value < 0:
+        raise ScenarioError(field_name, value, f"must be >= 0 ({what})")
+    if value > MAX_TIME_MS:
+        raise ScenarioError(field_name, value, f"must be <= {MAX_TIME_MS} (a run spans at most {MAX_TIME_MS} "
+                                               "emulated ms, a week)")
+
+
+def check_until_ms(field_name: str, until_ms: int, reached_ms: int | None = None, run: str = "the run",
+                   source: str = "") -> None:
+    """A run's end (`run --until-ms`, Cluster.run(until_ms)): an emulated time (check_emulated_ms) and, continuing
+    a run, not before `reached_ms`, the time `run` has already reached (`source`: where that was read)."""
+    check_emulated_ms(field_name, until_ms)
+    if reached_ms is not None and until_ms < reached_ms:
+        raise ScenarioError(field_name, until_ms, f"is before the time {run} has already reached ({reached_ms} ms"
+                                                  f"{source}); a run does not go back")
 
 
 def require_out_dir(out: str | os.PathLike, field_name: str = "out") -> None:

@@ -218,6 +218,13 @@ def _state_frame(parts_latest: pd.DataFrame, before: pd.DataFrame, live: set[int
                          "leader_moved": m["leader"].where(~offline, -1) != m["leader_before"]})
 
 
+def loss_acted_ms(sc: Scenario, loss: Loss, at_ms: int, settle_ms: int | None = None) -> int:
+    """When emulate_loss reads the state: the loss at ``at_ms``, the controller noticing it (a broker's
+    zookeeper.session.timeout.ms; a failed dir at once, KIP-112), then ``settle_ms`` (default 2000)."""
+    session = int(sc.config.get("zookeeper.session.timeout.ms", BROKER_DEFAULTS["zookeeper.session.timeout.ms"]))
+    return at_ms + (0 if loss.log_dir else session) + (2000 if settle_ms is None else settle_ms)
+
+
 def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_ms: int = 1000,
                  settle_ms: int | None = None, recover_ms: int = 0) -> Emulated:
     """Run the snapshot, lose at ``at_ms``, run until the controller has acted (the ZooKeeper session
@@ -231,9 +238,7 @@ def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_m
     mapping = json.loads(json.dumps(mapping))
     mapping["timeline"] = mapping.get("timeline", []) + loss.events(at_ms)
     sc = parse_scenario(mapping, name=mapping.get("name", "snapshot"))
-    session = int(sc.config.get("zookeeper.session.timeout.ms", BROKER_DEFAULTS["zookeeper.session.timeout.ms"]))
-    settle = settle_ms if settle_ms is not None else 2000
-    acted = at_ms + (0 if loss.log_dir else session) + settle
+    acted = loss_acted_ms(sc, loss, at_ms, settle_ms)
     mapping["run"] = {"until_ms": acted + recover_ms}
     for e in mapping["timeline"]:
         if "produce" in e:

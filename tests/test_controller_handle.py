@@ -63,7 +63,9 @@ def of(kind, out):
 def test_failover_of_a_crashed_leader():
     """Broker 1 leads t-0 and follows t-1; its session ends (BrokerChange): t-0 elects the first live ISR
     replica in AR order with leader epoch +1, t-1 drops 1 from its ISR (epoch +1), LeaderAndIsr goes to
-    the live replicas only, and UpdateMetadata to the live brokers."""
+    the live replicas only, and UpdateMetadata to the live brokers. Each request carries the next
+    correlation id of the controller's client to its broker: the failover's UpdateMetadata (0),
+    LeaderAndIsr (1), the UpdateMetadata that ends its topic-deletion step (2), so 3 and 4 here."""
     zk, c = cluster([1, 2, 3], {0: [1, 2, 3], 1: [2, 3, 1]})
     assert zk.get_partition_state(("t", 0)) == ({"leader": 1, "leader_epoch": 0, "isr": [1, 2, 3],
                                                  "controller_epoch": 1}, 0)
@@ -72,9 +74,11 @@ def test_failover_of_a_crashed_leader():
     out = c.handle(BrokerChange(), now=10)
     assert all(type(i) in (LeaderAndIsr, UpdateMetadata) for i in out)
     assert of(LeaderAndIsr, out) == [
-        LeaderAndIsr(b, "t", 0, 2, 1, 1, "2,3", "1,2,3", False, None, 1) for b in (2, 3)
-    ] + [LeaderAndIsr(b, "t", 1, 2, 1, 1, "2,3", "2,3,1", False, None, 1) for b in (2, 3)]
-    assert of(UpdateMetadata, out) == [UpdateMetadata(b, 1, 3, "2,3") for b in (2, 3)]
+        LeaderAndIsr(b, "t", 0, 2, 1, 1, "2,3", "1,2,3", False, None, 1, controller_id=3, correlation_id=3)
+        for b in (2, 3)
+    ] + [LeaderAndIsr(b, "t", 1, 2, 1, 1, "2,3", "2,3,1", False, None, 1, controller_id=3, correlation_id=3)
+         for b in (2, 3)]
+    assert of(UpdateMetadata, out) == [UpdateMetadata(b, 1, 3, "2,3", correlation_id=4) for b in (2, 3)]
     assert zk.get_partition_state(("t", 0))[0] == {"leader": 2, "leader_epoch": 1, "isr": [2, 3],
                                                    "controller_epoch": 1}
     assert c.partition_states.state(("t", 0)) is PS.OnlinePartition
@@ -86,6 +90,9 @@ def test_failover_of_a_crashed_leader():
     assert c.replica_states.state(("t", 0, 1)) is RS.OnlineReplica
     assert [i.broker for i in of(LeaderAndIsr, back)] == [1, 1]  # current state; not back in the ISR
     assert of(LeaderAndIsr, back)[0].isr == "2,3"
+    # broker 1 came back: the controller's new client to it counts from 0 again, the others' go on
+    assert [(i.broker, i.correlation_id) for i in of(UpdateMetadata, back)] == [(1, 0), (2, 5), (3, 5)]
+    assert {i.correlation_id for i in of(LeaderAndIsr, back)} == {1}
 
 
 def test_all_replicas_dead_then_no_election_without_unclean():
@@ -96,7 +103,8 @@ def test_all_replicas_dead_then_no_election_without_unclean():
     out = c.handle(BrokerChange(), now=5)
     assert zk.get_partition_state(("t", 0))[0]["leader"] == -1
     assert c.partition_states.state(("t", 0)) is PS.OfflinePartition
-    assert of(UpdateMetadata, out) == [UpdateMetadata(3, 1, 3, "3")]
+    # broker 3 holds no replica: the failover sent it UpdateMetadata twice (ids 0, 1), no LeaderAndIsr
+    assert of(UpdateMetadata, out) == [UpdateMetadata(3, 1, 3, "3", correlation_id=2)]
     assert any("Failed to elect leader for partition t-0" in x[-1] for x in c.last_lines)
 
 
@@ -181,8 +189,9 @@ def test_reassignment_kip455_steps():
     assert c.reassigning[tp].replicas == (2, 3, 4, 1)
     z = zk.topic_znode("t")
     assert (list(z.replicas[0]), list(z.adding[0]), list(z.removing[0])) == ([2, 3, 4, 1], [4], [1])
-    assert of(LeaderAndIsr, out) == [LeaderAndIsr(b, "t", 0, 1, 1, 1, "1,2,3", "2,3,4,1", b == 4, None, 1)
-                                     for b in (2, 3, 1, 4)]  # ORS in RS order, then adding
+    assert of(LeaderAndIsr, out) == [LeaderAndIsr(b, "t", 0, 1, 1, 1, "1,2,3", "2,3,4,1", b == 4, None, 1,
+                                                  controller_id=4, correlation_id=2 if b == 4 else 3)
+                                     for b in (2, 3, 1, 4)]  # ORS in RS order, then adding (4 had no LeaderAndIsr)
     assert c.replica_states.state(("t", 0, 4)) is RS.NewReplica
     assert not of(StopReplica, out) and not of(UpdateMetadata, out)
 
@@ -196,7 +205,11 @@ def test_reassignment_kip455_steps():
         (2, 2, 3, "2,3,4", "2,3,4"), (3, 2, 3, "2,3,4", "2,3,4"), (4, 2, 3, "2,3,4", "2,3,4"),  # B4: 1 leaves ISR
     ]
     # OfflineReplica: StopReplica (no delete) at the epoch it had, then ReplicaDeletionStarted after the ISR bump
-    assert of(StopReplica, out) == [StopReplica(1, "t", 0, 2, 1, False), StopReplica(1, "t", 0, 3, 1, True)]
+    # one StopReplica request to broker 1 holds both: its id follows the failover's 0-2, phase A's 3 and the
+    # UpdateMetadata of the ISR change (4); the reassignment's closing UpdateMetadata is 6
+    assert of(StopReplica, out) == [StopReplica(1, "t", 0, 2, 1, False, controller_id=4, correlation_id=5),
+                                    StopReplica(1, "t", 0, 3, 1, True, controller_id=4, correlation_id=5)]
+    assert [i.correlation_id for i in of(UpdateMetadata, out) if i.broker == 1] == [4, 6]
     assert {i.broker for i in of(UpdateMetadata, out)} == {1, 2, 3, 4}
     assert zk.topic_assignment("t")[0] == [2, 3, 4] and tp not in c.reassigning
     assert c.replica_states.state(("t", 0, 4)) is RS.OnlineReplica

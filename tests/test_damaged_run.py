@@ -163,6 +163,30 @@ def test_the_python_api_refuses_a_damaged_run_before_its_first_write(base, tmp_p
     assert e.value.file == os.path.join(run2, named)
 
 
+def test_a_writer_reads_each_delta_log_once(base, tmp_path, capsys, monkeypatch):
+    """One writer command checks each table once: Run.open's read check covers Run.save's write check (which
+    still checks the brokers' rows, as the test above shows), for_path's covers the first write, and the CLI's
+    check under the lock covers the Run it opens."""
+    from sparkkafka import Cluster, run_check
+    from sparkkafka.storage import tables as T
+    from sparkkafka.tools import operator as op
+
+    read: list[str] = []
+    check_table = run_check.check_table
+    monkeypatch.setattr(run_check, "check_table", lambda run, name, *a: (read.append(name), check_table(run, name, *a)))
+    run, _, plan = _damaged_copy(base, tmp_path, lambda run: "")
+    r = op.Run.open(run)
+    op.admin.elect_leaders(r.state, "preferred")
+    r.save()
+    assert sorted(read) == sorted(T.SCHEMAS)
+    read.clear()
+    Cluster.for_path(None, run).step()
+    assert sorted(read) == sorted(T.SCHEMAS)
+    read.clear()
+    assert cli(capsys, *_writers(run, plan)["reassign --execute"])[0] == 0
+    assert sorted(read) == sorted(T.SCHEMAS)
+
+
 def test_a_corrupt_checkpoint_and_a_missing_commit_are_named(tmp_path, capsys):
     """What a reader loads besides the commits: a checkpoint's add actions, and no gap before the version. A
     whole checkpoint passes, and a commit before it is not read (a cut line there is no damage)."""

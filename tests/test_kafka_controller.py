@@ -68,11 +68,20 @@ def test_stale_stop_replica_is_refused_whole():
                                         "leo": 5, "hw": 5, "last_fetched_epoch": 3, "epoch_cache": "3:0",
                                         "zk_version": 0}]))
     stop = F.conform(pd.DataFrame([{"broker": 1, "topic": "t", "partition": 0, "leader_epoch": 3,
-                                    "controller_epoch": 0, "delete": True}]), F.STOP_REPLICA)
+                                    "controller_epoch": 0, "delete": True, "controller_id": 2,
+                                    "correlation_id": 4}]), F.STOP_REPLICA)
     r, _, deleted, lines = stop_replicas(rep, F.empty(F.REMOTE), brokers, stop)
-    assert len(r) == 1 and deleted.empty and "STALE_CONTROLLER_EPOCH" in lines.message.iloc[0]
+    assert len(r) == 1 and deleted.empty
+    assert lines.message.tolist() == [  # ReplicaManager.stopReplicas' words
+        "[Broker id=1] Handling StopReplica request correlationId 4 from controller 2 for 1 partitions",
+        "[Broker id=1] Received StopReplica request StopReplicaPartitionState(partitionIndex=0, leaderEpoch=3, "
+        "deletePartition=true) correlation id 4 from controller 2 epoch 0 for partition t-0",
+        "[Broker id=1] Ignoring StopReplica request from controller 2 with correlation id 4 since its controller "
+        "epoch 0 is old. Latest known controller epoch is 10"]
     fenced = stop.assign(controller_epoch=10, leader_epoch=2)
     r, _, deleted, lines = stop_replicas(rep, F.empty(F.REMOTE), brokers, fenced)
-    assert len(r) == 1 and "FENCED_LEADER_EPOCH" in lines.message.iloc[0]
+    assert len(r) == 1 and lines.message.iloc[-1] == (
+        "[Broker id=1] Ignoring StopReplica request (delete=true) from controller 2 with correlation id 4 epoch 10 "
+        "for partition t-0 since its associated leader epoch 2 is smaller than the current leader epoch 3")
     r, _, deleted, _ = stop_replicas(rep, F.empty(F.REMOTE), brokers, stop.assign(controller_epoch=10))
     assert r.empty and deleted[["topic", "partition"]].values.tolist() == [["t", 0]]

@@ -170,12 +170,20 @@ def test_fetch_max_bytes_limits_a_partition_but_returns_one_record():
 
 
 def test_stale_leader_and_isr_is_ignored():
+    """ReplicaManager.becomeLeaderOrFollower's lines, each with the request's correlation id and controller id."""
     p = Pair()
-    rep, rem, brk, lines = become_leader_or_follower(p.rep, p.rem, p.brk, lai(2, 2, [2], [1, 2], epoch=0), ["d0"], 0)
+    req = lai(2, 2, [2], [1, 2], epoch=0).assign(controller_id=3, correlation_id=7)
+    rep, rem, brk, lines = become_leader_or_follower(p.rep, p.rem, p.brk, req, ["d0"], 0)
     assert rep[rep.broker == 2].leader.iloc[0] == 1
-    assert "not higher than the current leader epoch" in lines.message.iloc[0]
-    rep, rem, brk, lines = become_leader_or_follower(p.rep, p.rem, p.brk, lai(2, 2, [2], [1, 2], epoch=1, ctrl=0), ["d0"], 0)
-    assert "controller epoch 0 is old" in lines.message.iloc[0]
+    assert lines.message.tolist() == [
+        "[Broker id=2] Handling LeaderAndIsr request correlationId 7 from controller 3 for 1 partitions",
+        "[Broker id=2] Ignoring LeaderAndIsr request from controller 3 with correlation id 7 epoch 1 for partition "
+        "t-0 since its associated leader epoch 0 matches the current leader epoch"]
+    req = lai(2, 2, [2], [1, 2], epoch=1, ctrl=0).assign(controller_id=3, correlation_id=8)
+    rep, rem, brk, lines = become_leader_or_follower(p.rep, p.rem, p.brk, req, ["d0"], 0)
+    assert lines.message.tolist()[1:] == [
+        "[Broker id=2] Ignoring LeaderAndIsr request from controller 3 with correlation id 8 since its controller "
+        "epoch 0 is old. Latest known controller epoch is 1"]
 
 
 
@@ -185,13 +193,18 @@ def test_a_request_mixing_stale_and_newer_entries_logs_each_in_kafka_words():
     p = Pair()
     reqs = F.concat([lai(1, 1, [1, 2], [1, 2], epoch=0, ctrl=2), lai(2, 1, [1], [1, 2], epoch=4, ctrl=2)],
                     F.LEADER_AND_ISR)
+    reqs = reqs.assign(controller_id=3, correlation_id=[5, 9])
     rep, _, brk, lines = become_leader_or_follower(p.rep, p.rem, p.brk, reqs, ["d0"], 0)
-    assert lines[["broker", "controller_epoch", "topic", "partition"]].values.tolist() == [[1, 2, "t", 0], [2, 2, "t", 0]]
+    per_entry = lines[lines.topic.notna()]
+    assert per_entry[["broker", "controller_epoch", "topic", "partition"]].values.tolist() == [
+        [1, 2, "t", 0], [2, 2, "t", 0]]
     assert lines.message.tolist() == [
-        "[Broker id=1] Ignoring LeaderAndIsr request from controller 2 for partition t-0 since its associated "
-        "leader epoch 0 is not higher than the current leader epoch 0 (STALE_CONTROLLER_EPOCH)",
-        "[Broker id=2] Completed LeaderAndIsr request correlation id 0 from controller epoch 2 for the become-follower "
-        "transition for partition t-0 with leader epoch 4"]
+        "[Broker id=1] Handling LeaderAndIsr request correlationId 5 from controller 3 for 1 partitions",
+        "[Broker id=2] Handling LeaderAndIsr request correlationId 9 from controller 3 for 1 partitions",
+        "[Broker id=1] Ignoring LeaderAndIsr request from controller 3 with correlation id 5 epoch 2 for partition "
+        "t-0 since its associated leader epoch 0 matches the current leader epoch",
+        "[Broker id=2] Completed LeaderAndIsr request correlationId 9 from controller 3 epoch 2 for the "
+        "become-follower transition for partition t-0 with leader 1"]
     assert rep.set_index("broker").leader_epoch.to_dict() == {1: 0, 2: 4}
     assert brk.set_index("broker").controller_epoch.to_dict() == {1: 2, 2: 2}
 

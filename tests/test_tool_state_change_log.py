@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
+from operator_util import cli
 
+from sparkkafka import Cluster
 from sparkkafka.errors import ScenarioError
+from sparkkafka.scenario import parse_scenario
 from sparkkafka.tools.state_change_log import (
     format_timestamp,
     merge_text,
@@ -152,3 +156,64 @@ def test_parse_partitions():
 
 def test_empty_frame():
     assert merge_text(pd.DataFrame(columns=COLUMNS)) == ""
+
+
+HANDLING = re.compile(r"\[Broker id=(\d+)\] Handling (LeaderAndIsr|StopReplica) request correlationId (\d+) "
+                      r"from controller (\d+) for (\d+) partitions")
+SENDING = re.compile(r"\[Controller id=(\d+) epoch=(\d+)\] Sending (?:(LeaderAndIsr) request to broker (\d+) with "
+                     r"(\d+) become-leader and (\d+) become-follower|(StopReplica) request for (\d+) replicas to "
+                     r"broker (\d+))")
+COMPLETED = re.compile(r"\[Broker id=(\d+)\] Completed LeaderAndIsr request correlationId (\d+) from controller (\d+) ")
+
+
+@pytest.fixture(scope="module")
+def requests_run(spark, tmp_path_factory):
+    """A small run whose controllers send every kind of request: a topic deletion (StopReplica with delete), a
+    reassignment (LeaderAndIsr, StopReplica) and a controller failover (a new controller, new connections)."""
+    out = str(tmp_path_factory.mktemp("scl") / "run")
+    sc = parse_scenario({
+        "cluster": {"brokers": [1, 2, 3], "config": {"auto.leader.rebalance.enable": False}},
+        "topics": [{"name": "t", "assignment": {0: [1, 2, 3], 1: [2, 3, 1]}}, {"name": "u", "assignment": {0: [1, 2]}}],
+        "timeline": [{"at": 300, "delete_topic": "u"},
+                     {"at": 600, "reassign": {"plan": {"version": 1, "partitions": [
+                         {"topic": "t", "partition": 1, "replicas": [3, 1]}]}}},
+                     {"at": 1200, "controller_failover": {}}],
+        "run": {"until_ms": 2500}}, name="scl-ids")
+    Cluster.from_scenario(sc, spark=spark, out=out).run()
+    return out
+
+
+def test_requests_carry_the_controller_connections_correlation_ids(requests_run, capsys):
+    """Each controller request carries the next correlation id of the controller's NetworkClient to its broker:
+    per controller (a failover opens new clients) and destination broker the ids the brokers log rise strictly;
+    the controller's sends and the brokers' Handling lines pair up in order with the same partition counts; a
+    request's Completed lines carry its Handling line's id. The same run gives the same log."""
+    rc, text, err = cli(capsys, "state-change-log", requests_run)
+    assert rc == 0, err
+    bodies = [re.sub(r"^\[[^]]+\] TRACE ", "", line) for line in text.splitlines()]
+    handled: dict[tuple[int, int], list[tuple[str, int, int]]] = {}  # (controller, broker) -> (api, id, partitions)
+    for m in filter(None, map(HANDLING.match, bodies)):
+        broker, api, cid, controller, n = m.groups()
+        handled.setdefault((int(controller), int(broker)), []).append((api, int(cid), int(n)))
+    sent: dict[tuple[int, int], list[tuple[str, int]]] = {}  # (controller, broker) -> (api, partitions)
+    epochs: dict[int, set[int]] = {}
+    for m in filter(None, map(SENDING.search, bodies)):
+        c, e, lai, lb, lead, follow, sr, sn, sb = m.groups()
+        epochs.setdefault(int(c), set()).add(int(e))
+        key, item = ((int(c), int(lb)), ("LeaderAndIsr", int(lead) + int(follow))) if lai else (
+            (int(c), int(sb)), ("StopReplica", int(sn)))
+        sent.setdefault(key, []).append(item)
+    assert {api for reqs in handled.values() for api, *_ in reqs} == {"LeaderAndIsr", "StopReplica"}
+    assert len({e for es in epochs.values() for e in es}) == 2  # the failover's new controller epoch
+    assert all(len(es) == 1 for es in epochs.values()), epochs  # else one (controller, broker) spans two clients
+    assert handled.keys() == sent.keys()
+    for key, reqs in handled.items():
+        ids = [cid for _, cid, _ in reqs]
+        assert ids == sorted(set(ids)), (key, ids)  # strictly increasing on each connection
+        assert [(api, n) for api, _, n in reqs] == sent[key], key  # every send handled, in order
+    # a new client counts from 0: each controller's failover sends UpdateMetadata (0), then LeaderAndIsr (1)
+    assert {reqs[0][:2] for reqs in handled.values()} == {("LeaderAndIsr", 1)}
+    for m in filter(None, map(COMPLETED.match, bodies)):
+        broker, cid, controller = (int(g) for g in m.groups())
+        assert ("LeaderAndIsr", cid) in {(api, i) for api, i, _ in handled[(controller, broker)]}
+    assert cli(capsys, "state-change-log", requests_run)[1] == text

@@ -98,6 +98,29 @@ def test_cluster_refuses_a_wrong_worker_python_before_making_the_run_directory(t
     assert not out.parent.exists()
 
 
+def test_a_cluster_checks_its_session_once_per_command(tmp_path, monkeypatch):
+    """from_scenario checks the session before the run directory exists and for_path before it reopens one:
+    once each (the constructor used to check it again). A run on the in-process engine reads nothing of the
+    session but its shuffle partitions, so a stand-in does."""
+    import copy
+
+    from operator_util import TINY
+
+    from sparkkafka import cluster
+
+    calls = []
+    monkeypatch.setattr(cluster, "check_worker_python", lambda s: (calls.append(s), session.check_worker_python(s)))
+    spark = fake_session(sys.executable)
+    spark.conf = SimpleNamespace(get=lambda key, default=None: default)
+    local = copy.deepcopy(TINY)
+    local["cluster"]["emulator"] = {"engine": "local"}
+    out = str(tmp_path / "run")
+    Cluster.from_scenario(local, spark=spark, out=out).step(rounds=1)
+    assert calls == [spark]
+    Cluster.for_path(spark, out).step(rounds=1)
+    assert calls == [spark, spark]
+
+
 # ------------------------------------------------------------------ real Spark, in subprocesses
 
 SESSION_FIRST = """\

@@ -4,6 +4,7 @@ Requests to brokers (protocol.md 7.3): LeaderAndIsr, UpdateMetadata, StopReplica
 leaders: IsrResult (AlterIsr responses); answers to the AdminClient: AdminResult. Each request
 instruction's `row()` is its row in the matching frame (protocol.frames LEADER_AND_ISR,
 UPDATE_METADATA, STOP_REPLICA, ISR_RESULT), column for column, which is what the broker rounds read.
+A request instruction's `correlation_id` is that of the request it goes in (KafkaController._send_batch).
 
 Treat them as values. The request classes are plain slotted dataclasses rather than frozen ones:
 a failover of thousands of partitions makes tens of thousands of them, and a frozen dataclass
@@ -32,10 +33,13 @@ class LeaderAndIsr:
     is_new: bool
     log_dir: str | None
     zk_version: int
+    controller_id: int = -1
+    correlation_id: int = -1  # the request's, given when the controller sends its batch (-1: not sent yet)
 
     def row(self) -> tuple:
         return (self.broker, self.topic, self.partition, self.leader, self.leader_epoch, self.controller_epoch,
-                self.isr, self.replicas, self.is_new, self.log_dir, self.zk_version)
+                self.isr, self.replicas, self.is_new, self.log_dir, self.zk_version, self.controller_id,
+                self.correlation_id)
 
 
 @dataclass(slots=True)
@@ -48,9 +52,12 @@ class StopReplica:
     leader_epoch: int
     controller_epoch: int
     delete: bool
+    controller_id: int = -1
+    correlation_id: int = -1
 
     def row(self) -> tuple:
-        return (self.broker, self.topic, self.partition, self.leader_epoch, self.controller_epoch, self.delete)
+        return (self.broker, self.topic, self.partition, self.leader_epoch, self.controller_epoch, self.delete,
+                self.controller_id, self.correlation_id)
 
 
 @dataclass(slots=True)
@@ -61,9 +68,10 @@ class UpdateMetadata:
     controller_epoch: int
     controller_id: int
     live_brokers: str
+    correlation_id: int = -1
 
     def row(self) -> tuple:
-        return (self.broker, self.controller_epoch, self.controller_id, self.live_brokers)
+        return (self.broker, self.controller_epoch, self.controller_id, self.live_brokers, self.correlation_id)
 
 
 @dataclass(slots=True)

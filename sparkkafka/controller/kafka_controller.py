@@ -54,6 +54,8 @@ class Requests:
     lines: list[tuple] = field(default_factory=list)
     isr_results: list[ins.IsrResult] = field(default_factory=list)  # AlterIsr responses
     admin_results: list[ins.AdminResult] = field(default_factory=list)
+    sent: list[int] = field(default_factory=lambda: [0, 0, 0])  # leader_and_isr, update_metadata, stop_replica
+    # entries already in a sent batch (KafkaController._send_batch)
 
     def frames(self) -> dict[str, pd.DataFrame]:
         return {
@@ -101,6 +103,7 @@ class KafkaController:
     last_lines: list[tuple] = field(default_factory=list)  # state-change lines of the last `handle`
     partition_states: PartitionStateMachine = field(default_factory=PartitionStateMachine)
     replica_states: ReplicaStateMachine = field(default_factory=ReplicaStateMachine)
+    correlation: dict[int, int] = field(default_factory=dict)  # broker -> next correlation id of the client to it
 
     def __post_init__(self) -> None:
         for m in (self.partition_states, self.replica_states):
@@ -203,14 +206,47 @@ class KafkaController:
         for b in to:
             self.out.leader_and_isr.append(ins.LeaderAndIsr(b, tp[0], tp[1], state["leader"], state["leader_epoch"],
                                                             self.epoch, F.csv(state["isr"]), reps, is_new, None,
-                                                            version))
+                                                            version, self.broker))
 
-    def _send_update_metadata(self) -> None:
+    def _send_update_metadata(self, now: int) -> None:
+        """sendUpdateMetadataRequest: a batch of its own (what was queued before goes first)."""
+        self._send_batch(now)
         for b in sorted(self.live):
             self.out.update_metadata.append(ins.UpdateMetadata(b, self.epoch, self.broker, F.csv(sorted(self.live))))
+        self._send_batch(now)
 
     def _send_stop_replica(self, b: int, tp: TP, leader_epoch: int, delete: bool) -> None:
-        self.out.stop_replica.append(ins.StopReplica(b, tp[0], tp[1], leader_epoch, self.epoch, delete))
+        self.out.stop_replica.append(ins.StopReplica(b, tp[0], tp[1], leader_epoch, self.epoch, delete, self.broker))
+
+    def _send_batch(self, now: int) -> None:
+        """ControllerBrokerRequestBatch.sendRequestsToBrokers over the entries queued since the last batch: per
+        broker one LeaderAndIsr, one UpdateMetadata, one StopReplica request, in that order, each taking the
+        next correlation id of the controller's NetworkClient to that broker (NetworkClient.nextCorrelationId:
+        0 on a new client, then +1 per request), logged as Kafka's controller logs its sends. The emulator
+        batches per event (and per UpdateMetadata), where Kafka's state machines may send several batches."""
+        out = self.out
+        kinds = ((out.leader_and_isr, self._log_leader_and_isr), (out.update_metadata, None),
+                 (out.stop_replica, self._log_stop_replica))
+        for i, (entries, log) in enumerate(kinds):
+            by_broker: dict[int, list] = {}
+            for e in entries[out.sent[i]:]:
+                by_broker.setdefault(e.broker, []).append(e)
+            out.sent[i] = len(entries)
+            for b, request in sorted(by_broker.items()):
+                cid = self.correlation.get(b, 0)
+                self.correlation[b] = cid + 1
+                for e in request:
+                    e.correlation_id = cid
+                if log is not None:
+                    log(now, b, {(e.topic, e.partition): e for e in request})  # a batch keeps a partition's last
+
+    def _log_leader_and_isr(self, now: int, b: int, entries: dict[TP, ins.LeaderAndIsr]) -> None:
+        leaders = sum(e.leader == b for e in entries.values())
+        self._line(now, None, f"Sending LeaderAndIsr request to broker {b} with {leaders} become-leader and "
+                              f"{len(entries) - leaders} become-follower partitions")
+
+    def _log_stop_replica(self, now: int, b: int, entries: dict[TP, ins.StopReplica]) -> None:
+        self._line(now, None, f"Sending StopReplica request for {len(entries)} replicas to broker {b}")
 
     # ------------------------------------------------------------------ event loop
     def handle(self, *events: ev.ControllerEvent, now: int) -> list[ins.Instruction]:
@@ -234,6 +270,8 @@ class KafkaController:
                 self._line(now, None, "Controller moved to another broker. Resigning")
                 self.resigned = True
                 self.queue.clear()
+            finally:
+                self._send_batch(now)  # what the event queued (the emulator delivers a resigning one's too)
 
     def _dispatch(self, now: int, event: ev.ControllerEvent) -> None:
         match event:
@@ -270,6 +308,7 @@ class KafkaController:
         """onControllerFailover (7.2): context from ZooKeeper, replicas online or offline, elections."""
         self.live = dict(self.zk.live_brokers())
         self.shutting_down.clear()
+        self.correlation.clear()  # ControllerChannelManager.startup: a new client to each broker
         self._line(now, None, f"Starting become controller state transition (epoch {self.epoch})")
         self.partition_states.states.clear()
         self.replica_states.states.clear()
@@ -277,7 +316,7 @@ class KafkaController:
             for p, reps in sorted(self.zk.topic_assignment(t).items()):
                 if not self.zk.has_partition_state((t, p)):
                     self._init_partition((t, p), reps, None)
-        self._send_update_metadata()
+        self._send_update_metadata(now)
         stored = list(self._stored())
         for tp, reps, state, v in stored:
             self._init_partition(tp, reps, state["leader"])
@@ -308,6 +347,7 @@ class KafkaController:
             for b in dead + bounced:
                 self.live.pop(b, None)
                 self.shutting_down.discard(b)
+                self.correlation.pop(b, None)  # removeBroker closes its client; a bounced one gets a new one
             self._on_broker_failure(now, dead + bounced)
         if new or bounced:
             self.live.update({b: current[b] for b in new + bounced})
@@ -319,13 +359,13 @@ class KafkaController:
         self._to_partition(now, led, PS.OfflinePartition)
         self._elect_offline(now, led)
         self._offline_replicas(now, dead)
-        self._send_update_metadata()
+        self._send_update_metadata(now)
 
     def _on_broker_startup(self, now: int, new: list[int]) -> None:
         self._line(now, None, f"New broker startup callback for {', '.join(map(str, new))}")
         for b in new:
             self.offline_replicas.pop(b, None)  # a restart brings its failed dirs' replicas back
-        self._send_update_metadata()
+        self._send_update_metadata(now)
         for tp in self.partitions():
             on = [b for b in self._assignment(tp) if b in new]
             on = self._to_replica(now, tp, on, RS.OnlineReplica) if on else on
@@ -481,7 +521,7 @@ class KafkaController:
             self.zk.delete_topic_znodes(t, expected_controller_epoch_version=self.epoch_version)
             self.zk.delete_topic_deletion_node(t, expected_controller_epoch_version=self.epoch_version)
             self._line(now, None, f"Deletion of topic {t} successfully completed")
-        self._send_update_metadata()
+        self._send_update_metadata(now)
 
     def _on_config_change(self, now: int, topic: str | None) -> None:
         """Enabling unclean election triggers an offline election round (6.2)."""
@@ -516,7 +556,7 @@ class KafkaController:
                     err, nv = "INVALID_UPDATE_VERSION", r.zk_version
             results.append(ins.IsrResult(r.broker, r.topic, r.partition, r.leader_epoch, r.isr, nv, err))
         if len(requests):
-            self._send_update_metadata()
+            self._send_update_metadata(now)
         for tp in sorted({(t, p) for t, p in zip(requests["topic"], requests["partition"], strict=True)}):
             self._on_reassignment_isr_change(now, tp)
 
@@ -525,7 +565,7 @@ class KafkaController:
         re-reads those partitions and propagates them with UpdateMetadata (4.4)."""
         for name, _parts in self.zk.isr_change_notifications():
             self.zk.delete_isr_change_notification(name)
-        self._send_update_metadata()
+        self._send_update_metadata(now)
         for tp in sorted(self.reassigning):  # the state-znode watch of reassigning partitions (pre-2.7)
             self._on_reassignment_isr_change(now, tp)
 
@@ -662,7 +702,7 @@ class KafkaController:
         if tp in self.zk_reassigning:
             self._remove_zk_entry(tp)
         self._line(now, tp, f"Completed reassignment of {tp[0]}-{tp[1]} to replicas {F.csv(target)}")
-        self._send_update_metadata()  # B7
+        self._send_update_metadata(now)  # B7
 
     def _stop_removed_replicas(self, now: int, tp: TP, removed: list[int], remaining: list[int]) -> None:
         """stopRemovedReplicasOfReassignedPartition: OfflineReplica (StopReplica without delete, out of
@@ -772,7 +812,7 @@ class KafkaController:
         for b, tp in newly:
             if self.zk.has_partition_state(tp) and self._to_replica(now, tp, [b], RS.OfflineReplica):
                 self._remove_from_isr(now, tp, b)
-        self._send_update_metadata()
+        self._send_update_metadata(now)
 
     def take(self) -> Requests:
         out, self.out = self.out, Requests()

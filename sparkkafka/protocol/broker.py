@@ -616,7 +616,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     listed_r, listed_f = replicas, futures  # the logs the dirs' listings hold
     # controller requests, in the order the controller's channel sends them (7.3), after the admin's
     # AlterReplicaLogDirs (KIP-113, 9.1)
-    brokers = controller_requests.update_metadata(brokers, k.update_metadata)
+    brokers, metadata_lines = controller_requests.update_metadata(brokers, k.update_metadata)
     futures, preferred, alter_answers, cancelled = alter_log_dirs.alter_replica_log_dirs(
         k.alter_log_dirs, replicas, futures, preferred, offline, config.log_dirs, offline_dirs, rules)
     before = replicas
@@ -715,7 +715,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
         # a paused broker's replicas are still there, unchanged: they keep their history rows
         hr, hm = (held.replicas, held.remotes) if held is not None else (F.empty(F.REPLICA), F.empty(F.REMOTE))
         effects += history(F.concat([replicas, hr], F.REPLICA), F.concat([remotes, hm], F.REMOTE), results,
-                           pd.concat([lines, stop_lines], ignore_index=True))
+                           F.stack([metadata_lines, lines, stop_lines]))
     sw.lap("write_files")
     summary = {"timings": sw.laps, "storage_reads": len(misses), "halted": sorted(int(b) for b in halted),
                **{c: int(v) for c, v in counts.items()},

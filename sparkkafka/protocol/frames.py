@@ -98,11 +98,13 @@ RESULT = {
     "broker": I32, "topic": STR, "partition": I32, "record_id": I64, "count": I32, "acks": I32,
     "base_offset": I64, "error": STR, "time_ms": I64, "acked": BOOL,
 }
-# A LeaderAndIsr request's entry for one partition, addressed to one broker.
+# A LeaderAndIsr request's entry for one partition, addressed to one broker. Every controller request
+# carries its controller's id and the correlation id of the request it belongs to: the next id of the
+# controller's NetworkClient to that broker (ControllerChannelManager), the same on every entry of it.
 LEADER_AND_ISR = {
     "broker": I32, "topic": STR, "partition": I32, "leader": I32, "leader_epoch": I32,
     "controller_epoch": I32, "isr": STR, "replicas": STR, "is_new": BOOL, "log_dir": STR,
-    "zk_version": I32,
+    "zk_version": I32, "controller_id": I32, "correlation_id": I32,
 }
 # An ISR change a leader proposes (AlterIsr item from 2.7, its own conditional ZK write before).
 ISR_CHANGE = {
@@ -117,9 +119,15 @@ ISR_RESULT = {
 # A StopReplica request's entry (KIP-570 leader epoch; delete removes the log).
 STOP_REPLICA = {
     "broker": I32, "topic": STR, "partition": I32, "leader_epoch": I32, "controller_epoch": I32, "delete": BOOL,
+    "controller_id": I32, "correlation_id": I32,
 }
 # An UpdateMetadata request: who the controller is and which brokers are live.
-UPDATE_METADATA = {"broker": I32, "controller_epoch": I32, "controller_id": I32, "live_brokers": STR}
+UPDATE_METADATA = {"broker": I32, "controller_epoch": I32, "controller_id": I32, "live_brokers": STR,
+                   "correlation_id": I32}
+# Columns `conform` fills when a controller request's frame lacks them: a request built by hand (a test, a
+# tool) rather than by the controller comes from no known controller (-1), its connection's first (id 0).
+OPTIONAL = {"controller_id": -1, "correlation_id": 0}
+CONTROLLER_REQUESTS = (LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA)
 # AlterReplicaLogDirs entry (KIP-113): move the broker's replica of topic-partition to log_dir.
 ALTER_LOG_DIRS = {"broker": I32, "topic": STR, "partition": I32, "log_dir": STR}
 # Its per-replica answer (error None, or Kafka's error name), reported to the driver.
@@ -209,9 +217,9 @@ def filled(n: int, value, dtype) -> np.ndarray:
 
 
 def conform(df: pd.DataFrame, spec: dict[str, str], copy: bool = True) -> pd.DataFrame:
-    """Select and cast `df` to the spec (missing columns are an error, extra ones dropped); always a new
-    frame with a fresh index. `copy=False`: a frame already in shape keeps its arrays (`positional`), for
-    callers that only replace columns of the result."""
+    """Select and cast `df` to the spec (missing columns are an error, but for a controller request's OPTIONAL
+    ones, which take their default; extra ones dropped); always a new frame with a fresh index. `copy=False`:
+    a frame already in shape keeps its arrays (`positional`), for callers that only replace columns of it."""
     if list(df.columns) == list(spec) and all(a == np.dtype(t) for a, t in zip(df.dtypes, spec.values(), strict=True)):
         if not copy:
             return positional(df)
@@ -220,7 +228,9 @@ def conform(df: pd.DataFrame, spec: dict[str, str], copy: bool = True) -> pd.Dat
         if not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1):
             out = out.reset_index(drop=True)
         return out
-    return pd.DataFrame({c: _cast(array(df, c), t) for c, t in spec.items()})
+    fill = OPTIONAL if any(spec is r for r in CONTROLLER_REQUESTS) else {}
+    return pd.DataFrame({c: _cast(array(df, c), t) if c in df.columns or c not in fill
+                         else np.full(len(df), fill[c], dtype=t) for c, t in spec.items()})
 
 
 def positional(df: pd.DataFrame) -> pd.DataFrame:

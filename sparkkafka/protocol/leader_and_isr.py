@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from .controller_requests import broker_lines, handling, requests_in, text
 from .frames import (
     BROKER,
     REMOTE,
@@ -24,8 +25,6 @@ from .frames import (
     new_replicas,
 )
 from .log_manager import choose_log_dir, fewest_first
-
-STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
 
 
 def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: list[str],
@@ -103,22 +102,23 @@ def become_leader_or_follower(
     dir also counts. Entries for offline replicas must be screened out first
     (log_dir_failure.screen_leader_and_isr).
     """
-    lines: list[pd.DataFrame] = []
     if requests.empty:
         return replicas, remotes, brokers, _lines([])
+    known = brokers.set_index("broker")["controller_epoch"]
+    heads = requests_in(requests[requests["broker"].isin(known.index).to_numpy()])  # only running brokers answer
+    seen = heads["broker"].map(known).astype("int64").to_numpy()
+    refused = array(heads, "controller_epoch") < seen
+    old = heads[refused].assign(latest=seen[refused])
+    lines = [handling(heads, "LeaderAndIsr"), broker_lines(
+        old, "Ignoring LeaderAndIsr request from controller " + text(old, "controller_id") + " with correlation id "
+        + text(old, "correlation_id") + " since its controller epoch " + text(old, "controller_epoch")
+        + " is old. Latest known controller epoch is " + text(old, "latest"))]
     # A controller batch carries one entry per partition and broker (ControllerBrokerRequestBatch keeps
     # the last one added); requests of one round from several batches: the newest leader epoch wins.
     req = requests.sort_values(["broker", "topic", "partition", "controller_epoch", "leader_epoch"], kind="stable")
     req = req.drop_duplicates(["broker", "topic", "partition"], keep="last")
-    known = brokers.set_index("broker")["controller_epoch"]
     seen = req["broker"].map(known).fillna(-1).astype("int64").to_numpy()
     stale_ctrl = array(req, "controller_epoch") < seen
-    if stale_ctrl.any():
-        old = req[stale_ctrl]
-        lines.append(_state_change(old, "Ignoring LeaderAndIsr request from controller with correlation id 0 epoch "
-                                   + _text(old, "controller_epoch") + " since its controller epoch "
-                                   + _text(old, "controller_epoch") + " is old. Latest known controller epoch is "
-                                   + seen[stale_ctrl].astype(str).astype(object)))
     req = req[~stale_ctrl & req["broker"].isin(known.index).to_numpy()]  # only running brokers answer
     top = req.groupby("broker")["controller_epoch"].max()
     brokers = brokers.set_index("broker")
@@ -133,11 +133,15 @@ def become_leader_or_follower(
     newer = array(m, "leader_epoch") > array(m, "_old_epoch")
     if not newer.all():  # e.g. a new controller's LeaderAndIsr for every replica (ReplicaStateMachine.startup)
         old = m[~newer]
-        lines.append(_state_change(old, "Ignoring LeaderAndIsr request from controller " + _text(old, "controller_epoch")
-                                   + " for partition " + array(old, "topic").astype(object) + "-"
-                                   + _text(old, "partition") + " since its associated leader epoch "
-                                   + _text(old, "leader_epoch") + " is not higher than the current leader epoch "
-                                   + _text(old, "_old_epoch") + f" ({STALE_CONTROLLER_EPOCH})"))
+        same = array(old, "leader_epoch") == array(old, "_old_epoch")
+        lines.append(broker_lines(old, "Ignoring LeaderAndIsr request from controller " + text(old, "controller_id")
+                                  + " with correlation id " + text(old, "correlation_id") + " epoch "
+                                  + text(old, "controller_epoch") + " for partition "
+                                  + array(old, "topic").astype(object) + "-" + text(old, "partition")
+                                  + " since its associated leader epoch " + text(old, "leader_epoch")
+                                  + np.where(same, " matches the current leader epoch",
+                                             " is smaller than the current leader epoch "
+                                             + text(old, "_old_epoch")).astype(object)))
     m = m[newer]
     if m.empty:
         return replicas, remotes, brokers, _lines(lines)
@@ -175,26 +179,12 @@ def become_leader_or_follower(
         fr["leo_changed_ms"] = now
         remotes = concat([remotes, fr], REMOTE)
     role = np.where(lead, "leader", "follower").astype(object)
-    done = _state_change(m, "Completed LeaderAndIsr request correlation id 0 from controller epoch "
-                         + _text(m, "controller_epoch") + " for the become-" + role + " transition for partition "
-                         + array(m, "topic").astype(object) + "-" + _text(m, "partition") + " with leader epoch "
-                         + _text(m, "leader_epoch"))
+    follow = np.where(lead, "", " with leader " + text(m, "leader")).astype(object)
+    done = broker_lines(m, "Completed LeaderAndIsr request correlationId " + text(m, "correlation_id")
+                        + " from controller " + text(m, "controller_id") + " epoch " + text(m, "controller_epoch")
+                        + " for the become-" + role + " transition for partition " + array(m, "topic").astype(object)
+                        + "-" + text(m, "partition") + follow)
     return replicas, remotes, brokers, _lines([*lines, done])
-
-
-def _text(frame: pd.DataFrame, column: str) -> np.ndarray:
-    """An integer column as decimal strings (an object array, for building messages column-wise)."""
-    return array(frame, column).astype(str).astype(object)
-
-
-def _state_change(entries: pd.DataFrame, message: np.ndarray) -> pd.DataFrame:
-    """State-change lines of LeaderAndIsr `entries`, one `message` each, built column-wise: a new
-    controller's request for every replica is ~60,000 entries at 60k replicas (~3 s row by row). Each starts
-    with the broker's logger prefix, ``[Broker id=N] `` (StateChangeLogger outside the controller)."""
-    return pd.DataFrame({"broker": array(entries, "broker").astype("int64"),
-                         "controller_epoch": array(entries, "controller_epoch").astype("int64"),
-                         "topic": array(entries, "topic"), "partition": array(entries, "partition").astype("int64"),
-                         "message": "[Broker id=" + _text(entries, "broker") + "] " + message})
 
 
 def _followers(leaders: pd.DataFrame) -> pd.DataFrame:

@@ -93,6 +93,7 @@ class Run:
     saver: Callable[[], None] | None = None
     seen: tuple[int, int, int] | None = None  # the run's save stamp when it was loaded (RunDir.stamp)
     checked: bool = False  # the caller checked the directory for writing (run_check.py) under its lock
+    tables_checked: bool = False  # `open` checked its tables (run_check.py) when it loaded it
 
     @classmethod
     def open(cls, path: str | os.PathLike, checked: bool = False) -> Run:
@@ -102,17 +103,18 @@ class Run:
         if not checked:
             check_run(rd.path)
         seen = rd.stamp()
-        return cls(rd, rd.load(), seen=seen, checked=checked)
+        return cls(rd, rd.load(), seen=seen, checked=checked, tables_checked=True)
 
     def save(self) -> None:
         """Save under the run's lock (run_lock.py): refused when another process holds it or saved since, and
-        when the directory is damaged (run_check.py: nothing is written then)."""
+        when the directory is damaged (run_check.py: nothing is written then; the tables `open` checked are
+        not read again, the lock's stamp saying no one saved since)."""
         if self.saver is not None:
             self.saver()
             return
         with run_lock.writing(self.dir.path, seen=self.seen):
             if not self.checked:
-                check_run(self.dir.path, writes=True)
+                check_run(self.dir.path, writes=True, tables=not self.tables_checked)
             self.dir.save(self.state)
             self.seen = self.dir.stamp()
 
