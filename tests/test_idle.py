@@ -35,9 +35,9 @@ class _Cluster:
 
     def __init__(self, cfg: dict) -> None:
         self.cfg = cfg
-        lai = pd.DataFrame([(b, "t", p, 1, 0, 1, isr_, reps, True, "d0", 0)
+        lai = F.conform(pd.DataFrame([(b, "t", p, 1, 0, 1, isr_, reps, True, "d0", 0)
                             for p, isr_, reps in ((0, "1,2,3", "1,2,3"), (1, "1,2", "1,2")) for b in F.ids(reps)],
-                           columns=list(F.LEADER_AND_ISR))
+                           columns=[c for c in F.LEADER_AND_ISR if c not in F.OPTIONAL]), F.LEADER_AND_ISR)
         reps, rem, brokers, _ = become_leader_or_follower(F.empty(F.REPLICA), F.empty(F.REMOTE),
                                                           new_broker_rows([1, 2, 3]), lai, ["d0"], 0)
         reps[["leo", "hw", "recovery_point"]] = 5
