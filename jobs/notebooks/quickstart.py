@@ -16,7 +16,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install "pandas>=2.3,<3" "pyarrow>=18" "numpy>=2.0" "deltalake>=1.6,<2" "pyyaml>=6" "tqdm>=4.66" "matplotlib>=3.8,<4" "chispa>=0.12"
+# MAGIC %pip install "pandas>=2.3,<3" "pyarrow>=18" "numpy>=2.0" "deltalake>=1.6,<2" "pyyaml>=6" "pydantic>=2.7,<3" "tqdm>=4.66" "matplotlib>=3.8,<4" "chispa>=0.12"
 
 # COMMAND ----------
 

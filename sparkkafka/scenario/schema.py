@@ -88,7 +88,7 @@ EMULATOR_MAX = {
     "delta.checkpoint.interval": INT_MAX, "delta.compact.min.files": INT_MAX,
     "delta.log.retention.commits": INT_MAX, "spark.partitions": MAX_BROKERS, "tail.records": MAX_RECORDS,
     "read.max.records": MAX_RECORDS, "page.cache.writeback.ms": MAX_TIME_MS, "resident.rounds": MAX_TIME_MS,
-    "resident.history.rows": MAX_RECORDS, "initial.record.bytes": MAX_VALUE_BYTES,
+    "resident.history.rows": INT_MAX, "initial.record.bytes": MAX_VALUE_BYTES,
 }
 ACKS = ("all", "-1", "0", "1")  # the producer's ConfigDef for acks (ProducerConfig: ValidString.in)
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
