@@ -552,12 +552,12 @@ def _whatif(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from . import whatif as W
-    from .scenario.loader import parse_scenario
+    from .scenario.loader import INT_MAX, parse_scenario
 
     _check_whatif_sizes(args)
     if args.reassign is not None or args.throttle is not None:
         return _whatif_reassign(args)
-    mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes or 2**31 - 1)
+    mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes or INT_MAX)
     sc = parse_scenario(mapping, name=mapping["name"])
     parts = W.partitions_frame(sc)
     if args.balance_dirs:
