@@ -195,7 +195,7 @@ def test_every_table_read_by_delta_spark_is_the_python_apis(spark, runs, read_by
         got = _read(out, f"{run}.{name}")
         assert_rows(got, read_table_df(spark, tables_dir, name).toPandas(), f"{run}.{name} (Python API)")
         assert_rows(got, by_deltalake[name], f"{run}.{name} (deltalake)")
-    assert len(_read(out, f"{run}.log")) > 0 and _read(out, f"{run}.produce_results")["acked"].any()
+    assert len(_read(out, f"{run}.log")) > 0 and len(_read(out, f"{run}.produce_results")) > 0  # rows, not empty tables
 
 
 @pytest.mark.slow
