@@ -380,20 +380,31 @@ def trim_logs(tables_dir: str, versions: Mapping[str, int], keep: int) -> int:
 
 
 def loadable_versions(tables_dir: str, name: str) -> list[int]:
-    """The versions of a table that still load after `trim_logs`: each one from the oldest commit of
-    the unbroken run of commits ending at the current version (from its checkpoint on, when a commit
-    before it is gone), and the older checkpoints kept. Ascending."""
+    """The versions of a table that still load after `trim_logs` with deltalake: `unbroken_versions` and the
+    older checkpoints kept. Ascending."""
+    points = set(checkpoint_versions(tables_dir, name))
+    unbroken = unbroken_versions(tables_dir, name)
+    first = unbroken[0] if unbroken else max(points, default=-1) + 1
+    return sorted({p for p in points if p < first} | set(unbroken))
+
+
+def unbroken_versions(tables_dir: str, name: str) -> list[int]:
+    """Each version from the oldest commit of the unbroken run of commits ending at the current version (from
+    its checkpoint on, when a commit before it is gone): the versions Delta's own Spark reader time-travels
+    to. It refuses the older checkpoints `trim_logs` keeps (DELTA_VERSION_NOT_FOUND, "Available versions:
+    [first, current]"), as it only rebuilds a version from a checkpoint followed by every commit since, which
+    Delta's log cleanup guarantees by deleting everything older. Ascending."""
     entries = _log_entries(os.path.join(table_path(tables_dir, name), "_delta_log"))
     commits = {v for v, cp, _ in entries if not cp}
     points = {v for v, cp, _ in entries if cp}
     if not commits:
-        return sorted(points)
+        return []
     first = max(commits)
     while first - 1 in commits:
         first -= 1
     if first > 0 and first not in points:  # the run of commits starts after a gap: loads from a checkpoint
         first = min((p for p in points if p >= first), default=max(commits) + 1)
-    return sorted({p for p in points if p < first} | set(range(first, max(commits) + 1)))
+    return list(range(first, max(commits) + 1))
 
 
 def checkpoint_versions(tables_dir: str, name: str) -> list[int]:
