@@ -225,6 +225,14 @@ def loss_acted_ms(sc: Scenario, loss: Loss, at_ms: int, settle_ms: int | None = 
     return at_ms + (0 if loss.log_dir else session) + (2000 if settle_ms is None else settle_ms)
 
 
+def _metrics(tables_dir: str) -> pd.DataFrame:
+    """The metrics table in round order, read through delta-rs: no SparkSession needed (the local engine's
+    run has none)."""
+    from .storage import tables as T
+
+    return T.read_table(tables_dir, "metrics").to_pandas().sort_values("round", kind="stable").reset_index(drop=True)
+
+
 def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_ms: int = 1000,
                  settle_ms: int | None = None, recover_ms: int = 0) -> Emulated:
     """Run the snapshot, lose at ``at_ms``, run until the controller has acted (the ZooKeeper session
@@ -249,7 +257,7 @@ def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_m
     ps = latest_of(T.read_table(c.tables_dir, "partition_state").to_pandas())
     ps = ps.merge(parts[[*TP, "min_isr"]], on=TP)
     state = _state_frame(ps, parts, set(c.control.live()))
-    met = c.metrics().toPandas()
+    met = _metrics(c.tables_dir)
     last = met.iloc[-1]
     metrics = {k: int(last[k]) for k in ("offline", "under_min_isr", "under_replicated")}
     summary = c.summary()
@@ -261,7 +269,7 @@ def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_m
         step_rounds = max(1, 1000 // c.round_ms)
         while c.round * c.round_ms - start < recover_ms:
             c.step(step_rounds)
-            m = c.metrics().toPandas()
+            m = _metrics(c.tables_dir)
             done = m[(m["time_ms"] > start) & (m["under_replicated"] == 0) & (m["offline"] == 0)]
             if len(done):
                 recovery = int(done["time_ms"].iloc[0]) - start
