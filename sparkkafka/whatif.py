@@ -59,7 +59,8 @@ def load_snapshot(directory: str | Path, *, record_bytes: int | None = None, dur
 
 
 def partitions_frame(sc: Scenario) -> pd.DataFrame:
-    """One row per partition at the snapshot: replicas, isr, leader, min.insync.replicas, replica dirs/bytes."""
+    """One row per partition at the snapshot: replicas, isr, leader, min.insync.replicas, replica dirs/bytes,
+    the replicas with a future log (``moving``, KIP-113) and a move in flight's adding/removing (KIP-455)."""
     default_min = sc.config.get("min.insync.replicas", BROKER_DEFAULTS["min.insync.replicas"])
     rows = []
     for t in sc.topics:
@@ -71,9 +72,10 @@ def partitions_frame(sc: Scenario) -> pd.DataFrame:
                          "leader": int(st.leader) if st else int(replicas[0]), "min_isr": min_isr,
                          "dirs": {b: lg.log_dir for b, lg in st.logs.items()} if st else {},
                          "bytes": {b: lg.size for b, lg in st.logs.items()} if st else {},
-                         "moving": sorted(b for b, lg in st.logs.items() if lg.future_dir) if st else []})
+                         "moving": sorted(b for b, lg in st.logs.items() if lg.future_dir) if st else [],
+                         "adding": list(st.adding) if st else [], "removing": list(st.removing) if st else []})
     return pd.DataFrame(rows, columns=["topic", "partition", "replicas", "isr", "leader", "min_isr", "dirs",
-                                       "bytes", "moving"])
+                                       "bytes", "moving", "adding", "removing"])
 
 
 # ---------------------------------------------------------------------------------------------- losses
@@ -145,19 +147,28 @@ def predict_loss(parts: pd.DataFrame, loss: Loss, catch_up: bool = True) -> pd.D
     the flags offline, under_min_isr, under_replicated (leaders' gauges: offline partitions in neither),
     leader_moved. ``catch_up``: a surviving replica outside the snapshot's ISR is fetching and rejoins the
     ISR once it has caught up (Partition.maybeExpandIsr), as it does within seconds in the emulated run; the
-    election itself only picks from the snapshot's ISR."""
+    election itself only picks from the snapshot's ISR. With it, a move in flight whose target replicas all
+    survive completes (replicas: the target), as the controller resumes it in the run."""
     rows = []
     for (_, p), gone in zip(parts.iterrows(), lost_replicas(parts, loss), strict=True):
         in_sync = [b for b in p["isr"] if b not in gone]
         leader = p["leader"]
         if leader in gone or leader < 0:
             leader = next((b for b in p["replicas"] if b in in_sync), -1)  # offlinePartitionLeaderElection
-        isr = [b for b in p["replicas"] if b not in gone] if catch_up and leader >= 0 else in_sync
+        replicas = list(p["replicas"])
+        isr = [b for b in replicas if b not in gone] if catch_up and leader >= 0 else in_sync
+        target = [b for b in replicas if b not in p["removing"]]
+        if catch_up and leader >= 0 and p["adding"] and not set(target) & gone:
+            # a move in flight whose target replicas all live: they join the ISR and the controller completes
+            # it (KafkaController.isReassignmentComplete), dropping the removing replicas; a removed leader
+            # gives way to the first target replica in the ISR (reassignPartitionLeaderElection)
+            replicas, isr = target, target
+            leader = leader if leader in target else target[0]
         offline = leader < 0
-        rows.append({"topic": p["topic"], "partition": p["partition"], "replicas": p["replicas"],
+        rows.append({"topic": p["topic"], "partition": p["partition"], "replicas": replicas,
                      "leader_before": p["leader"], "leader": leader, "isr": isr, "offline": offline,
                      "under_min_isr": not offline and len(isr) < p["min_isr"],
-                     "under_replicated": not offline and len(isr) < len(p["replicas"]),
+                     "under_replicated": not offline and len(isr) < len(replicas),
                      "leader_moved": leader != p["leader"]})
     return pd.DataFrame(rows, columns=["topic", "partition", "replicas", "leader_before", "leader", "isr",
                                        "offline", "under_min_isr", "under_replicated", "leader_moved"])

@@ -273,3 +273,21 @@ def test_unclean_candidates_with_no_partition_offline_is_an_empty_table():
     cands = W.unclean_candidates(produced, log, pd.DataFrame(columns=["topic", "partition", "replicas"]), [1])
     assert cands.empty and list(cands.columns) == [*W.TP, "candidate", "live", "acked", "lost_if_elected", "best"]
     assert W.table_text(cands, "text") == "(none)\n"
+
+
+def test_a_move_in_flight_completes_in_the_prediction_only_when_its_target_replicas_all_survive(tmp_path):
+    """a-0 moves 1,2,4,3 -> 1,2,4: losing the removing replica 3 leaves the target live, so the adding
+    replica joins the ISR and the controller completes the move (KafkaController.isReassignmentComplete):
+    replicas 1,2,4, fully in sync, not under-replicated; losing 2 (in the target) keeps it pending."""
+    d = tmp_path / "moving"
+    d.mkdir()
+    (d / "topics-describe.txt").write_text(MOVING)
+    _, parts, sc = _load(d)
+    done = W.predict_loss(parts, W.resolve_loss(sc, [3])).set_index(["topic", "partition"]).loc[("a", 0)]
+    assert (done["replicas"], done["isr"], done["leader"]) == ([1, 2, 4], [1, 2, 4], 1)
+    assert not done["under_replicated"]
+    pending = W.predict_loss(parts, W.resolve_loss(sc, [2])).set_index(["topic", "partition"]).loc[("a", 0)]
+    assert (pending["replicas"], pending["isr"]) == ([1, 2, 4, 3], [1, 4, 3])
+    assert pending["under_replicated"] and not pending["under_min_isr"]
+    kept = W.predict_loss(parts, W.resolve_loss(sc, [3]), catch_up=False).set_index(["topic", "partition"])
+    assert kept.loc[("a", 0), "replicas"] == [1, 2, 4, 3] and kept.loc[("a", 0), "isr"] == [1, 2]
