@@ -585,7 +585,7 @@ def _whatif(args: argparse.Namespace) -> int:
         if not any(parts["dirs"].map(len)):
             raise ScenarioError("--balance-dirs", args.snapshot, "the snapshot has no log-dirs.txt")
         moves = W.balance_dirs(parts, sc.log_dirs)
-        before, after = W.dir_usage(parts), W.dir_usage(parts, moves)
+        before, after = W.dir_usage(parts), W.dir_usage(parts, moves, settled=True)
         print(f"{len(moves)} KIP-113 move(s); the widest gap between a broker's dirs: {W.widest_gap(before)} -> "
               f"{W.widest_gap(after)} bytes")
         sys.stdout.write(W.table_text(W.moves_frame(moves), args.format))

@@ -60,7 +60,8 @@ def load_snapshot(directory: str | Path, *, record_bytes: int | None = None, dur
 
 def partitions_frame(sc: Scenario) -> pd.DataFrame:
     """One row per partition at the snapshot: replicas, isr, leader, min.insync.replicas, replica dirs/bytes,
-    the replicas with a future log (``moving``, KIP-113) and a move in flight's adding/removing (KIP-455)."""
+    the replicas with a future log (``moving``, its dir in ``future_dirs``: KIP-113) and a move in flight's
+    adding/removing (KIP-455)."""
     default_min = sc.config.get("min.insync.replicas", BROKER_DEFAULTS["min.insync.replicas"])
     rows = []
     for t in sc.topics:
@@ -73,9 +74,10 @@ def partitions_frame(sc: Scenario) -> pd.DataFrame:
                          "dirs": {b: lg.log_dir for b, lg in st.logs.items()} if st else {},
                          "bytes": {b: lg.size for b, lg in st.logs.items()} if st else {},
                          "moving": sorted(b for b, lg in st.logs.items() if lg.future_dir) if st else [],
+                         "future_dirs": {b: lg.future_dir for b, lg in st.logs.items() if lg.future_dir} if st else {},
                          "adding": list(st.adding) if st else [], "removing": list(st.removing) if st else []})
     return pd.DataFrame(rows, columns=["topic", "partition", "replicas", "isr", "leader", "min_isr", "dirs",
-                                       "bytes", "moving", "adding", "removing"])
+                                       "bytes", "moving", "future_dirs", "adding", "removing"])
 
 
 # ---------------------------------------------------------------------------------------------- losses
@@ -341,13 +343,14 @@ def unclean_candidates(produce_results: pd.DataFrame, log: pd.DataFrame, offline
 def balance_dirs(parts: pd.DataFrame, log_dirs: Iterable[str], max_moves: int | None = None) -> list[dict]:
     """A greedy KIP-113 plan per broker: repeatedly move the replica that best narrows the gap between the
     fullest and the emptiest dir of that broker (no move when it would not narrow it; a replica whose move
-    is already in flight, a future log, is not moved again). Returns the moves
+    is already in flight, a future log, is not moved again). It plans for the dirs once what is in flight has
+    completed (``_placement``: a future log swapped in by ReplicaAlterLogDirsThread, lagging and adding
+    replicas caught up, removing ones deleted), as the cluster will be when the plan runs. Returns the moves
     (topic, partition, broker, from_dir, to_dir, bytes)."""
     dirs = list(log_dirs)
     where: dict[int, dict[tuple[str, int], tuple[str, int]]] = {}
-    for _, p in parts.iterrows():
-        for b, d in p["dirs"].items():
-            where.setdefault(int(b), {})[(p["topic"], int(p["partition"]))] = (d, int(p["bytes"].get(b, 0)))
+    for (t, n, b), place in _placement(parts, settled=True).items():
+        where.setdefault(b, {})[(t, n)] = place
     fixed = {(p["topic"], int(p["partition"]), int(b)) for _, p in parts.iterrows() for b in p["moving"]}
     moves = []
     for b in sorted(where):
@@ -373,10 +376,26 @@ def balance_dirs(parts: pd.DataFrame, log_dirs: Iterable[str], max_moves: int | 
     return moves
 
 
-def dir_usage(parts: pd.DataFrame, moves: Iterable[Mapping] = ()) -> pd.DataFrame:
-    """Bytes per (broker, dir), after applying ``moves``."""
-    where = {(p["topic"], int(p["partition"]), int(b)): (d, int(p["bytes"].get(b, 0)))
-             for _, p in parts.iterrows() for b, d in p["dirs"].items()}
+def _placement(parts: pd.DataFrame, settled: bool) -> dict[tuple[str, int, int], tuple[str, int]]:
+    """(topic, partition, broker) -> (dir, bytes) of each replica's log: where it is now, or (``settled``) once
+    what is in flight has completed: a KIP-113 move's log in its future dir, a replica outside the ISR (an
+    adding one included) caught up to the leader's size, a KIP-455 move's removing replicas deleted."""
+    out = {}
+    for _, p in parts.iterrows():
+        sizes = p["bytes"]
+        for b, d in p["dirs"].items():
+            if not settled:
+                out[(p["topic"], int(p["partition"]), int(b))] = (d, int(sizes.get(b, 0)))
+            elif b not in p["removing"]:
+                n = sizes.get(b, 0) if b in p["isr"] or p["leader"] not in sizes else sizes[p["leader"]]
+                out[(p["topic"], int(p["partition"]), int(b))] = (p["future_dirs"].get(b, d), int(n))
+    return out
+
+
+def dir_usage(parts: pd.DataFrame, moves: Iterable[Mapping] = (), settled: bool = False) -> pd.DataFrame:
+    """Bytes per (broker, dir) now, or (``settled``) once the moves in flight have completed, after applying
+    ``moves``."""
+    where = _placement(parts, settled)
     for m in moves:
         k = (m["topic"], m["partition"], m["broker"])
         where[k] = (m["to_dir"], where[k][1])
