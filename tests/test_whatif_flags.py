@@ -235,7 +235,8 @@ def test_at_settle_and_recover_ms_move_the_emulated_timeline(tmp_path):
     then; the run stops once recovered, within 5 s of the restart."""
     run = tmp_path / "run"
     out = whatif(run, "--lose-broker", "4", "--at-ms", "3000", "--settle-ms", "500", "--recover-ms", "5000")
-    assert_agrees(out)
+    c = counts(out)  # leaders may differ: broker 1 stays, the moves complete, the auto rebalance runs (above)
+    assert all(c[k][0] == c[k][1] == int(c[k][2]) for k in ("offline", "under min isr", "under replicated")), c
     m = metrics(run)
     down = m[m["live_brokers"] < 12]
     assert int(down["time_ms"].iloc[0]) == 3000 + SESSION_MS
