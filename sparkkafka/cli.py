@@ -113,6 +113,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="bound on the emulated recovery after the brokers return (0: skip)")
     w.add_argument("--run-dir", help="emulated run directory (default runs/whatif-<snapshot name>)")
     w.add_argument("--master", help="Spark master URL")
+    w.add_argument("--engine", choices=ENGINES,
+                   help="override cluster.emulator.engine for the emulated run: rounds (one Spark job per round), "
+                        "resident (many rounds per job) or local (every round in this process, no Spark); all give "
+                        "the same tables")
     _campaign_parsers(sub)
     b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
     b.add_argument("--brokers", help="the round-cost table's broker counts (default 3,12,48)")
@@ -500,19 +504,23 @@ def _import(args: argparse.Namespace) -> int:
 
 
 class _Spark:
-    """The SparkSession an emulated what-if run needs, stopped at the end when this process started it."""
+    """The SparkSession an emulated what-if run needs, stopped at the end when this process started it; none
+    on the in-process engine (``--engine local``: the run and its reading need no session)."""
 
-    def __init__(self, master: str | None = None) -> None:
+    def __init__(self, master: str | None = None, engine: str | None = None) -> None:
         self.master = master
+        self.local = engine == "local"
 
     def __enter__(self):
+        if self.local:
+            self.ours = False
+            return None
         from pyspark.sql import SparkSession
 
         from .engine.session import get_spark
 
         self.ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
-        self.spark = get_spark(self.master)
-        return self.spark
+        return get_spark(self.master)
 
     def __exit__(self, *exc) -> None:
         if self.ours and not (self.master or os.environ.get("SPARK_REMOTE", "")).startswith("sc://"):
@@ -547,6 +555,17 @@ def _check_run_end(field: str, value: int, end: int, how: str) -> None:
                                           f"{MAX_TIME_MS} ms a run spans at most (a week)")
 
 
+def _whatif_mapping(args: argparse.Namespace, record_bytes: int) -> dict:
+    """The snapshot's scenario mapping for the emulated run, on ``--engine`` when given
+    (cluster.emulator.engine, as ``run --engine`` overrides it)."""
+    from . import whatif as W
+
+    mapping = W.load_snapshot(args.snapshot, record_bytes=record_bytes)
+    if args.engine:
+        mapping["cluster"].setdefault("emulator", {})["engine"] = args.engine
+    return mapping
+
+
 def _whatif(args: argparse.Namespace) -> int:
     """Predict from the snapshot, then (unless --no-emulate) confirm on an emulated run; exit 2 on bad input."""
     from pathlib import Path
@@ -557,7 +576,7 @@ def _whatif(args: argparse.Namespace) -> int:
     _check_whatif_sizes(args)
     if args.reassign is not None or args.throttle is not None:
         return _whatif_reassign(args)
-    mapping = W.load_snapshot(args.snapshot, record_bytes=args.record_bytes or INT_MAX)
+    mapping = _whatif_mapping(args, args.record_bytes or INT_MAX)
     sc = parse_scenario(mapping, name=mapping["name"])
     parts = W.partitions_frame(sc)
     if args.balance_dirs:
@@ -566,7 +585,7 @@ def _whatif(args: argparse.Namespace) -> int:
         if not any(parts["dirs"].map(len)):
             raise ScenarioError("--balance-dirs", args.snapshot, "the snapshot has no log-dirs.txt")
         moves = W.balance_dirs(parts, sc.log_dirs)
-        before, after = W.dir_usage(parts), W.dir_usage(parts, moves)
+        before, after = W.dir_usage(parts), W.dir_usage(parts, moves, settled=True)
         print(f"{len(moves)} KIP-113 move(s); the widest gap between a broker's dirs: {W.widest_gap(before)} -> "
               f"{W.widest_gap(after)} bytes")
         sys.stdout.write(W.table_text(W.moves_frame(moves), args.format))
@@ -588,7 +607,7 @@ def _whatif(args: argparse.Namespace) -> int:
         _check_run_end("--at-ms/--settle-ms/--recover-ms", end, end, "the loss at --at-ms, the session timeout, "
                                                                      "--settle-ms, then at most --recover-ms")
         out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}")
-        with _Spark(args.master) as spark:
+        with _Spark(args.master, args.engine) as spark:
             emulated = W.emulate_loss(mapping, loss, spark=spark, out=out, at_ms=args.at_ms,
                                       settle_ms=args.settle_ms, recover_ms=recover)
     sys.stdout.write(W.loss_text(loss, predicted, emulated, W.rates_at_risk(sc, predicted)))
@@ -628,7 +647,7 @@ def _whatif_reassign(args: argparse.Namespace) -> int:
     probe = parse_scenario(W.load_snapshot(args.snapshot, rates=False), name="snapshot")
     record_bytes = args.record_bytes or W.reassign_record_bytes(W.partitions_frame(probe), args.throttle,
                                                                 probe.round_ms)
-    mapping = W.load_snapshot(args.snapshot, record_bytes=record_bytes)
+    mapping = _whatif_mapping(args, record_bytes)
     sc = parse_scenario(mapping, name=mapping["name"])
     entries = W.reassign_plan(sc, text)
     moves = W.reassign_moves(W.partitions_frame(sc), entries, W.ingest_rates(sc))
@@ -644,7 +663,7 @@ def _whatif_reassign(args: argparse.Namespace) -> int:
                                                        "--until-ms, a larger --throttle or --no-emulate")
     out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}-reassign")
     t0 = time.perf_counter()
-    with _Spark(args.master) as spark:
+    with _Spark(args.master, args.engine) as spark:
         emulated = W.emulate_reassign(mapping, entries, args.throttle, spark=spark, out=out, at_ms=args.at_ms,
                                       until_ms=until)
     print("\nPredicted vs emulated:")

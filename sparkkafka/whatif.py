@@ -59,7 +59,9 @@ def load_snapshot(directory: str | Path, *, record_bytes: int | None = None, dur
 
 
 def partitions_frame(sc: Scenario) -> pd.DataFrame:
-    """One row per partition at the snapshot: replicas, isr, leader, min.insync.replicas, replica dirs/bytes."""
+    """One row per partition at the snapshot: replicas, isr, leader, min.insync.replicas, replica dirs/bytes,
+    the replicas with a future log (``moving``, its dir in ``future_dirs``: KIP-113) and a move in flight's
+    adding/removing (KIP-455)."""
     default_min = sc.config.get("min.insync.replicas", BROKER_DEFAULTS["min.insync.replicas"])
     rows = []
     for t in sc.topics:
@@ -71,9 +73,11 @@ def partitions_frame(sc: Scenario) -> pd.DataFrame:
                          "leader": int(st.leader) if st else int(replicas[0]), "min_isr": min_isr,
                          "dirs": {b: lg.log_dir for b, lg in st.logs.items()} if st else {},
                          "bytes": {b: lg.size for b, lg in st.logs.items()} if st else {},
-                         "moving": sorted(b for b, lg in st.logs.items() if lg.future_dir) if st else []})
+                         "moving": sorted(b for b, lg in st.logs.items() if lg.future_dir) if st else [],
+                         "future_dirs": {b: lg.future_dir for b, lg in st.logs.items() if lg.future_dir} if st else {},
+                         "adding": list(st.adding) if st else [], "removing": list(st.removing) if st else []})
     return pd.DataFrame(rows, columns=["topic", "partition", "replicas", "isr", "leader", "min_isr", "dirs",
-                                       "bytes", "moving"])
+                                       "bytes", "moving", "future_dirs", "adding", "removing"])
 
 
 # ---------------------------------------------------------------------------------------------- losses
@@ -145,19 +149,28 @@ def predict_loss(parts: pd.DataFrame, loss: Loss, catch_up: bool = True) -> pd.D
     the flags offline, under_min_isr, under_replicated (leaders' gauges: offline partitions in neither),
     leader_moved. ``catch_up``: a surviving replica outside the snapshot's ISR is fetching and rejoins the
     ISR once it has caught up (Partition.maybeExpandIsr), as it does within seconds in the emulated run; the
-    election itself only picks from the snapshot's ISR."""
+    election itself only picks from the snapshot's ISR. With it, a move in flight whose target replicas all
+    survive completes (replicas: the target), as the controller resumes it in the run."""
     rows = []
     for (_, p), gone in zip(parts.iterrows(), lost_replicas(parts, loss), strict=True):
         in_sync = [b for b in p["isr"] if b not in gone]
         leader = p["leader"]
         if leader in gone or leader < 0:
             leader = next((b for b in p["replicas"] if b in in_sync), -1)  # offlinePartitionLeaderElection
-        isr = [b for b in p["replicas"] if b not in gone] if catch_up and leader >= 0 else in_sync
+        replicas = list(p["replicas"])
+        isr = [b for b in replicas if b not in gone] if catch_up and leader >= 0 else in_sync
+        target = [b for b in replicas if b not in p["removing"]]
+        if catch_up and leader >= 0 and p["adding"] and not set(target) & gone:
+            # a move in flight whose target replicas all live: they join the ISR and the controller completes
+            # it (KafkaController.isReassignmentComplete), dropping the removing replicas; a removed leader
+            # gives way to the first target replica in the ISR (reassignPartitionLeaderElection)
+            replicas, isr = target, target
+            leader = leader if leader in target else target[0]
         offline = leader < 0
-        rows.append({"topic": p["topic"], "partition": p["partition"], "replicas": p["replicas"],
+        rows.append({"topic": p["topic"], "partition": p["partition"], "replicas": replicas,
                      "leader_before": p["leader"], "leader": leader, "isr": isr, "offline": offline,
                      "under_min_isr": not offline and len(isr) < p["min_isr"],
-                     "under_replicated": not offline and len(isr) < len(p["replicas"]),
+                     "under_replicated": not offline and len(isr) < len(replicas),
                      "leader_moved": leader != p["leader"]})
     return pd.DataFrame(rows, columns=["topic", "partition", "replicas", "leader_before", "leader", "isr",
                                        "offline", "under_min_isr", "under_replicated", "leader_moved"])
@@ -225,6 +238,14 @@ def loss_acted_ms(sc: Scenario, loss: Loss, at_ms: int, settle_ms: int | None = 
     return at_ms + (0 if loss.log_dir else session) + (2000 if settle_ms is None else settle_ms)
 
 
+def _metrics(tables_dir: str) -> pd.DataFrame:
+    """The metrics table in round order, read through delta-rs: no SparkSession needed (the local engine's
+    run has none)."""
+    from .storage import tables as T
+
+    return T.read_table(tables_dir, "metrics").to_pandas().sort_values("round", kind="stable").reset_index(drop=True)
+
+
 def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_ms: int = 1000,
                  settle_ms: int | None = None, recover_ms: int = 0) -> Emulated:
     """Run the snapshot, lose at ``at_ms``, run until the controller has acted (the ZooKeeper session
@@ -249,7 +270,7 @@ def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_m
     ps = latest_of(T.read_table(c.tables_dir, "partition_state").to_pandas())
     ps = ps.merge(parts[[*TP, "min_isr"]], on=TP)
     state = _state_frame(ps, parts, set(c.control.live()))
-    met = c.metrics().toPandas()
+    met = _metrics(c.tables_dir)
     last = met.iloc[-1]
     metrics = {k: int(last[k]) for k in ("offline", "under_min_isr", "under_replicated")}
     summary = c.summary()
@@ -261,7 +282,7 @@ def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_m
         step_rounds = max(1, 1000 // c.round_ms)
         while c.round * c.round_ms - start < recover_ms:
             c.step(step_rounds)
-            m = c.metrics().toPandas()
+            m = _metrics(c.tables_dir)
             done = m[(m["time_ms"] > start) & (m["under_replicated"] == 0) & (m["offline"] == 0)]
             if len(done):
                 recovery = int(done["time_ms"].iloc[0]) - start
@@ -322,13 +343,14 @@ def unclean_candidates(produce_results: pd.DataFrame, log: pd.DataFrame, offline
 def balance_dirs(parts: pd.DataFrame, log_dirs: Iterable[str], max_moves: int | None = None) -> list[dict]:
     """A greedy KIP-113 plan per broker: repeatedly move the replica that best narrows the gap between the
     fullest and the emptiest dir of that broker (no move when it would not narrow it; a replica whose move
-    is already in flight, a future log, is not moved again). Returns the moves
+    is already in flight, a future log, is not moved again). It plans for the dirs once what is in flight has
+    completed (``_placement``: a future log swapped in by ReplicaAlterLogDirsThread, lagging and adding
+    replicas caught up, removing ones deleted), as the cluster will be when the plan runs. Returns the moves
     (topic, partition, broker, from_dir, to_dir, bytes)."""
     dirs = list(log_dirs)
     where: dict[int, dict[tuple[str, int], tuple[str, int]]] = {}
-    for _, p in parts.iterrows():
-        for b, d in p["dirs"].items():
-            where.setdefault(int(b), {})[(p["topic"], int(p["partition"]))] = (d, int(p["bytes"].get(b, 0)))
+    for (t, n, b), place in _placement(parts, settled=True).items():
+        where.setdefault(b, {})[(t, n)] = place
     fixed = {(p["topic"], int(p["partition"]), int(b)) for _, p in parts.iterrows() for b in p["moving"]}
     moves = []
     for b in sorted(where):
@@ -354,10 +376,26 @@ def balance_dirs(parts: pd.DataFrame, log_dirs: Iterable[str], max_moves: int | 
     return moves
 
 
-def dir_usage(parts: pd.DataFrame, moves: Iterable[Mapping] = ()) -> pd.DataFrame:
-    """Bytes per (broker, dir), after applying ``moves``."""
-    where = {(p["topic"], int(p["partition"]), int(b)): (d, int(p["bytes"].get(b, 0)))
-             for _, p in parts.iterrows() for b, d in p["dirs"].items()}
+def _placement(parts: pd.DataFrame, settled: bool) -> dict[tuple[str, int, int], tuple[str, int]]:
+    """(topic, partition, broker) -> (dir, bytes) of each replica's log: where it is now, or (``settled``) once
+    what is in flight has completed: a KIP-113 move's log in its future dir, a replica outside the ISR (an
+    adding one included) caught up to the leader's size, a KIP-455 move's removing replicas deleted."""
+    out = {}
+    for _, p in parts.iterrows():
+        sizes = p["bytes"]
+        for b, d in p["dirs"].items():
+            if not settled:
+                out[(p["topic"], int(p["partition"]), int(b))] = (d, int(sizes.get(b, 0)))
+            elif b not in p["removing"]:
+                n = sizes.get(b, 0) if b in p["isr"] or p["leader"] not in sizes else sizes[p["leader"]]
+                out[(p["topic"], int(p["partition"]), int(b))] = (p["future_dirs"].get(b, d), int(n))
+    return out
+
+
+def dir_usage(parts: pd.DataFrame, moves: Iterable[Mapping] = (), settled: bool = False) -> pd.DataFrame:
+    """Bytes per (broker, dir) now, or (``settled``) once the moves in flight have completed, after applying
+    ``moves``."""
+    where = _placement(parts, settled)
     for m in moves:
         k = (m["topic"], m["partition"], m["broker"])
         where[k] = (m["to_dir"], where[k][1])
