@@ -1,4 +1,4 @@
-"""Seed notes section 7 end to end, through the CLI as an operator would: broker 0 with log.dirs=k0,k1 moves
+"""An intra-broker move (KIP-113) end to end, through the CLI as an operator would: broker 0 with log.dirs=k0,k1 moves
 topic1-0 to k0 and topic2-0 to k1 (both "replicas": [0]) with kafka-reassign-partitions (Kafka 2.8 texts).
 
 topic0 is created first, so by the fewest-logs placement topic1-0 lands in k1 and topic2-0 in k0 (checked,

@@ -175,7 +175,7 @@ def test_b_lec_02_case_d_epoch_entry_before_any_write():
 
 
 def test_offsets_for_leader_epoch_by_profile():
-    leader = [(1, 0), (3, 2)]  # protocol.md 5.6 trace C: C's cache, LEO 3
+    leader = [(1, 0), (3, 2)]  # a leader's cache [(1, 0), (3, 2)], LEO 3
     assert offsets_for_leader_epoch(leader, 3, 2, "0.10") == UNDEFINED
     assert offsets_for_leader_epoch(leader, 3, 2, "0.11") == (-1, 2)
     assert offsets_for_leader_epoch(leader, 3, 2, "2.0") == (1, 2)

@@ -1,6 +1,6 @@
 """What the controller decides, as typed instructions (the output of `KafkaController.handle`).
 
-Requests to brokers (protocol.md 7.3): LeaderAndIsr, UpdateMetadata, StopReplica; answers to
+Requests to brokers (ControllerChannelManager's ControllerBrokerRequestBatch): LeaderAndIsr, UpdateMetadata, StopReplica; answers to
 leaders: IsrResult (AlterIsr responses); answers to the AdminClient: AdminResult. Each request
 instruction's `row()` is its row in the matching frame (protocol.frames LEADER_AND_ISR,
 UPDATE_METADATA, STOP_REPLICA, ISR_RESULT), column for column, which is what the broker rounds read.

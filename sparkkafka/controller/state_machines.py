@@ -1,4 +1,4 @@
-"""Kafka's PartitionStateMachine and ReplicaStateMachine (ZooKeeper era, protocol.md 1.1) as
+"""Kafka's PartitionStateMachine and ReplicaStateMachine (ZooKeeper era: PartitionStateMachine.scala, ReplicaStateMachine.scala) as
 explicit state: the controller's state of every partition and every replica, and each target
 state's valid previous states as data, exactly Kafka 2.8's `validPreviousStates`.
 
