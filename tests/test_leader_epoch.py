@@ -1,6 +1,7 @@
 """Leader-epoch cache, OffsetsForLeaderEpoch and truncation (sparkkafka.protocol.leader_epoch).
 
-Golden scenarios B-LEC-01, B-LEC-02, C-TR-01..C-TR-04 (golden.md), rules R6, R8, R9. Pure Python, no Spark.
+Cases after Kafka's LeaderEpochFileCacheTest, ReplicaFetcherThreadTest and AbstractFetcherThreadTest (KIP-101,
+KIP-279). Pure Python, no Spark.
 """
 
 from __future__ import annotations
