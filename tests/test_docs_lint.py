@@ -39,6 +39,10 @@ _HTML_ANCHOR = re.compile(r"<a\s+(?:name|id)=\"([^\"]+)\"", re.I)
 _MD_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
 
 
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
@@ -92,11 +96,11 @@ def broken_links(page: Path) -> list[str]:
                 continue
             path, _, anchor = target.partition("#")
             dest = (page.parent / path).resolve() if path else page
-            where = f"{page.relative_to(ROOT)}:{no}: ({target})"
+            where = f"{_rel(page)}:{no}: ({target})"
             if not dest.exists():
                 bad.append(f"{where} no such file")
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
-                bad.append(f"{where} no heading #{anchor} in {dest.relative_to(ROOT)}")
+                bad.append(f"{where} no heading #{anchor} in {_rel(dest)}")
     return bad
 
 
@@ -147,6 +151,18 @@ def test_cited_pages_exist() -> None:
                 if not ok:
                     bad.append(f"{f.relative_to(ROOT)}:{no}: {cited}")
     assert not bad, "cites pages that do not exist:\n" + "\n".join(bad)
+
+
+def test_a_broken_link_is_found(tmp_path: Path) -> None:
+    """Missing files and missing headings are reported; good links, code and external links are not."""
+    (tmp_path / "b.md").write_text("# Title\n\n## Where it `stands`\n\n## Where it `stands`\n")
+    (tmp_path / "a.md").write_text(
+        "# A\n\n[ok](b.md#where-it-stands) [ok](b.md#where-it-stands-1) [ok](#a) [ok](https://x.org/none.md)\n"
+        "[gone](c.md) [no heading](b.md#nowhere) [no local heading](#b)\n\n```\n[in code](d.md)\n```\n")
+    bad = broken_links(tmp_path / "a.md")
+    assert [b.split(": ", 1)[1] for b in bad] == [
+        "(c.md) no such file", f"(b.md#nowhere) no heading #nowhere in {tmp_path / 'b.md'}",
+        f"(#b) no heading #b in {tmp_path / 'a.md'}"]
 
 
 def test_the_checks_see_what_they_check() -> None:
