@@ -1,4 +1,4 @@
-"""The benchmark's reference scenario is the one issue 11 names, and its flags are checked (no Spark needed but
+"""The benchmark's reference scenario is the one docs/benchmarks.md describes, and its flags are checked (no Spark needed but
 for the one repeated run)."""
 
 import pytest
