@@ -774,7 +774,7 @@ class KafkaController:
         """The partitions a leader-rebalance check would try to move back to their preferred leader: those
         not led by it, of each preferred broker whose share of them is above
         leader.imbalance.per.broker.percentage; none (2.8) while a partition is being reassigned anywhere.
-        Later Kafka dropped that condition (golden I-03 b, c), which
+        Later Kafka dropped that condition, which
         `emulator.auto.rebalance.during.reassignment: true` selects. Reads only."""
         cfg = self.broker_config()
         pct = float(cfg.get("leader.imbalance.per.broker.percentage", 10))

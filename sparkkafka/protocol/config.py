@@ -92,7 +92,7 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     "read.max.records": 10000,  # records one catch-up read takes from storage per partition
     "page.cache.writeback.ms": 30000,  # when the OS writes appended data to disk (protocol/flush.py)
     # Kafka 2.8 runs no auto leader rebalance while any partition is being reassigned; later Kafka
-    # (the controller tests golden I-03 b, c come from) does: true selects that behaviour
+    # does: true selects that behaviour
     "auto.rebalance.during.reassignment": False,
     # "resident" (the default): broker state stays in long-lived barrier tasks that run many rounds per
     # job and exchange messages directly (engine/resident.py); "rounds": one Spark job per round (also

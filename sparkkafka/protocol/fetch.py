@@ -147,7 +147,7 @@ def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
 def _out_of_range(m: pd.DataFrame) -> None:
     """Log.read's range check, in place: a fetch offset outside [logStart, LEO] is OFFSET_OUT_OF_RANGE.
     Partition.readRecords runs it after the lastFetchedEpoch check, so a diverging follower whose
-    fetch offset is past the leader's LEO gets its DivergingEpoch (golden C-TR-03 b, C-TR-04 (10,18))."""
+    fetch offset is past the leader's LEO gets its DivergingEpoch."""
     off = array(m, "fetch_offset")
     bad = (off < _filled(m, "_lls", 0)) | (off > _filled(m, "leo", 0))
     bad &= (array(m, "_err") == "") & (array(m, "_de") < 0)
@@ -155,7 +155,7 @@ def _out_of_range(m: pd.DataFrame) -> None:
 
 
 def _diverging(m: pd.DataFrame) -> None:
-    """Partition.readRecords' lastFetchedEpoch check (Fetch v12, 2.8; golden R9, C-TR-04), in place:
+    """Partition.readRecords' lastFetchedEpoch check (Fetch v12, 2.8), in place:
     `_de`/`_do` get the DivergingEpoch (-1 when none) and an epoch the leader cannot place becomes
     OFFSET_OUT_OF_RANGE. A follower whose last epoch is the leader's latest diverges only when its
     fetch offset is past the leader's LEO (endOffsetFor gives (latest, LEO)), so only the few other

@@ -205,7 +205,7 @@ def truncation_offset(follower_entries: Iterable[Entry], follower_leo: int, foll
 
 def diverging_epoch(leader_entries: Iterable[Entry], leader_leo: int, last_fetched_epoch: int,
                     fetch_offset: int, *, log_start_offset: int = -1) -> Entry | None:
-    """The leader's Fetch v12 `lastFetchedEpoch` check (Partition.readRecords, 2.8+; golden R9).
+    """The leader's Fetch v12 `lastFetchedEpoch` check (Partition.readRecords, 2.8+).
 
     Runs after the currentLeaderEpoch check. `last_fetched_epoch` -1 (absent) skips it: None.
     (E, O) = end_offset_for(last_fetched_epoch): undefined -> OFFSET_OUT_OF_RANGE, returned as (-1, -1);
