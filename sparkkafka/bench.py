@@ -95,8 +95,8 @@ ENGINE_NAMES = {"rounds": "job per round", "resident": "resident"}
 
 
 def reference_scenario(brokers: int = 12, partitions: int = 3000, seconds: float = 60.0, engine: str = "rounds"):
-    """The reference scenario (docs/benchmarks.md): brokers x 3 dirs, RF 3, one 100-byte acks=all record per partition
-    per 100 ms round, a crash of broker 0 at 1/3 of the run and its restart at 2/3, on `engine`."""
+    """The reference scenario (docs/benchmarks.md): brokers x 3 dirs, RF 3, one 100-byte acks=all record per
+    partition per 100 ms round, a crash of broker 0 at 1/3 of the run and its restart at 2/3, on `engine`."""
     from .scenario import parse_scenario
 
     end = int(seconds * 1000)
@@ -161,8 +161,9 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
 
 
 def long_run_scenario(brokers: int = 3, partitions: int = 6, rounds: int = 10_000, **emulator):
-    """The long run (docs/benchmarks.md): a small cluster (brokers x 2 log dirs, RF 3) under a steady acks=all producer (one
-    100-byte record per partition per 100 ms round) for `rounds` rounds on the resident engine, no faults."""
+    """The long run (docs/benchmarks.md): a small cluster (brokers x 2 log dirs, RF 3) under a steady acks=all
+    producer (one 100-byte record per partition per 100 ms round) for `rounds` rounds on the resident engine,
+    no faults."""
     from .scenario import parse_scenario
 
     end = (rounds - 1) * 100
@@ -195,7 +196,8 @@ def reset_driver_peak() -> bool:
 
 def driver_peak_mib() -> float | None:
     """This (the driver's) Python process's peak RSS since `reset_driver_peak`, in MiB: the 1M-replica
-    target bounds it at 2 GiB (docs/benchmarks.md). Spark's JVM and the Python workers are other processes, not counted."""
+    target bounds it at 2 GiB (docs/benchmarks.md). Spark's JVM and the Python workers are other processes,
+    not counted."""
     try:
         with open("/proc/self/status") as f:
             kb = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), None)

@@ -816,10 +816,11 @@ def entry() -> None:
     Native libraries keep threads past main(): delta-rs' and Arrow's thread pools, Py4J's callback
     server. At interpreter shutdown their C++ destructors can run while such a thread is still
     joinable, and the process aborts with SIGABRT (``terminate called without an active exception``,
-    https://github.com/delta-io/delta-rs/issues/2184) after the command has done its work. Everything a command writes is flushed
-    and closed by then (Delta commits and run files are written and fsynced before main returns), so
-    the console script flushes stdout and stderr and ends with ``os._exit``: no finalizer runs that
-    could turn a finished command into an abort. ``main`` itself returns normally for in-process callers."""
+    https://github.com/delta-io/delta-rs/issues/2184) after the command has done its work. Everything a
+    command writes is flushed and closed by then (Delta commits and run files are written and fsynced before
+    main returns), so the console script flushes stdout and stderr and ends with ``os._exit``: no finalizer
+    runs that could turn a finished command into an abort. ``main`` itself returns normally for in-process
+    callers."""
     try:
         code = main()
     except SystemExit as e:  # argparse's usage errors and --help

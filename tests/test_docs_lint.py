@@ -1,13 +1,14 @@
 """The docs and the code's citations point at things that exist (no Spark; a fraction of a second).
 
 - Every Markdown link of README.md and docs/**/*.md to a relative file resolves, and its ``#anchor`` names a
-  heading of the target page (GitHub's slugs: lower case, punctuation dropped, spaces to hyphens, ``-1``, ``-2``
-  for repeats).
+  heading of the target page (GitHub's slugs: lower case, punctuation dropped, spaces to hyphens, ``-1``,
+  ``-2`` for repeats).
 - No page or source text cites notes that are not in the repository (``../shared``, protocol.md, the
-  "contract" sections, seed-notes, design.md, engine-notes, golden.md, tool-formats.md), and user-facing text
-  (README.md, docs/, sparkkafka/, jobs/, conf/) names no tracker issue ("issue 11"): a reader cannot open either.
-- Every ``docs/<page>.md`` path the code cites exists, and so does every bare ``<page>.md`` the package, jobs and
-  configs cite (as docs/<page>.md or at the repository's root).
+  "contract" sections, seed-notes, design.md, engine-notes, golden.md, tool-formats.md), and user-facing
+  text (README.md, docs/, sparkkafka/, jobs/, conf/) names no tracker issue ("issue 11"): a reader can open
+  neither.
+- Every ``docs/<page>.md`` path the code cites exists, and so does every bare ``<page>.md`` the package, jobs
+  and configs cite (as docs/<page>.md or at the repository's root).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".properties", ".txt", ".ipy
 SELF = Path(__file__).resolve()
 
 # Notes kept outside the repository that earlier text cited: nobody who clones it can read them.
-OUTSIDE = re.compile("|".join((r"\.\./shared", r"\bshared/[\w-]+\.md", r"\bprotocol\.md", r"\bcontract section",
-                                "contract \u00a7", r"\bseed[- ]notes", r"\bdesign\.md", r"\bengine[- ]notes",
-                                r"\bgolden\.md", r"\btool-formats\.md")), re.I)
+OUTSIDE = re.compile("|".join((
+    r"\.\./shared", r"\bshared/[\w-]+\.md", r"\bprotocol\.md", r"\bcontract section", "contract \u00a7",
+    r"\bseed[- ]notes", r"\bdesign\.md", r"\bengine[- ]notes", r"\bgolden\.md", r"\btool-formats\.md")), re.I)
 ISSUE = re.compile(r"\bissues? \d+", re.I)
 # Text in files other branches are rewriting now; each entry must still match (a fixed one fails here until it
 # is removed), so the list only shrinks.
@@ -49,12 +50,12 @@ def pages() -> list[Path]:
 
 def sources(dirs: tuple[str, ...]) -> list[Path]:
     return [p for d in dirs for p in sorted((ROOT / d).rglob("*"))
-            if p.is_file() and p.suffix in SUFFIXES and ".venv" not in p.parts and "__pycache__" not in p.parts
+            if p.is_file() and p.suffix in SUFFIXES and not {".venv", "__pycache__"} & set(p.parts)
             and p.resolve() != SELF]
 
 
 def prose(text: str, spans: bool = False) -> str:
-    """`text` with fenced code blocks blanked (line numbers kept) and, unless `spans`, inline code spans removed."""
+    """`text` with fenced code blocks blanked (line numbers kept) and, unless `spans`, inline code removed."""
     out, fenced = [], False
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
@@ -144,7 +145,7 @@ def test_cited_pages_exist() -> None:
             for cited in _MD_PATH.findall(line):
                 if cited.startswith("docs/"):
                     ok = (ROOT / cited).exists()
-                elif in_tests:  # tests build pages of their own ("p.md"); only docs/ paths are citations there
+                elif in_tests:  # tests make pages of their own ("p.md"): only docs/ paths are citations
                     continue
                 else:
                     ok = cited in docs or (ROOT / cited).exists()
@@ -157,7 +158,7 @@ def test_a_broken_link_is_found(tmp_path: Path) -> None:
     """Missing files and missing headings are reported; good links, code and external links are not."""
     (tmp_path / "b.md").write_text("# Title\n\n## Where it `stands`\n\n## Where it `stands`\n")
     (tmp_path / "a.md").write_text(
-        "# A\n\n[ok](b.md#where-it-stands) [ok](b.md#where-it-stands-1) [ok](#a) [ok](https://x.org/none.md)\n"
+        "# A\n\n[ok](b.md#where-it-stands) [ok](b.md#where-it-stands-1) [ok](#a)\n[ok](https://x.org/none.md)\n"
         "[gone](c.md) [no heading](b.md#nowhere) [no local heading](#b)\n\n```\n[in code](d.md)\n```\n")
     bad = broken_links(tmp_path / "a.md")
     assert [b.split(": ", 1)[1] for b in bad] == [

@@ -298,8 +298,8 @@ def test_isr_03_case_2_epoch_start_offset(profile):
 
 
 def test_pending_expansion_holds_the_hw():
-    """The maximal ISR counts at once (KIP-497; Partition.maybeIncrementLeaderHW over isrState.maximalIsr): the leader may not run past
-    a follower the controller is about to admit."""
+    """The maximal ISR counts at once (KIP-497; Partition.maybeIncrementLeaderHW over isrState.maximalIsr):
+    the leader may not run past a follower the controller is about to admit."""
     p = Part([1, 2], [1], leo=10, epoch=1, now=0, **{"replica.lag.time.max.ms": 100})
     p.fetch(2, 10, 0)
     p.expand(0)

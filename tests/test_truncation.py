@@ -32,7 +32,8 @@ KEY = ["topic", "partition"]
 # ---------------------------------------------------------------------------------------------------------
 
 def parse(spec) -> list[tuple[int, int, str]]:
-    """"0:e0:a 1:e2:b" (offset:epoch:value, space-separated) or [(offset, epoch, value)] -> [(offset, epoch, value)]."""
+    """"0:e0:a 1:e2:b" (offset:epoch:value, space-separated) or [(offset, epoch, value)]
+    -> [(offset, epoch, value)]."""
     if isinstance(spec, str):
         return [(int(o), int(e[1:]), v) for o, e, v in (x.split(":") for x in spec.split())]
     return [(int(o), int(e), str(v)) for o, e, v in spec]

@@ -3,8 +3,8 @@ and ``Election`` (Election.scala) compute it, plus ``ReplicaStateMachine.doRemov
 
 Every algorithm scans the ordered replica list (AR, or the reassignment target) and returns the first
 acceptable replica; ``Election`` adds the new ISR (Election.leaderForOffline, leaderForReassign,
-leaderForPreferredReplica, leaderForControlledShutdown). Pure functions: reading the state znode, the conditional
-write and the leader-epoch bump (+1, LeaderAndIsr.newLeaderAndIsr) stay with the caller.
+leaderForPreferredReplica, leaderForControlledShutdown). Pure functions: reading the state znode, the
+conditional write and the leader-epoch bump (+1, LeaderAndIsr.newLeaderAndIsr) stay with the caller.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 holds and what `KafkaController.handle` takes.
 
 Each event is a frozen dataclass; `KafkaController._dispatch` matches on its class and calls the handler, as
-Kafka's `KafkaController.process(event)` does. Events carrying pandas frames compare by identity (eq=False): a frame has no truth value.
-Admin events (answered to the AdminClient) carry the request `key` their results are filed under.
+Kafka's `KafkaController.process(event)` does. Events carrying pandas frames compare by identity (eq=False): a
+frame has no truth value. Admin events (answered to the AdminClient) carry the request `key` their results are
+filed under.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ class ReplicaLeaderElection:
 
 @dataclass(frozen=True)
 class AutoPreferredReplicaLeaderElection:
-    """The scheduled leader-imbalance check (auto.leader.rebalance.enable, KafkaController.AutoPreferredReplicaLeaderElection)."""
+    """The scheduled leader-imbalance check (auto.leader.rebalance.enable,
+    KafkaController.AutoPreferredReplicaLeaderElection)."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -4,8 +4,8 @@ A partition's stored assignment is ``(replicas, adding, removing)``. Reassigning
 the original replicas (``replicas - adding``) until the move completes: the full list is T first,
 then the originals not in T, so the preferred replica (its head) is already T's head during the
 move (KIP-455; ControllerContext's ReplicaAssignment,
-KafkaController.onPartitionReassignment). Cancelling is reassigning to the originals. Pure functions; the controller
-(kafka_controller.py) does the ZooKeeper writes and the requests.
+KafkaController.onPartitionReassignment). Cancelling is reassigning to the originals. Pure functions; the
+controller (kafka_controller.py) does the ZooKeeper writes and the requests.
 """
 
 from __future__ import annotations

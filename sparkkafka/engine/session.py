@@ -1,7 +1,8 @@
 """The one place sparkkafka builds (or finds) its SparkSession.
 
 ``get_spark()`` applies the configuration measured on this project's 2-core machine (docs/engine.md,
-"Choices and limits of this version": Spark's Python workers) when sparkkafka itself starts Spark, and stays out of the way otherwise:
+"Choices and limits of this version": Spark's Python workers) when sparkkafka itself starts Spark, and stays
+out of the way otherwise:
 
 1. A session that is already active (classic or Spark Connect, e.g. a notebook, Databricks, a
    test fixture) is returned untouched: no master, no config is changed.

@@ -1,5 +1,6 @@
 """Intra-broker log-dir moves (KIP-113, Kafka 1.1+): AlterReplicaLogDirs on the broker and its
-ReplicaAlterLogDirsThreads (ReplicaManager.alterReplicaLogDirs, ReplicaAlterLogDirsThread). Pure pandas: no Spark, no Delta.
+ReplicaAlterLogDirsThreads (ReplicaManager.alterReplicaLogDirs, ReplicaAlterLogDirsThread). Pure pandas: no
+Spark, no Delta.
 
 A move builds a *future log* of the partition in the destination dir of the same broker (FUTURE rows;
 its records are `log` rows of (broker, dest dir) with is_future = true), filled by the broker's mover

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 LONG_MAX = 9223372036854775807
 
-# Broker configs (server.properties) with their Kafka 2.8 defaults (KafkaConfig, Defaults in KafkaConfig.scala).
+# Broker configs (server.properties) with their Kafka 2.8 defaults (KafkaConfig, Defaults in
+# KafkaConfig.scala).
 BROKER_DEFAULTS: dict[str, Any] = {
     "replica.lag.time.max.ms": 30000,
     "replica.lag.max.messages": 4000,  # only read by the 0.8 profile (removed in 0.9.0)
@@ -114,7 +115,8 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
 }
 ENGINES = ("rounds", "resident", "local")
 
-# inter.broker.protocol.version -> profile (ApiVersion.scala; docs/versions.md). Kafka accepts "2.8", "2.8-IV1"...
+# inter.broker.protocol.version -> profile (ApiVersion.scala; docs/versions.md).
+# Kafka accepts "2.8", "2.8-IV1"...
 PROFILES = ("0.8", "0.10", "0.11", "2.0", "2.1", "2.7", "2.8")
 _ALIASES = {
     "0.8": "0.8", "0.8.2": "0.8", "0.9": "0.8", "0.9.0": "0.8",

@@ -268,8 +268,8 @@ def _within(size: np.ndarray, run: np.ndarray, limit: int) -> np.ndarray:
 
 def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: int, cfg: Mapping,
               quota: pd.DataFrame | None) -> pd.DataFrame:
-    """KIP-73 on the leader's reads (ReplicaManager.readFromLocalLog, shouldLeaderThrottle), keeping the records the quotas
-    allow (replication_quota.py), in (request, partition, offset) order:
+    """KIP-73 on the leader's reads (ReplicaManager.readFromLocalLog, shouldLeaderThrottle), keeping the
+    records the quotas allow (replication_quota.py), in (request, partition, offset) order:
 
     * follower throttle (ReplicaFetcherThread.shouldFollowerThrottle): a partition the fetching
       broker throttles whose lag (the HW this response reports - fetch offset) is above 0 gets at

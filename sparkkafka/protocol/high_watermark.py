@@ -1,5 +1,6 @@
 """High-watermark rules: Partition.maybeIncrementLeaderHW and the follower's
-HW = min(leader HW in the response, own LEO) (ReplicaFetcherThread.processPartitionData). Vectorised over many replicas.
+HW = min(leader HW in the response, own LEO) (ReplicaFetcherThread.processPartitionData). Vectorised over many
+replicas.
 """
 
 from __future__ import annotations

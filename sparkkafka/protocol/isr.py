@@ -209,8 +209,8 @@ def maybe_shrink_isr(
 def apply_isr_results(
     replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame, now: int
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, int]]:
-    """The leader handles the answers to its ISR changes (Partition.handleAlterIsrResponse). Returns (replicas,
-    remotes, counts) with counts = {isr_shrinks, isr_expands, failed_isr_updates}.
+    """The leader handles the answers to its ISR changes (Partition.handleAlterIsrResponse). Returns
+    (replicas, remotes, counts) with counts = {isr_shrinks, isr_expands, failed_isr_updates}.
 
     A result is ignored when the replica no longer leads, has no change pending, or is at another
     leader epoch (a LeaderAndIsr came in between); a success whose zk_version is not above the
@@ -282,8 +282,8 @@ def _gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> tuple[np.ndarray, dic
 
 
 def isr_gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> pd.DataFrame:
-    """Partition's gauges per led partition (Partition's UnderReplicated, UnderMinIsr, AtMinIsr), on the committed ISR:
-    under_replicated (|ISR| < |replicas|), under_min_isr (|ISR| < min.insync.replicas of the
+    """Partition's gauges per led partition (Partition's UnderReplicated, UnderMinIsr, AtMinIsr), on the
+    committed ISR: under_replicated (|ISR| < |replicas|), under_min_isr (|ISR| < min.insync.replicas of the
     topic, `min_isr` indexed by topic; 1 when absent) and at_min_isr (|ISR| == it)."""
     lead, gauges = _gauges(replicas, min_isr)
     return pd.DataFrame({**{c: array(replicas, c)[lead] for c in ("broker", "topic", "partition")}, **gauges})

@@ -173,7 +173,8 @@ def offsets_for_leader_epoch(entries: Iterable[Entry], leo: int, requested_epoch
 
 def truncation_offset(follower_entries: Iterable[Entry], follower_leo: int, follower_hw: int,
                       leader_answer: Entry, rules: Rules | str) -> tuple[int, bool]:
-    """The follower's truncation point (KIP-279; ReplicaFetcherThread, AbstractFetcherThread.getOffsetTruncationState). Returns (offset, done).
+    """The follower's truncation point (KIP-279; ReplicaFetcherThread,
+    AbstractFetcherThread.getOffsetTruncationState). Returns (offset, done).
 
     * 0.8/0.10 (ReplicaManager.makeFollowers), or no local epoch (empty cache): (HW, True).
     * Answer offset -1 (UNDEFINED): the initial fetch offset, i.e. (HW, True).
@@ -318,12 +319,12 @@ _INT = re.compile(r"-?[0-9]+")
 
 def on_append(replicas, appended, rules: Rules | str, at: np.ndarray | None = None, in_order: bool = False):
     """LeaderEpochFileCache.assign(batch epoch, base offset) for every appended batch (leader or
-    follower: Log.appendAsLeader / appendAsFollower). `appended` holds RECORD rows sorted by offset per partition;
-    an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
-    the cache's latest epoch. Returns the replicas frame (a new frame when changed, sharing the columns
-    it does not change; `replicas` is indexed by position). `at`: each appended row's position in
-    `replicas` when the caller has it (both appends do: a lookup of the replicas costs ~0.3 ms);
-    `in_order`: the rows are sorted by KEY and offset already (both appends' are: no sort)."""
+    follower: Log.appendAsLeader / appendAsFollower). `appended` holds RECORD rows sorted by offset per
+    partition; an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
+    the cache's latest epoch. Returns the replicas frame (a new frame when changed, sharing the columns it
+    does not change; `replicas` is indexed by position). `at`: each appended row's position in `replicas` when
+    the caller has it (both appends do: a lookup of the replicas costs ~0.3 ms); `in_order`: the rows are
+    sorted by KEY and offset already (both appends' are: no sort)."""
 
     from .frames import KEY, locate, sort_order, with_values
 

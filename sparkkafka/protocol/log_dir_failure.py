@@ -1,6 +1,6 @@
 """A log dir fails on a broker (KIP-112, Kafka 1.0+): ReplicaManager.handleLogDirFailure and the
-LeaderAndIsr handling of offline replicas (ReplicaManager.becomeLeaderOrFollower). Vectorised over every broker a
-task hosts; pure pandas.
+LeaderAndIsr handling of offline replicas (ReplicaManager.becomeLeaderOrFollower). Vectorised over every
+broker a task hosts; pure pandas.
 
 A failed dir is offline for good: the driver lists it in RoundParams.offline_dirs from the round its
 LOG_DIR_FAILURE is sent, and a broker restarting later loads nothing from it. On the failure the broker

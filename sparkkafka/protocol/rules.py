@@ -140,7 +140,8 @@ class Rules:
     fetch_divergence: bool = _from(
         "2.8", "KAFKA-10554, Fetch v12, 2.8", "Fetch lastFetchedEpoch / DivergingEpoch")
     """A follower with a non-empty epoch cache skips OffsetsForLeaderEpoch: it fetches from its LEO with
-    lastFetchedEpoch and truncates on the leader's DivergingEpoch (KIP-595; AbstractFetcherThread.truncateOnFetchResponse)."""
+    lastFetchedEpoch and truncates on the leader's DivergingEpoch (KIP-595;
+    AbstractFetcherThread.truncateOnFetchResponse)."""
 
     # -- defaults that changed (docs/versions.md; config.version_defaults) --------------------------
     default_unclean_leader_election: bool = _until(
