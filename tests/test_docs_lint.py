@@ -26,12 +26,6 @@ OUTSIDE = re.compile("|".join((
     r"\.\./shared", r"\bshared/[\w-]+\.md", r"\bprotocol\.md", r"\bcontract section", "contract \u00a7",
     r"\bseed[- ]notes", r"\bdesign\.md", r"\bengine[- ]notes", r"\bgolden\.md", r"\btool-formats\.md")), re.I)
 ISSUE = re.compile(r"\bissues? \d+", re.I)
-# Text in files other branches are rewriting now; each entry must still match (a fixed one fails here until it
-# is removed), so the list only shrinks.
-PENDING = {
-    "docs/whatif.md": "Throttles run at the rate since issue 12",
-    "sparkkafka/whatif.py": "What-if questions over a cluster snapshot (issue 12 item 2)",
-}
 
 _LINK = re.compile(r"(?<!!)\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _IMAGE = re.compile(r"!\[[^\]]*\]\(\s*([^)\s]+)[^)]*\)")
@@ -110,7 +104,7 @@ def mentions(files: list[Path], pattern: re.Pattern) -> list[str]:
     for f in files:
         rel = str(f.relative_to(ROOT))
         for no, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
-            if pattern.search(line) and not (rel in PENDING and PENDING[rel] in line):
+            if pattern.search(line):
                 bad.append(f"{rel}:{no}: {line.strip()[:160]}")
     return bad
 
@@ -128,12 +122,6 @@ def test_no_citation_of_notes_outside_the_repository() -> None:
 def test_no_issue_numbers_in_user_facing_text() -> None:
     bad = mentions(pages() + sources(SOURCE_DIRS), ISSUE)
     assert not bad, "names a tracker issue a reader cannot open:\n" + "\n".join(bad)
-
-
-def test_pending_entries_still_match() -> None:
-    """An entry whose text is gone (fixed by its branch) is stale: remove it so the file is checked again."""
-    stale = [f for f, text in PENDING.items() if text not in (ROOT / f).read_text()]
-    assert not stale, f"PENDING entries no longer in their files, remove them: {stale}"
 
 
 def test_cited_pages_exist() -> None:
