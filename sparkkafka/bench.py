@@ -1,13 +1,13 @@
 """`sparkkafka bench`: the cost of a round against the engine floor, and the reference scenario.
 
-`sparkkafka bench --reference` (issue 11) runs the reference scenario end to end: 12 brokers x 3 log
+`sparkkafka bench --reference` runs the reference scenario end to end: 12 brokers x 3 log
 dirs, 3,000 partitions RF 3, a steady acks=all producer on every partition, one broker crash at
 20 s and its restart at 40 s, 60 emulated seconds. It prints the real-time factor (emulated seconds /
 wall seconds of the run loop), replica-rounds per second and the time of the run's first and last
 rounds, per engine. `--scale B,P` runs the same shape on B brokers and P partitions (60k replicas:
 `--scale 96,20000`), `--seconds S` shortens it (the crash and restart stay at 1/3 and 2/3).
 
-`sparkkafka bench --long-run --rounds 10000` (issue 11: round 10,000 <= 1.2x round 100) runs a small cluster
+`sparkkafka bench --long-run --rounds 10000` (the target: round 10,000 <= 1.2x round 100) runs a small cluster
 (`--scale 3,6`: 3 brokers x 2 log dirs, 6 partitions RF 3, a steady acks=all producer) on the resident
 engine and prints, around round 100 and over the last rounds, the median wall and CPU time per round
 (CPU of the driver, its JVM and Python workers: on a shared machine the figure others' load does not
@@ -95,8 +95,8 @@ ENGINE_NAMES = {"rounds": "job per round", "resident": "resident"}
 
 
 def reference_scenario(brokers: int = 12, partitions: int = 3000, seconds: float = 60.0, engine: str = "rounds"):
-    """Issue 11's reference scenario: brokers x 3 dirs, RF 3, one 100-byte acks=all record per partition
-    per 100 ms round, a crash of broker 0 at 1/3 of the run and its restart at 2/3, on `engine`."""
+    """The reference scenario (docs/benchmarks.md): brokers x 3 dirs, RF 3, one 100-byte acks=all record per
+    partition per 100 ms round, a crash of broker 0 at 1/3 of the run and its restart at 2/3, on `engine`."""
     from .scenario import parse_scenario
 
     end = int(seconds * 1000)
@@ -161,8 +161,9 @@ def measure_reference(spark, brokers: int, partitions: int, seconds: float, work
 
 
 def long_run_scenario(brokers: int = 3, partitions: int = 6, rounds: int = 10_000, **emulator):
-    """Issue 11's long run: a small cluster (brokers x 2 log dirs, RF 3) under a steady acks=all producer (one
-    100-byte record per partition per 100 ms round) for `rounds` rounds on the resident engine, no faults."""
+    """The long run (docs/benchmarks.md): a small cluster (brokers x 2 log dirs, RF 3) under a steady acks=all
+    producer (one 100-byte record per partition per 100 ms round) for `rounds` rounds on the resident engine,
+    no faults."""
     from .scenario import parse_scenario
 
     end = (rounds - 1) * 100
@@ -194,8 +195,9 @@ def reset_driver_peak() -> bool:
 
 
 def driver_peak_mib() -> float | None:
-    """This (the driver's) Python process's peak RSS since `reset_driver_peak`, in MiB: issue 11 bounds it
-    at 2 GiB for 1M replicas. Spark's JVM and the Python workers are other processes, not counted."""
+    """This (the driver's) Python process's peak RSS since `reset_driver_peak`, in MiB: the 1M-replica
+    target bounds it at 2 GiB (docs/benchmarks.md). Spark's JVM and the Python workers are other processes,
+    not counted."""
     try:
         with open("/proc/self/status") as f:
             kb = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), None)

@@ -4,12 +4,12 @@ The driver draws N schedules (scenario/faults.py), makes a DataFrame of N rows (
 scenario as JSON) and maps it over a few partitions; each row runs its cluster on the in-process
 engine (engine/local.py: the round engine's `process`, no Spark job per round) in a temporary run
 directory on the executor, and yields one result row: the checker's verdicts (scenario/checker.py:
-lost, divergent and the history invariants of protocol.md section 14), the unavailability time and
-the wall time. The driver writes the rows to the Delta table OUT/tables/campaign, OUT/summary.json,
-and every failing schedule as OUT/failing/<schedule>.yaml: a complete scenario that `sparkkafka
-run` replays on the normal engine, giving the same numbers (the engines give the same tables).
-`explore` runs every sequence of a bounded fault alphabet (faults.enumerate_schedules) under each
-inter.broker.protocol.version asked for, and reports which invariants break under which version.
+lost, divergent and the history invariants: docs/tables.md, the `violations` table), the unavailability time
+and the wall time. The driver writes the rows to the Delta table OUT/tables/campaign, OUT/summary.json, and
+every failing schedule as OUT/failing/<schedule>.yaml: a complete scenario that `sparkkafka run` replays on
+the normal engine, giving the same numbers (the engines give the same tables). `explore` runs every sequence
+of a bounded fault alphabet (faults.enumerate_schedules) under each inter.broker.protocol.version asked for,
+and reports which invariants break under which version.
 """
 
 from __future__ import annotations

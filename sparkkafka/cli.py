@@ -1,4 +1,4 @@
-"""`sparkkafka` command line (contract section 4).
+"""`sparkkafka` command line (docs/cli.md).
 
 Exit codes: 0 done, 2 bad input (the message names the field and value), 1 anything else.
 
@@ -118,14 +118,15 @@ def _parser() -> argparse.ArgumentParser:
                         "resident (many rounds per job) or local (every round in this process, no Spark); all give "
                         "the same tables")
     _campaign_parsers(sub)
-    b = sub.add_parser("bench", help="round cost against the engine floor (docs/benchmarks.md)")
+    b = sub.add_parser("bench", help="benchmarks: round cost against the engine floor, the reference "
+                                           "scenario, long runs, an idle hour, the exchange (docs/benchmarks.md)")
     b.add_argument("--brokers", help="the round-cost table's broker counts (default 3,12,48)")
     b.add_argument("--partitions", help="the round-cost table's partition counts (default 100,1000,10000)")
     b.add_argument("--rounds", type=int, help="rounds measured: round-cost table 10, --long-run 10000, --exchange 200")
     b.add_argument("--master")
     b.add_argument("--markdown", help="also write the table to this file")
     b.add_argument("--reference", action="store_true",
-                   help="run issue 11's reference scenario (12 brokers x 3 dirs, 3,000 partitions RF 3, "
+                   help="run the reference scenario (12 brokers x 3 dirs, 3,000 partitions RF 3, "
                         "acks=all on every partition, a crash at 20 s and restart at 40 s, 60 emulated s)")
     b.add_argument("--scale", help="with --reference: BROKERS,PARTITIONS (default 12,3000); with --long-run: "
                                    "(default 3,6); with --idle-hour: (default 3,30)")
@@ -138,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
                         "1); the table has a row per run and, from 2, each engine's median")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--long-run", action="store_true",
-                   help="issue 11's long run on the resident engine (--rounds, default 10000; --scale): per-round wall "
+                   help="a long run on the resident engine (--rounds, default 10000; --scale): per-round wall "
                         "and CPU time around round 100 against the last rounds, by phase, and files per table")
     b.add_argument("--idle-hour", action="store_true",
                    help="an idle emulated hour (a burst of one record per partition, then nothing): rounds of work "
@@ -815,10 +816,11 @@ def entry() -> None:
     Native libraries keep threads past main(): delta-rs' and Arrow's thread pools, Py4J's callback
     server. At interpreter shutdown their C++ destructors can run while such a thread is still
     joinable, and the process aborts with SIGABRT (``terminate called without an active exception``,
-    delta-rs issue 2184) after the command has done its work. Everything a command writes is flushed
-    and closed by then (Delta commits and run files are written and fsynced before main returns), so
-    the console script flushes stdout and stderr and ends with ``os._exit``: no finalizer runs that
-    could turn a finished command into an abort. ``main`` itself returns normally for in-process callers."""
+    https://github.com/delta-io/delta-rs/issues/2184) after the command has done its work. Everything a
+    command writes is flushed and closed by then (Delta commits and run files are written and fsynced before
+    main returns), so the console script flushes stdout and stderr and ends with ``os._exit``: no finalizer
+    runs that could turn a finished command into an abort. ``main`` itself returns normally for in-process
+    callers."""
     try:
         code = main()
     except SystemExit as e:  # argparse's usage errors and --help

@@ -1,4 +1,4 @@
-"""What-if questions over a cluster snapshot (issue 12 item 2): predicted from the snapshot alone, then
+"""What-if questions over a cluster snapshot: predicted from the snapshot alone, then
 confirmed by an emulated run.
 
 A SNAPSHOT is a directory holding the files ``sparkkafka import`` reads, under fixed names:

@@ -1,4 +1,4 @@
-"""Crash benchmark (issue 13 item 1): kill runs at seeded I/O points, continue them, count how many end
+"""Crash benchmark (docs/benchmarks.md): kill runs at seeded I/O points, continue them, count how many end
 with the uninterrupted run's tables and summary.
 
     PYTHONPATH=. python tests/crash_bench.py [--kills 100] [--per-run 10] [--seed 1301] [--master local[2]]

@@ -1,5 +1,5 @@
 """Intra-broker log-dir moves (KIP-113): AlterReplicaLogDirs on the broker and its ReplicaAlterLogDirsThreads
-(protocol/alter_log_dirs.py; protocol.md 9.1-9.3, golden K-01, K-03), frames-level, plus one end-to-end move."""
+(protocol/alter_log_dirs.py), frames-level, plus one end-to-end move."""
 
 from __future__ import annotations
 
@@ -385,7 +385,7 @@ def test_swap_only_when_caught_up_while_the_current_log_grows():
 
 
 def test_future_log_counts_for_new_replica_placement():
-    """protocol.md 9.3: future logs count for a dir's load."""
+    """LogManager.nextLogDirs: future logs count for a dir's load."""
     b = Broker(dirs=["d0", "d1"])
     b.create([("t", 0)])  # d0
     b.fut = futures([{"broker": 1, "topic": "x", "partition": p, "log_dir": "d1"} for p in range(2)])

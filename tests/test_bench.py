@@ -1,5 +1,5 @@
-"""The benchmark's reference scenario is the one issue 11 names, and its flags are checked (no Spark needed but
-for the one repeated run)."""
+"""The benchmark's reference scenario is the one docs/benchmarks.md describes, and its flags are checked (no
+Spark needed but for the one repeated run)."""
 
 import pytest
 

@@ -43,7 +43,7 @@ def checkpoints(net: Net) -> dict[int, tuple]:
 
 
 def test_seed_hw_table_as_a_sequence_of_steps():
-    """seed-notes section 1 (protocol.md 3.3), one broker round per step: the follower learns the HW one
+    """ReplicaFetcherThread.processPartitionData, one broker round per step: the follower learns the HW one
     fetch late; every step's HW checkpoint writes, appended records and fetch responses."""
     net = Net(CFG, {"t": 1})
     net.step(leader_and_isr=F.concat([lai(1), lai(2)], F.LEADER_AND_ISR))

@@ -1,4 +1,4 @@
-"""Mid-run Delta upkeep (storage/compaction.py, issue 11): tiered compaction keeps a table's rows, its
+"""Mid-run Delta upkeep (storage/compaction.py): tiered compaction keeps a table's rows, its
 app-transaction version and its readers' pinned versions; checkpoints appear; bad settings are refused."""
 
 from __future__ import annotations

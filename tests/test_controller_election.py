@@ -1,5 +1,5 @@
 """Controller election algorithms (golden R12): Kafka's PartitionLeaderElectionAlgorithmsTest table (G-04),
-the all-replicas-dead sequence (protocol.md 6.7) and a single-replica partition losing its broker (G-03 case a)."""
+the all-replicas-dead sequence and a single-replica partition losing its broker (G-03 case a)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_remove_replica_from_isr():
 
 @pytest.mark.parametrize("order,kept", [((1, 2), 2), ((2, 1), 1)])
 def test_all_replicas_dead(order, kept):
-    """protocol.md 6.7: ISR {1,2}, leader 1, both die; the survivor in the ISR depends on processing order."""
+    """ISR {1,2}, leader 1, both die; the survivor in the ISR depends on processing order."""
     leader, isr, epoch = 1, (1, 2), 0
     assert offline_election([1, 2], isr, set(), False) is None  # election fails, ZK untouched
     for dead in order:

@@ -1,6 +1,6 @@
 """KafkaController.handle(*events, now) -> instructions, driven without Spark: typed events in,
 typed LeaderAndIsr / UpdateMetadata / StopReplica / IsrResult / AdminResult out, and Kafka's
-partition and replica state machines (protocol.md 1.1, 6.2, 7.5, 8.2)."""
+partition and replica state machines (PartitionStateMachine, ReplicaStateMachine)."""
 
 from __future__ import annotations
 

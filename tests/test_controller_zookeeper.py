@@ -1,6 +1,7 @@
-"""The ZooKeeper stand-in: controller election and epochs (protocol.md 7.1, golden H-01), KAFKA-6082 fencing
-of zombie controllers, partition-state compare-and-set, broker epochs (KIP-380), ISR-change notifications,
-topic deletion markers and save/load of the run directory's snapshot."""
+"""The ZooKeeper stand-in: controller election and epochs
+(KafkaZkClient.registerControllerAndIncrementControllerEpoch), KAFKA-6082 fencing of zombie controllers,
+partition-state compare-and-set, broker epochs (KIP-380), ISR-change notifications, topic deletion markers and
+save/load of the run directory's snapshot."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Crash safety (issue 13 item 1, docs/run-directory.md "Crash safety"): a run killed at any moment and
+"""Crash safety (docs/run-directory.md "Crash safety"): a run killed at any moment and
 continued from its run directory ends with the tables and summary of an uninterrupted run.
 
 The kill is simulated in-process: every write of the run's files and every Delta commit the driver

@@ -1,5 +1,6 @@
-"""Seed notes section 7 end to end, through the CLI as an operator would: broker 0 with log.dirs=k0,k1 moves
-topic1-0 to k0 and topic2-0 to k1 (both "replicas": [0]) with kafka-reassign-partitions (Kafka 2.8 texts).
+"""An intra-broker move (KIP-113) end to end, through the CLI as an operator would: broker 0 with
+log.dirs=k0,k1 moves topic1-0 to k0 and topic2-0 to k1 (both "replicas": [0]) with kafka-reassign-partitions
+(Kafka 2.8 texts).
 
 topic0 is created first, so by the fewest-logs placement topic1-0 lands in k1 and topic2-0 in k0 (checked,
 not assumed): both entries of the plan are real moves. One run is built per module; each test works on a copy.

@@ -1,4 +1,4 @@
-"""Leader epochs, truncation and power loss end to end (issue 4): the KIP-101 hazards per
+"""Leader epochs, truncation and power loss end to end: the KIP-101 hazards per
 inter.broker.protocol.version, the acceptance-test epoch caches, the last replica standing, and
 the durability checker's verdicts, as a user reads them from the tables and the broker dirs."""
 

@@ -36,7 +36,7 @@ ONE = [{"name": "t", "partitions": 1, "replication_factor": 2, "assignment": {0:
 
 
 def test_seed_narrative_failover_and_restart(spark, tmp_out):
-    """seed-notes 3/9: 8 brokers, 8 partitions at RF 3; stopping 1, 2 and 4 moves every affected
+    """8 brokers, 8 partitions at RF 3; stopping 1, 2 and 4 moves every affected
     leadership to the first surviving ISR replica in assignment order; broker 1 comes back into
     the ISRs but leads nothing."""
     topics = [{"name": "t", "partitions": 8, "replication_factor": 3}]
@@ -185,7 +185,7 @@ def test_topic_deletion_disabled_changes_nothing(spark, tmp_out):
 
 @pytest.mark.parametrize("ibp, flaps", [("0.8", True), ("2.8", False), ("2.1", False)])
 def test_isr_flapping_under_the_old_lag_policy(spark, tmp_out, ibp, flaps):
-    """seed-notes 8: with replica.lag.max.messages (IBP 0.8) every burst larger than it expels the
+    """With replica.lag.max.messages (IBP 0.8; KIP-16 removed it in 0.9) every burst larger than it expels the
     followers, which rejoin as soon as they catch up; the time-based policy keeps them."""
     bursts = [{"at": t, "produce": {"topic": "t", "partition": 0, "records": 10, "acks": 1}}
               for t in range(1000, 6000, 1000)]

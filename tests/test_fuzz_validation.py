@@ -1,4 +1,4 @@
-"""Fuzz of the input checks (issue 13 item 3): seeded mutants of conf/scenarios/*.yaml, of Kafka reassignment
+"""Fuzz of the input checks: seeded mutants of conf/scenarios/*.yaml, of Kafka reassignment
 plans and of leader-election JSON go through validation alone (no Spark). Each one either validates or raises
 ScenarioError - never another exception - and nothing is written, accepted or rejected.
 

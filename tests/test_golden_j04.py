@@ -126,8 +126,8 @@ def test_j04_reassign_shuffled_partitions_under_acks_all_load(spark, tmp_out, tm
 
     # The final replicas hold identical logs, all in the ISR. A removed replica's log is deleted (StopReplica
     # with delete), except on a broker that was down when its partition's move completed: ZooKeeper-mode
-    # Kafka never sends that broker the StopReplica again and keeps the stray log on its disk (protocol.md
-    # section 13, item 15; KAFKA-7362 was never merged), where nobody reads it.
+    # Kafka never sends that broker the StopReplica again and keeps the stray log on its disk
+    # (KAFKA-7362 was never merged), where nobody reads it.
     log = c.log(topic=TOPIC).toPandas()
     log = log[~log["is_future"]]
     for p, reps in target.items():

@@ -1,4 +1,4 @@
-"""The idle jump end to end (issue 11 item 5): an idle emulated hour in a few rounds of work, with the
+"""The idle jump end to end: an idle emulated hour in a few rounds of work, with the
 outcome of running every round.
 
 Timers are short so that the no-jump run stays small: a 200 ms fetch wait (a 4-round fetch cycle), HW

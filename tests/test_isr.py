@@ -1,4 +1,5 @@
-"""ISR expansion, shrink and commit (protocol.md 4.1-4.4, 4.6; golden A-ISR-01..03) on plain pandas."""
+"""ISR expansion, shrink and commit (Partition.maybeExpandIsr, maybeShrinkIsr, handleAlterIsrResponse; the
+ISR gauges) on plain pandas."""
 
 from __future__ import annotations
 
@@ -297,8 +298,8 @@ def test_isr_03_case_2_epoch_start_offset(profile):
 
 
 def test_pending_expansion_holds_the_hw():
-    """The maximal ISR counts at once (protocol.md 3.4, V-ALTER): the leader may not run past
-    a follower the controller is about to admit."""
+    """The maximal ISR counts at once (KIP-497; Partition.maybeIncrementLeaderHW over isrState.maximalIsr):
+    the leader may not run past a follower the controller is about to admit."""
     p = Part([1, 2], [1], leo=10, epoch=1, now=0, **{"replica.lag.time.max.ms": 100})
     p.fetch(2, 10, 0)
     p.expand(0)

@@ -1,4 +1,4 @@
-"""`sparkkafka import` (issue 12.1): Kafka tools' text -> a scenario starting in that cluster's state.
+"""`sparkkafka import`: Kafka tools' text -> a scenario starting in that cluster's state.
 
 Pure tests (parsers, builder, loader extension, log layout, CLI) plus one Spark test: the imported sample
 cluster, started for one round, prints the describe text it was imported from.

@@ -1,6 +1,7 @@
 """Leader-epoch cache, OffsetsForLeaderEpoch and truncation (sparkkafka.protocol.leader_epoch).
 
-Golden scenarios B-LEC-01, B-LEC-02, C-TR-01..C-TR-04 (golden.md), rules R6, R8, R9. Pure Python, no Spark.
+Cases after Kafka's LeaderEpochFileCacheTest, ReplicaFetcherThreadTest and AbstractFetcherThreadTest (KIP-101,
+KIP-279). Pure Python, no Spark.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ def test_b_lec_02_case_d_epoch_entry_before_any_write():
 
 
 def test_offsets_for_leader_epoch_by_profile():
-    leader = [(1, 0), (3, 2)]  # protocol.md 5.6 trace C: C's cache, LEO 3
+    leader = [(1, 0), (3, 2)]  # a leader's cache [(1, 0), (3, 2)], LEO 3
     assert offsets_for_leader_epoch(leader, 3, 2, "0.10") == UNDEFINED
     assert offsets_for_leader_epoch(leader, 3, 2, "0.11") == (-1, 2)
     assert offsets_for_leader_epoch(leader, 3, 2, "2.0") == (1, 2)

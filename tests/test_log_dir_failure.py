@@ -1,5 +1,5 @@
 """A log dir fails (KIP-112): ReplicaManager.handleLogDirFailure and the LeaderAndIsr / produce answers of
-offline replicas (protocol/log_dir_failure.py, produce.py; protocol.md 9.5, 7.4, 9.3), plus one end-to-end run."""
+offline replicas (protocol/log_dir_failure.py, produce.py), plus one end-to-end run."""
 
 from __future__ import annotations
 

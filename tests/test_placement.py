@@ -46,7 +46,7 @@ def check_distribution(
 
 
 def test_protocol_worked_example_rack_unaware() -> None:
-    # protocol.md 7.7 and Kafka test AdminTest.testReplicaAssignment (fixedStartIndex 0).
+    # AdminUtils.assignReplicasToBrokers, Kafka test AdminTest.testReplicaAssignment (fixedStartIndex 0).
     expected = {
         0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 4], 3: [3, 4, 0], 4: [4, 0, 1],
         5: [0, 2, 3], 6: [1, 3, 4], 7: [2, 4, 0], 8: [3, 0, 1], 9: [4, 1, 2],

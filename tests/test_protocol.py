@@ -1,4 +1,5 @@
-"""The protocol core on plain pandas frames: no Spark, no Delta (shared/design.md's sans-IO rule)."""
+"""The protocol core on plain pandas frames: no Spark, no Delta (the sans-IO rule: docs/engine.md,
+"Code layout")."""
 
 from __future__ import annotations
 

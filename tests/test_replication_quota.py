@@ -1,4 +1,4 @@
-"""Replication throttles (KIP-73, protocol.md 8.4) on plain pandas frames: no Spark.
+"""Replication throttles (KIP-73: ReplicationQuotaManager) on plain pandas frames: no Spark.
 
 Leader 1 leads t-0 (and t-1); brokers 2 and 3 follow it. The frames go through the functions the
 engine runs, in its order within a round: the followers apply the responses sent last round, the

@@ -1,4 +1,4 @@
-"""`sparkkafka report RUN` (issue 12.3): each plot's series on hand-built frames (no Spark), then one short real
+"""`sparkkafka report RUN`: each plot's series on hand-built frames (no Spark), then one short real
 run (a crash and restart, an offline single-replica partition, a throttled reassignment) whose series show what
 happened, whose PNGs decode and whose HTML inlines them."""
 

@@ -1,7 +1,8 @@
-"""One writer per run directory (issue 13 item 2): OUT/.lock (run_lock.py) names its holder; a second
-writer is refused with exit 2 before it reads or starts anything; a lock left by a dead process of this host
-is taken over, one of another host is honoured; a writer whose view of the run is older than the last save is
-refused. The two-writer test runs two real `sparkkafka run` processes on one run directory."""
+"""One writer per run directory (docs/run-directory.md, "One writer at a time"): OUT/.lock (run_lock.py) names
+its holder; a second writer is refused with exit 2 before it reads or starts anything; a lock left by a dead
+process of this host is taken over, one of another host is honoured; a writer whose view of the run is older
+than the last save is refused. The two-writer test runs two real `sparkkafka run` processes on one run
+directory."""
 
 from __future__ import annotations
 

@@ -237,7 +237,7 @@ def test_replication_factor_message_is_kafkas():
     ({"elect_leaders": {"election_type": "preferred"}}, "timeline[0].elect_leaders", {"election_type": "preferred"}),
 ])
 def test_not_yet_supported(entry, field, value, monkeypatch):
-    """The mechanism a version uses for validated events it cannot run yet (none are left after issue 5)."""
+    """The mechanism a version uses for validated events it cannot run yet (none are left now)."""
     monkeypatch.setattr(loader, "NOT_YET_SUPPORTED", {"fail_log_dir", "elect_leaders"})
     with pytest.raises(NotYetSupportedError) as info:
         parse_scenario(case(timeline=[{"at": 0, **entry}]))

@@ -1,4 +1,4 @@
-"""KIP-73 replication throttles end to end (protocol.md 8.4): a move under `--throttle T` (the CLI, or the
+"""KIP-73 replication throttles end to end: a move under `--throttle T` (the CLI, or the
 scenario's `reassign: {plan, throttle}`) takes at least N/T emulated seconds for N bytes, and never completes
 while a producer writes faster than T (the ops docs' warning). Rounds of 100 ms, at most ~40 per run."""
 

@@ -32,7 +32,8 @@ KEY = ["topic", "partition"]
 # ---------------------------------------------------------------------------------------------------------
 
 def parse(spec) -> list[tuple[int, int, str]]:
-    """"0:e0:a 1:e2:b" (golden.md's notation) or [(offset, epoch, value)] -> [(offset, epoch, value)]."""
+    """"0:e0:a 1:e2:b" (offset:epoch:value, space-separated) or [(offset, epoch, value)]
+    -> [(offset, epoch, value)]."""
     if isinstance(spec, str):
         return [(int(o), int(e[1:]), v) for o, e, v in (x.split(":") for x in spec.split())]
     return [(int(o), int(e), str(v)) for o, e, v in spec]
@@ -466,9 +467,9 @@ def test_c_tr_05_high_leader_log_wiped(profile):
 
 @pytest.mark.parametrize("profile", ["2.1", "2.8"])
 def test_c_tr_05_low_follower_behind_leader_log_start(profile):
-    """The follower's LEO (1) is below the leader's log start (2): truncateFullyAndStartAt(2). The
-    golden's mock starts the follower at fetch offset 3 over a one-record log; here it fetches from
-    its LEO. The leader's record is at e4 as in golden.md (the Kafka test uses e0)."""
+    """The follower's LEO (1) is below the leader's log start (2): truncateFullyAndStartAt(2). Kafka's
+    test mock starts the follower at fetch offset 3 over a one-record log; here it fetches from
+    its LEO, and the leader's record is at e4 (the Kafka test uses e0)."""
     d = Duo(profile, "2:e4:c", "0:e0:a", epoch=4, leader_hw=2)
     assert d.lead["log_start_offset"] == 2
     for _ in range(4):

@@ -1,4 +1,4 @@
-"""`sparkkafka whatif` (issue 12 item 2): losses, unclean candidates and dir balancing predicted from a
+"""`sparkkafka whatif`: losses, unclean candidates and dir balancing predicted from a
 snapshot; one short emulated run confirms a rack loss."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`sparkkafka whatif --reassign PLAN --throttle T` (issue 12 item 2): the ETA of a throttled reassignment
+"""`sparkkafka whatif --reassign PLAN --throttle T`: the ETA of a throttled reassignment
 predicted from a snapshot before the move, then the emulated move; the prediction within 10 % of it."""
 
 from __future__ import annotations

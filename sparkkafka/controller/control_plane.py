@@ -1,11 +1,11 @@
 """The control plane on the driver: ZooKeeper, broker sessions, and the controllers.
 
 A broker is live for the cluster while its ZooKeeper session is: a crash, or a pause longer than
-zookeeper.session.timeout.ms, is noticed only when the session expires (protocol.md 7.5); a
-broker that resumes after its session expired registers again with a larger broker epoch (a
-bounce). The controller is the first live broker to register (KafkaController.elect); its
-requests leave through its broker's channel, so a paused controller's requests wait and arrive
-late, stamped with the epoch it had.
+zookeeper.session.timeout.ms, is noticed only when the session expires (KafkaController's BrokerChange on
+/brokers/ids); a broker that resumes after its session expired registers again with a larger broker epoch (a
+bounce). The controller is the first live broker to register (KafkaController.elect); its requests leave
+through its broker's channel, so a paused controller's requests wait and arrive late, stamped with the epoch
+it had.
 """
 
 from __future__ import annotations

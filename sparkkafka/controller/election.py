@@ -2,8 +2,9 @@
 and ``Election`` (Election.scala) compute it, plus ``ReplicaStateMachine.doRemoveReplicasFromIsr``.
 
 Every algorithm scans the ordered replica list (AR, or the reassignment target) and returns the first
-acceptable replica; ``Election`` adds the new ISR (protocol.md 6.2-6.5, golden R12/G-04). Pure functions:
-reading the state znode, the conditional write and the leader-epoch bump (+1, protocol.md 6.6) stay with the caller.
+acceptable replica; ``Election`` adds the new ISR (Election.leaderForOffline, leaderForReassign,
+leaderForPreferredReplica, leaderForControlledShutdown). Pure functions: reading the state znode, the
+conditional write and the leader-epoch bump (+1, LeaderAndIsr.newLeaderAndIsr) stay with the caller.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""The controller's events (Kafka's ControllerEvent subclasses, protocol.md 7.2): what its queue
+"""The controller's events (Kafka's ControllerEvent subclasses, KafkaController.scala): what its queue
 holds and what `KafkaController.handle` takes.
 
-Each event is a frozen dataclass; `KafkaController` dispatches on the class (`HANDLERS` names the
-method). Events carrying pandas frames compare by identity (eq=False): a frame has no truth value.
-Admin events (answered to the AdminClient) carry the request `key` their results are filed under.
+Each event is a frozen dataclass; `KafkaController._dispatch` matches on its class and calls the handler, as
+Kafka's `KafkaController.process(event)` does. Events carrying pandas frames compare by identity (eq=False): a
+frame has no truth value. Admin events (answered to the AdminClient) carry the request `key` their results are
+filed under.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ class ReplicaLeaderElection:
 
 @dataclass(frozen=True)
 class AutoPreferredReplicaLeaderElection:
-    """The scheduled leader-imbalance check (auto.leader.rebalance.enable, protocol.md 10)."""
+    """The scheduled leader-imbalance check (auto.leader.rebalance.enable,
+    KafkaController.AutoPreferredReplicaLeaderElection)."""
 
 
 @dataclass(frozen=True, eq=False)

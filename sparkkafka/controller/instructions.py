@@ -1,10 +1,10 @@
 """What the controller decides, as typed instructions (the output of `KafkaController.handle`).
 
-Requests to brokers (protocol.md 7.3): LeaderAndIsr, UpdateMetadata, StopReplica; answers to
-leaders: IsrResult (AlterIsr responses); answers to the AdminClient: AdminResult. Each request
-instruction's `row()` is its row in the matching frame (protocol.frames LEADER_AND_ISR,
-UPDATE_METADATA, STOP_REPLICA, ISR_RESULT), column for column, which is what the broker rounds read.
-A request instruction's `correlation_id` is that of the request it goes in (KafkaController._send_batch).
+Requests to brokers (ControllerChannelManager's ControllerBrokerRequestBatch): LeaderAndIsr, UpdateMetadata,
+StopReplica; answers to leaders: IsrResult (AlterIsr responses); answers to the AdminClient: AdminResult. Each
+request instruction's `row()` is its row in the matching frame (protocol.frames LEADER_AND_ISR,
+UPDATE_METADATA, STOP_REPLICA, ISR_RESULT), column for column, which is what the broker rounds read. A request
+instruction's `correlation_id` is that of the request it goes in (KafkaController._send_batch).
 
 Treat them as values. The request classes are plain slotted dataclasses rather than frozen ones:
 a failover of thousands of partitions makes tens of thousands of them, and a frozen dataclass

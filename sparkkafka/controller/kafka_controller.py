@@ -1,5 +1,6 @@
 """The controller: KafkaController, PartitionStateMachine and ReplicaStateMachine of the
-ZooKeeper era (protocol.md sections 4.5, 6, 7), running on the driver.
+ZooKeeper era (KafkaController.scala, PartitionStateMachine.scala, ReplicaStateMachine.scala), running on the
+driver.
 
 A controller belongs to a broker. It keeps a context rebuilt from ZooKeeper at failover, handles
 events in order (the typed events of controller/events.py: broker changes, ISR changes, controlled
@@ -166,7 +167,7 @@ class KafkaController:
         t, p = tp if tp else (None, None)
         self.out.lines.append((now, self.broker, self.epoch, t, p, f"[Controller id={self.broker} epoch={self.epoch}] {message}"))
 
-    # ------------------------------------------------------------------ state machines (protocol.md 1.1)
+    # ------------------------------------ state machines (PartitionStateMachine, ReplicaStateMachine)
     def _partition_ok(self, now: int, tp: TP, target: PartitionState) -> bool:
         """Whether `tp` may move to `target`; an illegal transition is logged and the caller skips it."""
         return bool(self.partition_states.valid([tp], target, lambda k, m: self._line(now, k, m)))
@@ -569,7 +570,7 @@ class KafkaController:
         for tp in sorted(self.reassigning):  # the state-znode watch of reassigning partitions (pre-2.7)
             self._on_reassignment_isr_change(now, tp)
 
-    # ------------------------------------------------------------------ reassignment (protocol.md 8.2)
+    # ------------------------------------------- reassignment (KafkaController.onPartitionReassignment)
     def _full(self, tp: TP) -> ra.ReplicaAssignment:
         z = self.zk.topic_znode(tp[0])
         return ra.ReplicaAssignment(tuple(z.replicas[tp[1]]), tuple(z.adding.get(tp[1], ())),
@@ -760,7 +761,7 @@ class KafkaController:
         return None
 
     def _on_auto_rebalance(self, now: int) -> None:
-        """checkAndTriggerAutoLeaderRebalance (protocol.md 10): per preferred broker, an imbalance above
+        """checkAndTriggerAutoLeaderRebalance: per preferred broker, an imbalance above
         leader.imbalance.per.broker.percentage runs preferred elections."""
         for tp in self.imbalanced():
             state, v = self._state(tp)
@@ -774,7 +775,7 @@ class KafkaController:
         """The partitions a leader-rebalance check would try to move back to their preferred leader: those
         not led by it, of each preferred broker whose share of them is above
         leader.imbalance.per.broker.percentage; none (2.8) while a partition is being reassigned anywhere.
-        Later Kafka dropped that condition (golden I-03 b, c), which
+        Later Kafka dropped that condition, which
         `emulator.auto.rebalance.during.reassignment: true` selects. Reads only."""
         cfg = self.broker_config()
         pct = float(cfg.get("leader.imbalance.per.broker.percentage", 10))

@@ -3,8 +3,9 @@
 A partition's stored assignment is ``(replicas, adding, removing)``. Reassigning to a target T keeps
 the original replicas (``replicas - adding``) until the move completes: the full list is T first,
 then the originals not in T, so the preferred replica (its head) is already T's head during the
-move (protocol.md 8.1). Cancelling is reassigning to the originals. Pure functions; the controller
-(kafka_controller.py) does the ZooKeeper writes and the requests.
+move (KIP-455; ControllerContext's ReplicaAssignment,
+KafkaController.onPartitionReassignment). Cancelling is reassigning to the originals. Pure functions; the
+controller (kafka_controller.py) does the ZooKeeper writes and the requests.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Kafka's PartitionStateMachine and ReplicaStateMachine (ZooKeeper era, protocol.md 1.1) as
-explicit state: the controller's state of every partition and every replica, and each target
-state's valid previous states as data, exactly Kafka 2.8's `validPreviousStates`.
+"""Kafka's PartitionStateMachine and ReplicaStateMachine (ZooKeeper era: PartitionStateMachine.scala,
+ReplicaStateMachine.scala) as explicit state: the controller's state of every partition and every replica, and
+each target state's valid previous states as data, exactly Kafka 2.8's `validPreviousStates`.
 
 A transition moves the keys whose current state is a valid previous state of the target and
 refuses the others: "Illegal requests are logged and skipped" (the controller writes the refusal

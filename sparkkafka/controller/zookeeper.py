@@ -1,5 +1,6 @@
 """The cluster metadata store standing in for ZooKeeper, with Kafka 2.8's znode layout (ZkData.scala) and the
-conditional writes of ``KafkaZkClient`` (protocol.md 1.1, 7.1, 7.2, 7.8).
+conditional writes of ``KafkaZkClient`` (KafkaZkClient.scala: registerControllerAndIncrementControllerEpoch,
+updateLeaderAndIsr, checkedEphemeralCreate).
 
 Deterministic: a logical ``zxid`` goes up by one per successful write (no wall clock), so broker epochs
 (``registerBroker`` returns the registration's czxid, KIP-380) are reproducible. Versions are ZooKeeper data

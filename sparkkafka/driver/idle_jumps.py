@@ -1,4 +1,4 @@
-"""The idle jump on the driver (design.md: rounds in which nothing can change are skipped): when the last
+"""The idle jump on the driver (docs/engine.md: rounds in which nothing can change are skipped): when the last
 round left every broker quiescent and nothing is due, whole fetch cycles up to the next thing due are not
 run; the brokers' rows are moved along in the next job (engine/idle_jump.py, protocol/idle.py). Also how
 many rounds a resident window may run without the driver. A mixin of RoundLoop (round_loop.py)."""

@@ -1,6 +1,6 @@
 """Direct channels between the tasks of one barrier stage: how resident brokers exchange a round's messages.
 
-The fast engine (issue 11) keeps broker state inside long-lived Spark tasks for a run of rounds. The
+The resident engine keeps broker state inside long-lived Spark tasks for a run of rounds. The
 tasks still have to swap each round's messages (fetches, responses, ISR traffic) with one another.
 Spark's own collective, `BarrierTaskContext.allGather`, takes at least a second per call: the task's
 JVM side polls the coordinator's answer with `Thread.sleep(1000)` (BarrierTaskContext.runBarrier),

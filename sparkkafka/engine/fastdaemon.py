@@ -7,8 +7,8 @@ The JVM then starts ``python -m sparkkafka.engine.fastdaemon pyspark.worker`` in
 Why: in a reused worker, ``pyspark/daemon.py`` runs a full ``gc.collect()`` after *every* task
 (``manager()``, the ``while True`` loop of the forked child, line 275 in pyspark 4.3.0). Once
 pandas, pyarrow and pyspark are loaded, about 70 k objects are tracked and one full collection
-costs 84-113 ms of CPU (engine-notes section 0), the largest per-task cost after the TCP stall
-that ``spark.python.unix.domain.socket.enabled=true`` removes.
+costs 84-113 ms of CPU (measured on this project's 2-core machine), the largest per-task cost after the TCP
+stall that ``spark.python.unix.domain.socket.enabled=true`` removes.
 
 How: ``pyspark.daemon`` is imported as a module (so its ``__main__`` block does not run) and its
 module-global ``gc`` is replaced by a small stand-in whose ``collect()`` does, in each forked

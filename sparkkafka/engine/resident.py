@@ -229,8 +229,8 @@ def merge_window_logs(tables_dir: str, snap: LogSnapshot, first: int, last: int)
     the add of the merged file and a remove of each file it replaces (those never reach the table; the
     driver drops a file added and removed in one window). The round engine leaves one file per
     (broker, log_dir) per round; merged windows leave ~1/window-length as many, which keeps the log
-    table's file list, and every read of it, small as a run grows (issue 11: round 10,000 vs round 100).
-    The replaced files are deleted: nothing refers to them."""
+    table's file list, and every read of it, small as a run grows (round 10,000 vs round 100:
+    docs/benchmarks.md, "Long runs"). The replaced files are deleted: nothing refers to them."""
     groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
     for a in snap.adds:
         pv = a["partition_values"]

@@ -1,7 +1,8 @@
 """The one place sparkkafka builds (or finds) its SparkSession.
 
-``get_spark()`` applies the configuration measured in ../shared/engine-notes.md (sections 0, 1 and
-"Recommendations") when sparkkafka itself starts Spark, and stays out of the way otherwise:
+``get_spark()`` applies the configuration measured on this project's 2-core machine (docs/engine.md,
+"Choices and limits of this version": Spark's Python workers) when sparkkafka itself starts Spark, and stays
+out of the way otherwise:
 
 1. A session that is already active (classic or Spark Connect, e.g. a notebook, Databricks, a
    test fixture) is returned untouched: no master, no config is changed.
@@ -62,7 +63,7 @@ DEFAULT_CONF: Mapping[str, str] = MappingProxyType(
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         # The stock daemon runs a full gc.collect() after every task: 84-113 ms each once pandas
-        # and pyarrow are loaded. Ours freezes the collector after the first task (notes s.0).
+        # and pyarrow are loaded. Ours freezes the collector after the first task (fastdaemon.py).
         "spark.python.daemon.module": FASTDAEMON_MODULE,
         # JVM<->Python over a Unix socket: the first input batch of a task waited ~42 ms over
         # TCP, 1.5 ms over UDS. Together with the daemon: 12-task round 450 -> 129-210 ms (s.0).
@@ -337,7 +338,7 @@ def _launch(master: str, app_name: str, extra: dict[str, str]) -> SparkSession:
     settings: dict[str, str] = dict(DEFAULT_CONF)
     if _is_local(master):
         settings.update(_LOCAL_LAUNCH_CONF)
-        # Driver JVM, executors and Spark's own listeners bind loopback only (notes s.1/s.5).
+        # Driver JVM, executors and Spark's own listeners bind loopback only.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings.update(_temp_dir_conf())
     if not _daemon_module_usable(master, jvm_running=False):

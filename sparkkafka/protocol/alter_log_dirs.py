@@ -1,5 +1,6 @@
 """Intra-broker log-dir moves (KIP-113, Kafka 1.1+): AlterReplicaLogDirs on the broker and its
-ReplicaAlterLogDirsThreads (protocol.md 9.1-9.3; golden K-01, K-03). Pure pandas: no Spark, no Delta.
+ReplicaAlterLogDirsThreads (ReplicaManager.alterReplicaLogDirs, ReplicaAlterLogDirsThread). Pure pandas: no
+Spark, no Delta.
 
 A move builds a *future log* of the partition in the destination dir of the same broker (FUTURE rows;
 its records are `log` rows of (broker, dest dir) with is_future = true), filled by the broker's mover
@@ -130,7 +131,7 @@ def alter_replica_log_dirs(
     another dir is cancelled (its mover stopped, the log deleted). The destination is remembered for
     the partition (LogManager.preferredLogDirs) unless its current or future log is already there. No
     local replica -> UNKNOWN_TOPIC_OR_PARTITION, the preference kept: the LeaderAndIsr that creates the
-    replica puts it there (golden K-01 a). [Kafka 2.8 answers NOT_LEADER_OR_FOLLOWER when its metadata
+    replica puts it there. [Kafka 2.8 answers NOT_LEADER_OR_FOLLOWER when its metadata
     knows the topic, REPLICA_NOT_AVAILABLE before 2.7; the emulator's brokers do not cache topics, so
     they answer as Kafka does before the topic exists.] Destination = current dir -> NONE, nothing more
     (this is how a move is cancelled). Else the future log is created in the destination (unless it is
@@ -271,7 +272,7 @@ def mark_for_truncation(futures: pd.DataFrame, cuts: pd.DataFrame) -> pd.DataFra
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Truncation against the local current log (KIP-279 rule; golden K-03)
+# Truncation against the local current log (KIP-279 rule; ReplicaAlterLogDirsThread)
 # ---------------------------------------------------------------------------------------------------------
 
 def _as_replicas(futures: pd.DataFrame) -> pd.DataFrame:

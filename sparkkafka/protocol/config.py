@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 LONG_MAX = 9223372036854775807
 
-# Broker configs (server.properties) with their Kafka 2.8 defaults (protocol.md section 12).
+# Broker configs (server.properties) with their Kafka 2.8 defaults (KafkaConfig, Defaults in
+# KafkaConfig.scala).
 BROKER_DEFAULTS: dict[str, Any] = {
     "replica.lag.time.max.ms": 30000,
     "replica.lag.max.messages": 4000,  # only read by the 0.8 profile (removed in 0.9.0)
@@ -92,7 +93,7 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     "read.max.records": 10000,  # records one catch-up read takes from storage per partition
     "page.cache.writeback.ms": 30000,  # when the OS writes appended data to disk (protocol/flush.py)
     # Kafka 2.8 runs no auto leader rebalance while any partition is being reassigned; later Kafka
-    # (the controller tests golden I-03 b, c come from) does: true selects that behaviour
+    # does: true selects that behaviour
     "auto.rebalance.during.reassignment": False,
     # "resident" (the default): broker state stays in long-lived barrier tasks that run many rounds per
     # job and exchange messages directly (engine/resident.py); "rounds": one Spark job per round (also
@@ -114,7 +115,8 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
 }
 ENGINES = ("rounds", "resident", "local")
 
-# inter.broker.protocol.version -> profile (protocol.md section 0). Kafka accepts "2.8", "2.8-IV1"...
+# inter.broker.protocol.version -> profile (ApiVersion.scala; docs/versions.md).
+# Kafka accepts "2.8", "2.8-IV1"...
 PROFILES = ("0.8", "0.10", "0.11", "2.0", "2.1", "2.7", "2.8")
 _ALIASES = {
     "0.8": "0.8", "0.8.2": "0.8", "0.9": "0.8", "0.9.0": "0.8",
@@ -143,7 +145,7 @@ def profile_of(ibp: str) -> str | None:
 
 
 def version_defaults(profile: str) -> dict[str, Any]:
-    """Defaults that changed across versions (protocol.md section 0), where the profile's differ from
+    """Defaults that changed across versions (docs/versions.md), where the profile's differ from
     2.8's (the default_* flags of rules.Rules)."""
     from .rules import rules_for  # rules.py builds on PROFILES / profile_of
 

@@ -1,5 +1,5 @@
 """What consumers see: a consumer fetch (read_uncommitted isolation) is served by the leader and
-returns only records below the leader's high watermark (protocol.md 2.7, ReplicaManager
+returns only records below the leader's high watermark (ReplicaManager
 readFromLocalLog with FetchHighWatermark). The same rule defines a partition's committed log."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A broker handling UpdateMetadata and StopReplica (ReplicaManager.maybeUpdateMetadataCache,
-stopReplicas; protocol.md 7.3, 7.4), and what every controller request's lines share: the request's
+stopReplicas), and what every controller request's lines share: the request's
 correlation id and controller id (frames.LEADER_AND_ISR). LeaderAndIsr has its own module."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Replica fetching: the follower's fetcher (AbstractFetcherThread / ReplicaFetcherThread) and the
 leader's side (ReplicaManager.fetchMessages, Partition.readRecords / updateFollowerFetchState,
-DelayedFetch). protocol.md sections 3.1, 3.2, 3.3, 4.1.
+DelayedFetch).
 
 A follower keeps one fetch request outstanding per leader it fetches from; the request carries
 every partition it follows from that leader. The leader answers at once when it has at least
@@ -8,7 +8,7 @@ replica.fetch.min.bytes to return or an error, and otherwise parks the request i
 purgatory until replica.fetch.wait.max.ms passes or data arrives; a parked request re-reads at
 completion, so it reports the HW of that moment.
 
-Replication throttles (KIP-73, protocol.md 8.4) act on the leader's reads (_throttle) and, as a
+Replication throttles (KIP-73) act on the leader's reads (_throttle) and, as a
 safety net for the follower's rate, on its appends (_cap_appends); the bytes are recorded in the brokers'
 sensors after the fetch (record_quota); see replication_quota.py.
 """
@@ -147,7 +147,7 @@ def _validate(m: pd.DataFrame, hosted: np.ndarray) -> np.ndarray:
 def _out_of_range(m: pd.DataFrame) -> None:
     """Log.read's range check, in place: a fetch offset outside [logStart, LEO] is OFFSET_OUT_OF_RANGE.
     Partition.readRecords runs it after the lastFetchedEpoch check, so a diverging follower whose
-    fetch offset is past the leader's LEO gets its DivergingEpoch (golden C-TR-03 b, C-TR-04 (10,18))."""
+    fetch offset is past the leader's LEO gets its DivergingEpoch."""
     off = array(m, "fetch_offset")
     bad = (off < _filled(m, "_lls", 0)) | (off > _filled(m, "leo", 0))
     bad &= (array(m, "_err") == "") & (array(m, "_de") < 0)
@@ -155,7 +155,7 @@ def _out_of_range(m: pd.DataFrame) -> None:
 
 
 def _diverging(m: pd.DataFrame) -> None:
-    """Partition.readRecords' lastFetchedEpoch check (Fetch v12, 2.8; golden R9, C-TR-04), in place:
+    """Partition.readRecords' lastFetchedEpoch check (Fetch v12, 2.8), in place:
     `_de`/`_do` get the DivergingEpoch (-1 when none) and an epoch the leader cannot place becomes
     OFFSET_OUT_OF_RANGE. A follower whose last epoch is the leader's latest diverges only when its
     fetch offset is past the leader's LEO (endOffsetFor gives (latest, LEO)), so only the few other
@@ -268,8 +268,8 @@ def _within(size: np.ndarray, run: np.ndarray, limit: int) -> np.ndarray:
 
 def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: int, cfg: Mapping,
               quota: pd.DataFrame | None) -> pd.DataFrame:
-    """KIP-73 on the leader's reads (protocol.md 8.4, 3.2 step 5), keeping the records the quotas
-    allow (replication_quota.py), in (request, partition, offset) order:
+    """KIP-73 on the leader's reads (ReplicaManager.readFromLocalLog, shouldLeaderThrottle), keeping the
+    records the quotas allow (replication_quota.py), in (request, partition, offset) order:
 
     * follower throttle (ReplicaFetcherThread.shouldFollowerThrottle): a partition the fetching
       broker throttles whose lag (the HW this response reports - fetch offset) is above 0 gets at
@@ -390,7 +390,7 @@ def serve_fetch(
     has_div = group_any(array(m, "_de") >= 0, req)
     respond = has_err | has_data | has_div | expired | (cfg["replica.fetch.wait.max.ms"] <= 0)
     # New requests answered at once report the HW read before this fetch moved it; parked ones
-    # re-read at completion and report the current HW (protocol.md 3.2, 3.3).
+    # re-read at completion and report the current HW (DelayedFetch.onComplete).
     done = np.flatnonzero(respond)
 
     def answered(c: str) -> np.ndarray:
@@ -530,7 +530,7 @@ def _truncate_diverging(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, ru
 
 def out_of_range_recovery(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, cfg: Mapping
                           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """AbstractFetcherThread.fetchOffsetAndTruncate (protocol.md 3.6, golden C-TR-05), with the
+    """AbstractFetcherThread.fetchOffsetAndTruncate, with the
     leader's LEO and log start as its ListOffsets answers would give them (the response's snapshot).
 
     Leader LEO below the follower's: truncate to it, except before 2.1 (KAFKA-7414) on a topic with

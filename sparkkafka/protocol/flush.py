@@ -1,4 +1,5 @@
-"""When log data reaches the disk, and what a power loss keeps (issue 4; KIP-101 scenario 2).
+"""When log data reaches the disk, and what a power loss keeps (log.flush.interval.messages / .ms,
+Log.flush; KIP-101 scenario 2).
 
 Kafka appends to the page cache and fsyncs only by its flush rules: `flush.messages`
 (log.flush.interval.messages; Log.append flushes once that many messages are unflushed) and

@@ -1,5 +1,6 @@
-"""High-watermark rules: Partition.maybeIncrementLeaderHW (protocol.md 3.4) and the follower's
-HW = min(leader HW in the response, own LEO) (3.1, 3.3). Vectorised over many replicas.
+"""High-watermark rules: Partition.maybeIncrementLeaderHW and the follower's
+HW = min(leader HW in the response, own LEO) (ReplicaFetcherThread.processPartitionData). Vectorised over many
+replicas.
 """
 
 from __future__ import annotations

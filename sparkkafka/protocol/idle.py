@@ -1,4 +1,5 @@
-"""Quiescence and the idle jump: rounds in which nothing can change are skipped (design.md, "Time").
+"""Quiescence and the idle jump: rounds in which nothing can change are skipped (docs/engine.md,
+"Idle rounds are skipped").
 
 An idle Kafka cluster (no produce, every replica caught up, HW == LEO, no ISR change, no move, no
 controller work) still does things as time passes, all of them periodic:

@@ -1,6 +1,6 @@
 """ISR changes on the leader: Partition.maybeExpandIsr and maybeShrinkIsr, committing a change
 (the AlterIsr response from 2.7, the outcome of the leader's conditional ZooKeeper write before),
-and the ISR gauges. protocol.md 1.2, 3.4, 4.1-4.4, 4.6. Vectorised over every broker and
+and the ISR gauges (Partition.scala, KIP-497's AlterIsr). Vectorised over every broker and
 partition of a task; plain pandas/numpy.
 
 State: REPLICA.isr is the committed ISR and REPLICA.pending_isr the proposed ISR of the change in
@@ -82,7 +82,7 @@ def _leaders(replicas: pd.DataFrame) -> np.ndarray:
 def maybe_expand_isr(
     replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, rules: Rules | str
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Partition.maybeExpandIsr (protocol.md 4.2). Returns (replicas, remotes, proposals).
+    """Partition.maybeExpandIsr. Returns (replicas, remotes, proposals).
 
     For each led partition with no ISR change in flight, a follower joins if it is assigned, not
     in the ISR, its LEO has reached the leader's HW and, from 2.1 (KAFKA-7128), the offset at which
@@ -169,7 +169,7 @@ def out_of_sync_replicas(
 def maybe_shrink_isr(
     replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: Mapping, rules: Rules | str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The broker's isr-expiration task, Partition.maybeShrinkIsr (protocol.md 4.3).
+    """The broker's isr-expiration task, Partition.maybeShrinkIsr.
     Returns (replicas, proposals).
 
     The check runs on a led partition when it never ran or replica.lag.time.max.ms / 2 has passed
@@ -209,8 +209,8 @@ def maybe_shrink_isr(
 def apply_isr_results(
     replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame, now: int
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, int]]:
-    """The leader handles the answers to its ISR changes (protocol.md 4.4). Returns (replicas,
-    remotes, counts) with counts = {isr_shrinks, isr_expands, failed_isr_updates}.
+    """The leader handles the answers to its ISR changes (Partition.handleAlterIsrResponse). Returns
+    (replicas, remotes, counts) with counts = {isr_shrinks, isr_expands, failed_isr_updates}.
 
     A result is ignored when the replica no longer leads, has no change pending, or is at another
     leader epoch (a LeaderAndIsr came in between); a success whose zk_version is not above the
@@ -282,8 +282,8 @@ def _gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> tuple[np.ndarray, dic
 
 
 def isr_gauges(replicas: pd.DataFrame, min_isr: pd.Series) -> pd.DataFrame:
-    """Partition's gauges per led partition (protocol.md 4.6), on the committed ISR:
-    under_replicated (|ISR| < |replicas|), under_min_isr (|ISR| < min.insync.replicas of the
+    """Partition's gauges per led partition (Partition's UnderReplicated, UnderMinIsr, AtMinIsr), on the
+    committed ISR: under_replicated (|ISR| < |replicas|), under_min_isr (|ISR| < min.insync.replicas of the
     topic, `min_isr` indexed by topic; 1 when absent) and at_min_isr (|ISR| == it)."""
     lead, gauges = _gauges(replicas, min_isr)
     return pd.DataFrame({**{c: array(replicas, c)[lead] for c in ("broker", "topic", "partition")}, **gauges})

@@ -1,5 +1,5 @@
 """A broker handling LeaderAndIsr: ReplicaManager.becomeLeaderOrFollower, Partition.makeLeader and
-makeFollower (protocol.md 1.2, 7.4). Vectorised over every broker and partition of a task.
+makeFollower. Vectorised over every broker and partition of a task.
 
 Returns state-change lines in the words of Kafka's state-change log so the tables can show them.
 """
@@ -31,7 +31,7 @@ def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: lis
                     offline_dirs: Mapping[int, Iterable[str]] | None = None,
                     preferred: pd.DataFrame | None = None, futures: pd.DataFrame | None = None) -> pd.DataFrame:
     """Create the logs of partitions a broker is told about for the first time, each in the log
-    dir LogManager would pick (protocol.md 9.3): the dir AlterReplicaLogDirs remembered for it
+    dir LogManager would pick (LogManager.getOrCreateLog): the dir AlterReplicaLogDirs remembered for it
     (`preferred`, PREFERRED_DIR rows), else the entry's requested dir, else the live dir holding fewest
     logs, current and future (`futures`) alike. A log whose dir is not live is not created (Kafka's
     KafkaStorageException; log_dir_failure.screen_leader_and_isr answers those entries)."""
@@ -150,7 +150,7 @@ def become_leader_or_follower(
     idx = m.set_index(["broker", "topic", "partition"]).index
     for c in ("leader", "leader_epoch", "controller_epoch", "isr", "replicas", "zk_version"):
         r.loc[idx, c] = array(m, c).astype(r[c].dtype, copy=False)  # a request's int64 into int32 columns
-    r.loc[idx, "pending_isr"] = ""  # an ISR change in flight is dropped (protocol.md 4.4)
+    r.loc[idx, "pending_isr"] = ""  # an ISR change in flight is dropped (Partition.makeLeader)
     lead = (m["leader"] == m["broker"]).to_numpy()
     was_leader = (m["_old_leader"] == m["broker"]).to_numpy()
     li, fi = idx[lead], idx[~lead]

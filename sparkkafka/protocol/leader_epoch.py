@@ -1,4 +1,4 @@
-"""Leader-epoch cache, OffsetsForLeaderEpoch and the follower's truncation point (protocol.md 5, 3.5-3.6).
+"""Leader-epoch cache, OffsetsForLeaderEpoch and the follower's truncation point (KIP-101, KIP-279).
 
 Pure Python: one replica's epoch cache is a short list of `(epoch, start_offset)` tuples, strictly
 increasing in both fields (Kafka's `LeaderEpochFileCache`, persisted as `leader-epoch-checkpoint`).
@@ -52,7 +52,7 @@ def latest_epoch(entries: Iterable[Entry]) -> int:
 
 
 def assign(entries: Iterable[Entry], epoch: int, start_offset: int) -> list[Entry]:
-    """LeaderEpochFileCache.assign(epoch, startOffset) (2.0+ code; golden R6, protocol.md 5.1).
+    """LeaderEpochFileCache.assign(epoch, startOffset) (2.0+ code).
 
     isUpdateNeeded: an update is needed when the cache is empty, or `epoch` differs from the latest
     entry's epoch, or `start_offset` is below the latest entry's start. Otherwise the call adds no
@@ -114,7 +114,7 @@ def epoch_for_offset(entries: Iterable[Entry], offset: int) -> int:
 # ---------------------------------------------------------------------------------------------------------
 
 def end_offset_for(entries: Iterable[Entry], requested_epoch: int, leo: int) -> Entry:
-    """LeaderEpochFileCache.endOffsetFor(requestedEpoch, logEndOffset), 2.0+ (golden R6, protocol.md 5.2).
+    """LeaderEpochFileCache.endOffsetFor(requestedEpoch, logEndOffset), 2.0+.
 
     1. requested = -1 -> (-1, -1).
     2. requested = latest epoch -> (requested, leo).
@@ -162,7 +162,7 @@ def offsets_for_leader_epoch(entries: Iterable[Entry], leo: int, requested_epoch
 
     Returns (epoch, end_offset). Before 0.11 the request does not exist: (-1, -1). 0.11-1.1 (v0) carry
     an offset only: (-1, end_offset_for_v0). 2.0+ (v1+): end_offset_for, an empty cache giving (-1, -1).
-    Error handling (not leader, FENCED/UNKNOWN_LEADER_EPOCH, protocol.md 3.5/5.3) is the caller's."""
+    Error handling (not leader, FENCED/UNKNOWN_LEADER_EPOCH, KIP-320) is the caller's."""
     rules = rules_for(rules)
     if not rules.leader_epoch_exchange:
         return UNDEFINED
@@ -173,7 +173,8 @@ def offsets_for_leader_epoch(entries: Iterable[Entry], leo: int, requested_epoch
 
 def truncation_offset(follower_entries: Iterable[Entry], follower_leo: int, follower_hw: int,
                       leader_answer: Entry, rules: Rules | str) -> tuple[int, bool]:
-    """The follower's truncation point (golden R8, protocol.md 5.4-5.5). Returns (offset, done).
+    """The follower's truncation point (KIP-279; ReplicaFetcherThread,
+    AbstractFetcherThread.getOffsetTruncationState). Returns (offset, done).
 
     * 0.8/0.10 (ReplicaManager.makeFollowers), or no local epoch (empty cache): (HW, True).
     * Answer offset -1 (UNDEFINED): the initial fetch offset, i.e. (HW, True).
@@ -205,7 +206,7 @@ def truncation_offset(follower_entries: Iterable[Entry], follower_leo: int, foll
 
 def diverging_epoch(leader_entries: Iterable[Entry], leader_leo: int, last_fetched_epoch: int,
                     fetch_offset: int, *, log_start_offset: int = -1) -> Entry | None:
-    """The leader's Fetch v12 `lastFetchedEpoch` check (Partition.readRecords, 2.8+; golden R9).
+    """The leader's Fetch v12 `lastFetchedEpoch` check (Partition.readRecords, 2.8+).
 
     Runs after the currentLeaderEpoch check. `last_fetched_epoch` -1 (absent) skips it: None.
     (E, O) = end_offset_for(last_fetched_epoch): undefined -> OFFSET_OUT_OF_RANGE, returned as (-1, -1);
@@ -318,12 +319,12 @@ _INT = re.compile(r"-?[0-9]+")
 
 def on_append(replicas, appended, rules: Rules | str, at: np.ndarray | None = None, in_order: bool = False):
     """LeaderEpochFileCache.assign(batch epoch, base offset) for every appended batch (leader or
-    follower, protocol.md 5.1 site a). `appended` holds RECORD rows sorted by offset per partition;
-    an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
-    the cache's latest epoch. Returns the replicas frame (a new frame when changed, sharing the columns
-    it does not change; `replicas` is indexed by position). `at`: each appended row's position in
-    `replicas` when the caller has it (both appends do: a lookup of the replicas costs ~0.3 ms);
-    `in_order`: the rows are sorted by KEY and offset already (both appends' are: no sort)."""
+    follower: Log.appendAsLeader / appendAsFollower). `appended` holds RECORD rows sorted by offset per
+    partition; an epoch change between consecutive records is a new batch's epoch. Sets last_fetched_epoch to
+    the cache's latest epoch. Returns the replicas frame (a new frame when changed, sharing the columns it
+    does not change; `replicas` is indexed by position). `at`: each appended row's position in `replicas` when
+    the caller has it (both appends do: a lookup of the replicas costs ~0.3 ms); `in_order`: the rows are
+    sorted by KEY and offset already (both appends' are: no sort)."""
 
     from .frames import KEY, locate, sort_order, with_values
 

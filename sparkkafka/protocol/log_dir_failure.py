@@ -1,6 +1,6 @@
 """A log dir fails on a broker (KIP-112, Kafka 1.0+): ReplicaManager.handleLogDirFailure and the
-LeaderAndIsr handling of offline replicas (protocol.md 9.5, 7.4, 9.3). Vectorised over every broker a
-task hosts; pure pandas.
+LeaderAndIsr handling of offline replicas (ReplicaManager.becomeLeaderOrFollower). Vectorised over every
+broker a task hosts; pure pandas.
 
 A failed dir is offline for good: the driver lists it in RoundParams.offline_dirs from the round its
 LOG_DIR_FAILURE is sent, and a broker restarting later loads nothing from it. On the failure the broker
@@ -114,7 +114,7 @@ def screen_leader_and_isr(
     requests: pd.DataFrame, replicas: pd.DataFrame, offline: pd.DataFrame, brokers: pd.DataFrame,
     offline_dirs: Mapping[int, Iterable[str]], log_dirs: Iterable[str], preferred: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """LeaderAndIsr entries an offline replica answers with KAFKA_STORAGE_ERROR (protocol.md 7.4, 9.3).
+    """LeaderAndIsr entries an offline replica answers with KAFKA_STORAGE_ERROR (KIP-112).
 
     * an entry for a replica held offline (HostedPartition.Offline);
     * an entry that would create a log while the broker has an offline dir and is_new is false (the log

@@ -71,7 +71,8 @@ def choose_log_dir(counts: Mapping[str, int], live_dirs: Sequence[str], preferre
 
     ``preferred`` (an AlterReplicaLogDirs destination, LogManager.preferredLogDirs) wins when it is set: it is
     the only dir tried, so a preferred dir that is not live fails. Otherwise the head of ``next_log_dirs``
-    (``counts`` hold the current *and* future logs of each dir, protocol.md 9.3); no live dir fails too.
+    (``counts`` hold the current *and* future logs of each dir, LogManager.nextLogDirs); no live dir fails
+    too.
     """
     if preferred:
         return preferred if preferred in live_dirs else None

@@ -3,9 +3,9 @@
 The follower (AbstractFetcherThread.maybeTruncate) asks for the end offset of its latest epoch; the
 leader (ReplicaManager/Partition.lastOffsetForLeaderEpoch) answers from its epoch cache, offset only
 on v0 (0.11-1.1), (epoch, offset) from v1 (2.0); from v2 (2.1) the request carries the follower's
-current leader epoch and the leader fences it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, protocol.md
-3.5, 5.3). The follower truncates by leader_epoch.truncation_offset and, when KIP-279 says it is not
-done, asks again with its new latest epoch.
+current leader epoch and the leader fences it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, KIP-320;
+Partition.lastOffsetForLeaderEpoch). The follower truncates by leader_epoch.truncation_offset and, when
+KIP-279 says it is not done, asks again with its new latest epoch.
 """
 
 from __future__ import annotations

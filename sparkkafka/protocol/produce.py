@@ -1,5 +1,5 @@
 """The produce path on the leader: ReplicaManager.appendRecords, Partition.appendRecordsToLeader and
-the produce purgatory (DelayedProduce / checkEnoughReplicasReachOffset). protocol.md section 2.
+the produce purgatory (DelayedProduce / checkEnoughReplicasReachOffset).
 
 All functions are vectorised over every broker and partition a task hosts.
 """

@@ -1,5 +1,6 @@
 """Replication throttles (KIP-73, 0.10.1): which replicas are throttled and how many bytes a fetch may
-move for them. protocol.md 8.4, tool-formats.md 1.7.
+move for them: ReplicationQuotaManager, ReplicaManager.shouldLeaderThrottle, the
+leader/follower.replication.throttled.replicas topic configs (kafka-reassign-partitions --throttle).
 
 Kafka's pieces: ConfigHandler.parseThrottledPartitions turns the topic configs
 `leader.replication.throttled.replicas` / `follower.replication.throttled.replicas` into the

@@ -1,6 +1,6 @@
 """Version rules: what each inter.broker.protocol.version profile does, as one table of named flags.
 
-The emulator groups Kafka versions into profiles (config.PROFILES, protocol.md section 0):
+The emulator groups Kafka versions into profiles (config.PROFILES, docs/versions.md):
 
     0.8   0.8-0.9         (replica.lag.max.messages, ISR-only HW)
     0.10  0.10.0-0.10.2   (0.10.2's lastCaughtUpTime, KAFKA-4485; no leader epochs yet)
@@ -65,14 +65,14 @@ class Rules:
     when its LEO has not moved for replica.lag.time.max.ms or it is more than replica.lag.max.messages
     behind. KAFKA-1546 (0.9.0) dropped the message count; the emulator's 0.8 profile (0.8-0.9) keeps 0.8's
     rule and the later ones use 0.10.2's now - lastCaughtUpTime > replica.lag.time.max.ms (KAFKA-4485,
-    protocol.md 4.1, 4.3)."""
+    Partition.getOutOfSyncReplicas)."""
     isr_check_period_divisor: int = _change(
         1, {"0.10": 2}, "KAFKA-4485, 0.10.2", "ISR shrink check every lag / n")
     """The isr-expiration task runs every replica.lag.time.max.ms / this (1 on 0.8, then 2)."""
     hw_counts_caught_up_followers: bool = _from(
         "0.10", "KAFKA-4485, 0.10.2", "recently caught-up non-ISR followers hold the HW")
     """A follower outside the ISR that caught up within replica.lag.time.max.ms also holds the leader's
-    HW back (maybeIncrementLeaderHW, protocol.md 3.4); on 0.8 only ISR members count."""
+    HW back (Partition.maybeIncrementLeaderHW); on 0.8 only ISR members count."""
 
     # -- 0.11: KIP-101 ----------------------------------------------------------------------------
     leader_epoch_cache: bool = _from(
@@ -92,7 +92,7 @@ class Rules:
     halt_on_log_dir_failure: bool = _until(
         "0.11", "KIP-112, IBP 1.0", "any failed log dir halts the broker")
     """Before IBP 1.0 a broker halts when any log dir fails; from 1.0 it takes that dir's replicas
-    offline and halts only when no dir is left (protocol.md 9.5)."""
+    offline and halts only when no dir is left (KIP-112, LogDirFailureChannel)."""
     alter_replica_log_dirs: bool = _from(
         "0.11", "KIP-113, 1.1", "AlterReplicaLogDirs (moves between dirs)")
     """AlterReplicaLogDirs exists (moves between a broker's dirs); before, UNSUPPORTED_VERSION."""
@@ -102,13 +102,13 @@ class Rules:
         "2.0", "KIP-279, 2.0", "(epoch, offset) answers, multi-step truncation")
     """OffsetsForLeaderEpoch v1 answers (epoch, end offset) and the follower truncates by
     getOffsetTruncationState, possibly over several rounds. On 0.11-1.1 (v0) the answer is an offset
-    only and the follower truncates to min(answer, LEO) at once (protocol.md 5.4)."""
+    only and the follower truncates to min(answer, LEO) at once (KIP-101)."""
 
     # -- 2.1 ------------------------------------------------------------------------------------------
     current_leader_epoch: bool = _from(
         "2.1", "KIP-320, 2.1", "current leader epoch in requests (fencing)")
     """Fetch and OffsetsForLeaderEpoch carry the follower's current leader epoch, so the leader fences
-    it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, protocol.md 3.5); before, -1 (not checked)."""
+    it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, KIP-320); before, -1 (not checked)."""
     epoch_entry_on_become_leader: bool = _from(
         "2.1", "KAFKA-7415, 2.1", "new leader writes (epoch, LEO) at once")
     """Partition.makeLeader records (new epoch, LEO) in the epoch cache at once, before any write."""
@@ -119,15 +119,16 @@ class Rules:
     isr_expand_needs_epoch_start: bool = _from(
         "2.1", "KAFKA-7128, 2.1", "ISR join needs LEO >= epoch start")
     """A follower joins the ISR only once its LEO also reached the offset where the leader's current
-    epoch began (maybeExpandIsr, protocol.md 4.2)."""
+    epoch began (Partition.maybeExpandIsr)."""
     isr_equal_leo_in_sync: bool = _from(
         "2.1", "KAFKA-7152, 2.1", "equal-LEO follower never out of sync")
     """A follower whose LEO equals the leader's is never out of sync, however long since it last
-    caught up (getOutOfSyncReplicas, protocol.md 4.3)."""
+    caught up (Partition.getOutOfSyncReplicas)."""
     halt_on_out_of_range_truncation: bool = _until(
         "2.1", "KAFKA-7414, 2.1", "exit instead of truncating to a shorter leader")
     """OFFSET_OUT_OF_RANGE with the leader's LEO below the follower's on a topic with unclean election
-    off: the broker exits ("log truncation is not allowed"); from 2.1 it truncates (protocol.md 3.6)."""
+    off: the broker exits ("log truncation is not allowed"); from 2.1 it truncates
+    (AbstractFetcherThread.fetchOffsetAndTruncate)."""
 
     # -- 2.7: KIP-497 ---------------------------------------------------------------------------------
     alter_isr: bool = _from(
@@ -139,9 +140,10 @@ class Rules:
     fetch_divergence: bool = _from(
         "2.8", "KAFKA-10554, Fetch v12, 2.8", "Fetch lastFetchedEpoch / DivergingEpoch")
     """A follower with a non-empty epoch cache skips OffsetsForLeaderEpoch: it fetches from its LEO with
-    lastFetchedEpoch and truncates on the leader's DivergingEpoch (protocol.md 5.5, golden R9)."""
+    lastFetchedEpoch and truncates on the leader's DivergingEpoch (KIP-595;
+    AbstractFetcherThread.truncateOnFetchResponse)."""
 
-    # -- defaults that changed (protocol.md section 0; config.version_defaults) ---------------------
+    # -- defaults that changed (docs/versions.md; config.version_defaults) --------------------------
     default_unclean_leader_election: bool = _until(
         "0.11", "KIP-106, 0.11.0", "unclean.leader.election.enable default")
     """unclean.leader.election.enable's default (true until 0.11.0)."""

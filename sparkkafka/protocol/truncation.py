@@ -1,4 +1,5 @@
-"""Follower log truncation, per inter.broker.protocol.version (protocol.md 5.4-5.5, 3.6; golden R8).
+"""Follower log truncation, per inter.broker.protocol.version (KIP-101, KIP-279, KIP-595;
+AbstractFetcherThread.truncateToEpochEndOffsets).
 
 * 0.8/0.10 (ReplicaManager.makeFollowers): a replica that becomes follower of a new leader truncates
   its log to its own high watermark, then fetches from there.

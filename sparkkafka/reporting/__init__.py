@@ -1,6 +1,6 @@
-"""Operators' pictures of a run (issue 12.3): ``report(RUN)`` writes RUN/report/index.html and a PNG per plot;
-``figures(RUN)`` returns the same plots as matplotlib Figures (for a notebook's ``display``). Reads the run's
-Delta tables with delta-rs: no Spark needed."""
+"""Operators' pictures of a run (docs/cli.md, "report"): ``report(RUN)`` writes RUN/report/index.html and a
+PNG per plot; ``figures(RUN)`` returns the same plots as matplotlib Figures (for a notebook's ``display``).
+Reads the run's Delta tables with delta-rs: no Spark needed."""
 
 from __future__ import annotations
 

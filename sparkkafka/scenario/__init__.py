@@ -1,4 +1,4 @@
-"""Scenario files: YAML -> validated, normalised model (contract section 1)."""
+"""Scenario files: YAML -> validated, normalised model (docs/scenario-format.md)."""
 
 from sparkkafka.scenario.loader import load_scenario, parse_scenario
 from sparkkafka.scenario.model import Event, PartitionStateSpec, ReplicaLogSpec, Scenario, TopicSpec

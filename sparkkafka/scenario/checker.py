@@ -2,7 +2,7 @@
 it broke, from its tables alone.
 
 Vocabulary from Jepsen and the TLA+ spec hachikuji/kafka-specification (KafkaReplication.tla;
-protocol.md 14, golden.md areas F and L). One `violations` row per finding:
+the table's columns: docs/tables.md). One `violations` row per finding:
 
 * ``lost``: an acknowledged record (produce_results.acked) absent from its partition's committed
   log, i.e. the final leader's log below its HW (protocol/consumer.visible_records), and absent from

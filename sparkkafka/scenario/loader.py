@@ -1,4 +1,4 @@
-"""Scenario YAML -> validated, normalised `Scenario` (contract section 1).
+"""Scenario YAML -> validated, normalised `Scenario` (docs/scenario-format.md).
 
 Every problem raises `ScenarioError(field, value, message)`; `field` is the dotted/indexed path of the
 offending value (`timeline[3].crash.broker`, `topics[0].replication_factor`). Validation is two steps, both

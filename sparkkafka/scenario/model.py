@@ -1,4 +1,4 @@
-"""The validated, normalised form of a scenario file (contract section 1).
+"""The validated, normalised form of a scenario file (docs/scenario-format.md).
 
 Built only by `sparkkafka.scenario.loader`; every field here has already been checked, so the rest
 of the emulator never re-validates user input.

@@ -388,8 +388,8 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
 
     `ranges` (topic, partition, from_offset, to_offset) limits the read to those offset ranges;
     `future` True/False keeps only the future / current logs' rows (is_future), None both.
-    Files are pruned by partition values, then read with pyarrow (the fast path measured in the
-    engine notes); log_dir comes from the add actions' partition values, as Delta keeps partition
+    Files are pruned by partition values, then the files the Delta log lists are read
+    with pyarrow; log_dir comes from the add actions' partition values, as Delta keeps partition
     values out of files (and their folder names are escaped). `unwritten`: (log_dir, rows) the writer
     holds in memory for files it has not written yet (engine/broker_round.WindowFiles), read after the
     files, in that order, as if they had been written.

@@ -1,4 +1,5 @@
-"""Mid-run compaction of the run's Delta tables (Delta's auto compaction, issue 11: round 10,000 vs round 100).
+"""Mid-run compaction of the run's Delta tables (Delta's auto compaction: round 10,000 costs
+what round 100 does, docs/benchmarks.md "Long runs").
 
 Every round (or resident window) adds small files: one log file per (broker, log_dir), history files per
 task. Left alone, a table's live file list grows with the run, and so does everything that walks it:

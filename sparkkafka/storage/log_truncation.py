@@ -1,4 +1,5 @@
-"""Truncating replicas' logs in the `log` Delta table (engine notes s.4 (e), manual Remove + Add).
+"""Truncating replicas' logs in the `log` Delta table (Delta's Remove + Add actions,
+written by hand through delta-rs).
 
 A data file of `log` holds what one round appended to one (broker, log_dir): many (topic,
 partition) ranges. Cutting a suffix of one replica (truncation to an offset) or its whole log

@@ -1,4 +1,4 @@
-"""The run's Delta tables (contract section 3), written through delta-rs.
+"""The run's Delta tables (docs/tables.md), written through delta-rs.
 
 Executors write Parquet files straight into a table's folder (`write_file`) and hand back the
 Delta add action; the driver commits a round's actions in one transaction per table
@@ -352,7 +352,7 @@ def rollback(tables_dir: str, versions: Mapping[str, int]) -> list[str]:
 def trim_logs(tables_dir: str, versions: Mapping[str, int], keep: int) -> int:
     """Thin each table's `_delta_log` once the driver state recording `versions` is saved: delta-rs lists
     the whole folder on every commit and load, so a log of 10,000 commits costs ~180 ms a commit
-    (docs/benchmarks.md, "issue 11: long runs"). Kept: every entry from the newest checkpoint at or before
+    (docs/benchmarks.md, "Long runs"). Kept: every entry from the newest checkpoint at or before
     `versions[name] - keep` on (so the saved version and the `keep` commits before it load, and a
     rollback to the saved version finds its checkpoint), and of the older history the first checkpoint
     of each `keep` versions, which time travel still loads (the report's "before" picture, thinned).

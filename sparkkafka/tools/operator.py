@@ -300,7 +300,7 @@ def _accepted(results: Mapping[TP, Any]) -> bool:
 
 def _failure(e: R.ReassignError, stdout: str = "", changed: bool = False) -> ToolOutput:
     """Kafka's text on stdout. Input refused before anything changed is bad input: exit 2 and the
-    field and value on stderr (contract section 4); a failure after the move started exits 1."""
+    field and value on stderr (docs/cli.md, "Exit codes"); a failure after the move started exits 1."""
     if changed:
         return ToolOutput(stdout=stdout + e.tool_output(), code=1, changed=True)
     return ToolOutput(stdout=stdout + e.tool_output(), stderr=f"sparkkafka: error: {e}\n", code=2)

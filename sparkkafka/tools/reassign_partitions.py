@@ -5,7 +5,7 @@ to 3.6; the Java port of 3.7+ changed several strings) plus ``kafka.utils.json``
 Operators script and grep this tool's output, so sparkkafka reproduces it byte for byte; the controller/CLI
 layer queries the emulated cluster and hands this module plain values. No Spark, no Delta, no I/O.
 
-Where 2.8 differs from the 3.7+ text in shared/tool-formats.md:
+Where 2.8 differs from the 3.7+ tool's text:
 
 * ``--verify`` prints ``Reassignment of partition foo-0 is complete.`` (3.7+: ``is completed.``).
 * Log-dir moves started by ``--execute``/``--cancel`` print one line per batch, ``Successfully started log
