@@ -802,8 +802,6 @@ def _replay(args: argparse.Namespace) -> int:
     from .scenario import load_scenario
 
     R.check_version(args.on_kafka)
-    if args.out is not None:
-        R.check_out(args.out, args.overwrite, args.scenario, args.on_kafka)
     sc = load_scenario(args.scenario)
     check_supported(sc)
     out = args.out or os.path.join("runs", f"replay-{sc.name}")

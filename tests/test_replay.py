@@ -134,6 +134,18 @@ def test_at_the_end_kafka_may_lag_by_the_tolerance_but_every_emulator_state_must
     assert m.message.startswith("states differ")
 
 
+def test_a_restart_delay_is_until_the_brokers_registration_or_bounded_while_it_has_none():
+    registered = [(0, 1), (0, 2), (0, 3), (17565, 3)]  # the first sample's, then broker 3 again
+    [r] = R._restarts([(10013, 3)], registered, 30000, alive=lambda b: True)
+    assert r == {"broker": 3, "at_ms": 10013, "registered_ms": 17565, "delay_ms": 7552}
+    [r] = R._restarts([(10013, 3)], registered[:3], 20013, alive=lambda b: True)
+    assert (r["registered_ms"], r["delay_ms"]) == (None, 10000)  # still starting: counted until now
+    [r] = R._restarts([(10013, 3)], registered[:3], 90000, alive=lambda b: True)
+    assert r["delay_ms"] == R.RESTART_WAIT_MS
+    [r] = R._restarts([(10013, 3)], registered[:3], 20013, alive=lambda b: False)
+    assert r["delay_ms"] == 0  # its JVM exited: nothing to wait for
+
+
 def _jvms_under(path: Path) -> list[str]:
     """Command lines of running processes that name `path` (the brokers' and ZooKeeper's config files)."""
     found = []
@@ -171,4 +183,7 @@ def test_replay_of_the_quickstart_agrees_and_lists_the_leader_change_on_both_sid
     kafka = cmp["records"]["kafka"]
     leader_leo = sum(max(p["log_end_offsets"]["kafka"].values()) for p in cmp["partitions"])
     assert kafka["acked"] > 0 and leader_leo >= kafka["acked"]  # every acked record is in a log
+    # orders-1 (broker 3 a follower): 200 records/s for 12 s over 4 partitions, none lost, on every replica
+    assert parts[("orders", 1)]["log_end_offsets"] == {side: {"1": 600, "2": 600, "3": 600}
+                                                       for side in ("kafka", "emulator")}
     assert (out / "emulator" / "run.json").is_file() and (out / "kafka" / "brokers" / "3" / "server.log").is_file()

@@ -167,7 +167,7 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     finally:
         observer.stop()
         for p in timeline.producers:
-            p._stop.set()  # an exception: do not wait for flushes to a cluster that is going away
+            p.halt()  # after an exception: no flush to wait for
         cluster.stop()
     leo = {(t.name, p): {b: o for b in replicas if (o := log_end_offset(cluster, b, t.name, p)) is not None}
            for t in scenario.topics for p, replicas in t.assignment.items()}

@@ -128,6 +128,10 @@ class SteadyProducer:
         self._stop.set()
         self.join(90)
 
+    def halt(self) -> None:
+        """Stop sending, without waiting for the flush (the cluster is going away)."""
+        self._stop.set()
+
 
 def logged_ids(cluster: RealCluster, topic: str) -> set[int]:
     """The record ids present in `topic` now, read from the beginning by a consumer (read_committed is
