@@ -68,7 +68,8 @@ def test_overwrite_removes_only_what_a_replay_wrote(tmp_path):
 
 
 SC = parse_scenario({"cluster": {"brokers": [1, 2, 3], "config": {"replica.lag.time.max.ms": 10000}},
-                     "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}], "run": {"until_ms": 16000}})
+                     "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}],
+                     "timeline": [{"at": 2000, "crash": 3}, {"at": 10000, "restart": 3}], "run": {"until_ms": 16000}})
 KEY = ("t", 0)
 START = (3, 0, (1, 2, 3))
 SHRUNK = (1, 1, (1, 2))
@@ -88,7 +89,7 @@ def test_the_comparison_lists_both_sequences_the_tolerance_and_the_records():
     real, emu = _sides([(0, START), (9226, SHRUNK), (20327, BACK)],
                        [(-100, START), (8000, SHRUNK), (10500, BACK)])
     cmp = R.comparison(SC, "2.8.2", real, emu, "local")
-    assert cmp["tolerance_ms"] == 2000 + 5000 + 7000
+    assert (cmp["tolerance_ms"], cmp["tolerance_after_restart_ms"]) == (2000 + 5000, 2000 + 5000 + 7000)
     assert cmp["mismatches"] == []
     [p] = cmp["partitions"]
     assert [(s["time_ms"], s["leader"], s["leader_epoch"], s["isr"]) for s in p["emulator"]] == [
@@ -96,7 +97,8 @@ def test_the_comparison_lists_both_sequences_the_tolerance_and_the_records():
     assert [s["leader"] for s in p["kafka"]] == [3, 1, 1]
     assert p["log_end_offsets"] == {"kafka": {"1": 516, "2": 516, "3": 516}, "emulator": {"1": 295, "2": 295, "3": 295}}
     out = R.text(cmp)
-    assert "Tolerance per change: 14000 ms = 2000 + replica.lag.time.max.ms/2 5000 + restart delay 7000" in out
+    assert ("Tolerance per change: 7000 ms = 2000 + replica.lag.time.max.ms/2 5000; from the first restart "
+            "(10000 ms) on, + the restart delay 7000 = 14000 ms") in out
     assert "Broker 3 restarted at 10000 ms on Kafka, registered again at 17000 ms" in out
     assert "   9226 ms  leader  1  epoch  1  isr 1,2" in out and "   8000 ms  leader  1  epoch  1  isr 1,2" in out
     assert "Kafka acked 2230, not acked 170 {'_TRANSPORT': 170}; emulator acked 1770" in out
@@ -111,6 +113,11 @@ def test_a_change_too_late_or_of_another_leader_is_a_mismatch():
     assert cmp["mismatches"] == [f"t-0: {BACK} at 27000 ms on Kafka, 10500 ms on the emulator: more than "
                                  "14000 ms apart"]
     assert "t-0: MISMATCH" in R.text(cmp) and R.text(cmp).rstrip().endswith("1 mismatch(es)")
+    # the restart delay is allowed from the restart on only: the session expiry 7.5 s late is a mismatch
+    slow, emu = _sides([(0, START), (15500, SHRUNK), (20327, BACK)],
+                       [(0, START), (8000, SHRUNK), (10500, BACK)])
+    assert R.comparison(SC, "2.8.2", slow, emu, "local")["mismatches"] == [
+        f"t-0: {SHRUNK} at 15500 ms on Kafka, 8000 ms on the emulator: more than 7000 ms apart"]
     other, emu = _sides([(0, START), (9226, (2, 1, (1, 2)))], [(0, START), (8000, SHRUNK)])
     [m] = R.comparison(SC, "2.8.2", other, emu, "local")["mismatches"]
     assert m.startswith("t-0: states differ")

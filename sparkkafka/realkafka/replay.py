@@ -190,12 +190,15 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
     """comparison.json: per partition both sequences, the tolerance and each mismatch; records and log end
     offsets of both sides (reported, not judged: the producers are different clients)."""
     delay = max((r["delay_ms"] for r in real.restarts), default=0)
-    tol = C.tolerance_ms(scenario.config, delay)
+    tol = C.tolerance_ms(scenario.config)
+    starts = [e.time_ms(scenario.round_ms) for e in scenario.timeline if e.type == "restart"]
+    restart = (min(starts), delay) if starts and delay > 0 else None
     end = scenario.end_ms
     parts = []
     for key in sorted(set(real.changes) | set(emu.changes)):
-        r, e, after = C.aligned(real.changes.get(key, []), emu.changes.get(key, []), tol, SAMPLE_MS, end)
-        mism = C.compare_partition(key, real.changes.get(key, []), emu.changes.get(key, []), tol, SAMPLE_MS, end)
+        k, em = real.changes.get(key, []), emu.changes.get(key, [])
+        r, e, after = C.aligned(k, em, tol + max(delay, 0), SAMPLE_MS, end)
+        mism = C.compare_partition(key, k, em, tol, SAMPLE_MS, end, restart)
         leo = {side: {str(b): o for b, o in sorted(s.log_end_offsets.get(key, {}).items())}
                for side, s in (("kafka", real), ("emulator", emu))}
         parts.append({"topic": key[0], "partition": key[1], "kafka": _states(r), "emulator": _states(e),
@@ -205,8 +208,9 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
     return {
         "scenario": scenario.name, "kafka_version": version, "engine": engine, "until_ms": end,
         "kafka_observed_until_ms": real.observed_until_ms, "sampling_interval_ms": SAMPLE_MS,
-        "tolerance_ms": tol,
-        "tolerance": {"base_ms": 2000, "half_replica_lag_time_max_ms": lag // 2, "restart_delay_ms": max(delay, 0)},
+        "tolerance_ms": tol, "tolerance_after_restart_ms": C.allowed_ms(tol, restart, end),
+        "tolerance": {"base_ms": 2000, "half_replica_lag_time_max_ms": lag // 2, "restart_delay_ms": max(delay, 0),
+                      "restart_from_ms": restart[0] if restart else None},
         "restarts": real.restarts,
         "partitions": parts,
         "mismatches": [f"{p['topic']}-{p['partition']}: {m}" for p in parts for m in p["mismatches"]],
@@ -227,8 +231,11 @@ def text(cmp: dict[str, Any]) -> str:
     lines = [f"Scenario {cmp['scenario']} on Kafka {cmp['kafka_version']} and on the emulator ({cmp['engine']} engine), "
              f"until {cmp['until_ms']} ms (Kafka observed until {cmp['kafka_observed_until_ms']} ms)",
              f"Tolerance per change: {cmp['tolerance_ms']} ms = {t['base_ms']} + replica.lag.time.max.ms/2 "
-             f"{t['half_replica_lag_time_max_ms']} + restart delay {t['restart_delay_ms']}; emulator states shorter "
-             f"than {cmp['sampling_interval_ms']} ms (the sampling interval) are not compared"]
+             f"{t['half_replica_lag_time_max_ms']}"
+             + (f"; from the first restart ({t['restart_from_ms']} ms) on, + the restart delay "
+                f"{t['restart_delay_ms']} = {cmp['tolerance_after_restart_ms']} ms" if t["restart_from_ms"] is not None
+                else "")
+             + f"; emulator states shorter than {cmp['sampling_interval_ms']} ms (the sampling interval) are not compared"]
     for r in cmp["restarts"]:
         seen = f"registered again at {r['registered_ms']} ms" if r["registered_ms"] is not None else "never registered"
         lines.append(f"Broker {r['broker']} restarted at {r['at_ms']} ms on Kafka, {seen}")
