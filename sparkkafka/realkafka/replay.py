@@ -133,6 +133,28 @@ def _wait_leaders(cluster, scenario, timeout_s: float = 60.0) -> None:
     raise KafkaSetupError(f"the topics' partitions had no leader {timeout_s:.0f} s after their creation")
 
 
+def _observe_past_end(scenario, cluster, timeline, observer) -> tuple[int, list[dict[str, Any]]]:
+    """Keep sampling after the timeline's end until one tolerance (restart delay included) has passed: the
+    time reached and the restarts."""
+    end = scenario.end_ms
+    while True:
+        now = timeline.now_ms()
+        restarts = _restarts(timeline.restarted, observer.registered, now, lambda b: cluster.procs[b].alive())
+        if now >= end + C.tolerance_ms(scenario.config, max((r["delay_ms"] for r in restarts), default=0)):
+            return now, restarts
+        time.sleep(0.1)
+
+
+def _delivery(producers) -> dict[str, Any]:
+    """Acked and failed records of the real producers (their delivery reports), failures by error name."""
+    errors: dict[str, int] = {}
+    for p in producers:
+        for k, v in p.errors.items():
+            errors[k] = errors.get(k, 0) + v
+    return {"acked": sum(sum(p.acked.values()) for p in producers),
+            "not_acked": sum(sum(p.failed.values()) for p in producers), "errors": errors}
+
+
 def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[str], None] = print) -> Side:
     """The scenario on a real cluster: start it, create the topics (with the scenario's assignment), run the
     timeline on the wall clock to its end while observing every partition's state, keep observing one
@@ -147,7 +169,6 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     cluster = RealCluster.for_scenario(scenario, workdir, version)
     timeline = Timeline(scenario, cluster, workdir)
     observer = Observer(cluster, [t.name for t in scenario.topics], SAMPLE_MS)
-    end = scenario.end_ms
     try:
         cluster.start()
         log(f"Kafka {version}: ZooKeeper and brokers {list(scenario.brokers)} up in {time.perf_counter() - t0:.1f} s")
@@ -155,15 +176,8 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         _wait_leaders(cluster, scenario)
         timeline.started = time.monotonic()
         observer.start(timeline.started)
-        timeline.run(end)
-        alive = lambda b: cluster.procs[b].alive()  # noqa: E731
-        while True:
-            now = timeline.now_ms()
-            restarts = _restarts(timeline.restarted, observer.registered, now, alive)
-            if now >= end + C.tolerance_ms(scenario.config, max((r["delay_ms"] for r in restarts), default=0)):
-                break
-            time.sleep(0.1)
-        observer.stop()
+        timeline.run(scenario.end_ms)
+        now, restarts = _observe_past_end(scenario, cluster, timeline, observer)
     finally:
         observer.stop()
         for p in timeline.producers:
@@ -171,12 +185,8 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         cluster.stop()
     leo = {(t.name, p): {b: o for b in replicas if (o := log_end_offset(cluster, b, t.name, p)) is not None}
            for t in scenario.topics for p, replicas in t.assignment.items()}
-    records = {"acked": sum(sum(p.acked.values()) for p in timeline.producers),
-               "not_acked": sum(sum(p.failed.values()) for p in timeline.producers), "errors": {}}
-    for p in timeline.producers:
-        for k, v in p.errors.items():
-            records["errors"][k] = records["errors"].get(k, 0) + v
-    return Side(C.from_changes(observer.changes), records, leo, now, restarts, time.perf_counter() - t0)
+    return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
+                time.perf_counter() - t0)
 
 
 # ------------------------------------------------------------------ the comparison
