@@ -118,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
                         "resident (many rounds per job) or local (every round in this process, no Spark); all give "
                         "the same tables")
     _campaign_parsers(sub)
+    _replay_parser(sub)
     b = sub.add_parser("bench", help="benchmarks: round cost against the engine floor, the reference "
                                            "scenario, long runs, an idle hour, the exchange (docs/benchmarks.md)")
     b.add_argument("--brokers", help="the round-cost table's broker counts (default 3,12,48)")
@@ -184,6 +185,20 @@ def _campaign_parsers(sub) -> None:
         x.add_argument("--master", help="Spark master URL (default local[2])")
         x.add_argument("--tasks", type=int, help="task slots to spread schedules over (default: the cluster's)")
         x.add_argument("--in-process", action="store_true", help="no Spark: run the schedules one after another here")
+
+
+def _replay_parser(sub) -> None:
+    """`replay` (realkafka/replay.py, docs/replay.md)."""
+    x = sub.add_parser("replay", help="run a scenario on a real Kafka cluster (local JVMs) and on the emulator and "
+                                      "compare each partition's leader, epoch and ISR over time; exit 0 within "
+                                      "the tolerance, 1 on a mismatch (docs/replay.md)")
+    x.add_argument("scenario", help="a scenario file")
+    x.add_argument("--on-kafka", required=True, metavar="VERSION", help="the real Kafka to run it on: 2.8.2")
+    x.add_argument("--out", help="output directory: DIR/emulator, DIR/kafka, DIR/comparison.json "
+                                 "(default runs/replay-<scenario name>)")
+    x.add_argument("--overwrite", action="store_true", help="replace an earlier replay in --out")
+    x.add_argument("--master", help="Spark master URL of the emulator's run (default local[2])")
+    x.add_argument("--engine", choices=ENGINES, help="override cluster.emulator.engine for the emulator's run")
 
 
 REASSIGN_ACTIONS = ("generate", "execute", "verify", "cancel", "list")
@@ -778,6 +793,28 @@ class _campaign_spark(_Spark):
             super().__exit__(*exc)
 
 
+def _replay(args: argparse.Namespace) -> int:
+    """Refuse bad input (version, events real Kafka cannot drive, a non-empty --out) before any directory or
+    process, then the emulator's run through `_run` and the real cluster's (realkafka/replay.py)."""
+    from .realkafka import jars
+    from .realkafka import replay as R
+    from .realkafka.timeline import check_supported
+    from .scenario import load_scenario
+
+    R.check_version(args.on_kafka)
+    sc = load_scenario(args.scenario)
+    check_supported(sc)
+    out = args.out or os.path.join("runs", f"replay-{sc.name}")
+    R.check_out(out, args.overwrite, args.scenario, args.on_kafka)
+    jars.classpath(args.on_kafka)  # no java or mvn: said before anything is made
+    if args.overwrite:
+        R.clear_out(out)
+    run_args = argparse.Namespace(scenario=args.scenario, until_ms=None, master=args.master, overwrite=False,
+                                  no_progress=True, engine=args.engine)
+    return R.replay(sc, out, args.on_kafka, args.engine or sc.emulator["engine"],
+                    lambda emu_dir: _run(argparse.Namespace(**vars(run_args), out=emu_dir)))
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -796,7 +833,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {"run": _run, "describe": _describe, "verify-replicas": _verify_replicas,
                 "reassign": _reassign, "leader-election": _leader_election, "log-dirs": _log_dirs,
                 "state-change-log": _state_change_log, "import": _import, "report": _report,
-                "bench": _bench, "whatif": _whatif, "campaign": _campaign, "explore": _explore}[args.cmd](args)
+                "bench": _bench, "whatif": _whatif, "campaign": _campaign, "explore": _explore,
+                "replay": _replay}[args.cmd](args)
     except _ToolUsage as e:
         print(e.message, file=sys.stderr)
         return 2

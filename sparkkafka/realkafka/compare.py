@@ -6,7 +6,12 @@ with the tolerances stated here (docs/fidelity.md):
 * each change's time may differ by at most `tolerance_ms(config, restart_delay_ms)`: 2,000 ms (ZooKeeper's
   tickTime of session expiry granularity, the controller's processing, the sampling interval) plus half of
   `replica.lag.time.max.ms` (Kafka's ISR shrink check runs every half of it) plus the longest measured
-  restart delay of a real broker (the JVM start the emulator does not have).
+  restart delay of a real broker (the JVM start the emulator does not have); given `restart=(from_ms,
+  delay_ms)`, the delay is allowed only to changes the emulator makes from `from_ms` (the first restart) on,
+  the earlier ones are held to the tolerance without it;
+* at the end of a run (`end_ms`): the real side is observed one tolerance longer than the emulator ran, so
+  every emulator state must show on Kafka; real states past the emulator's last one that start later than
+  `end_ms - tol_ms` are not compared (the emulator, stopped at `end_ms`, could make them that much later).
 """
 
 from __future__ import annotations
@@ -43,22 +48,45 @@ class Mismatch:
     message: str
 
 
-def compare_partition(key: tuple[str, int], real: Seq, emulated: Seq, tol_ms: int,
-                      interval_ms: int = 200) -> list[Mismatch]:
-    """Mismatches of one partition's sequences (empty when they agree within the tolerance)."""
+def aligned(real: Seq, emulated: Seq, tol_ms: int, interval_ms: int = 200,
+            end_ms: int | None = None) -> tuple[Seq, Seq, Seq]:
+    """The visible sequences the comparison pairs up, and the real states past the end it leaves out."""
     r, e = visible(real, 0), visible(emulated, interval_ms)
+    cut = len(r)
+    if end_ms is not None:
+        while cut > len(e) and r[cut - 1][0] > end_ms - tol_ms:
+            cut -= 1
+    return r[:cut], e, r[cut:]
+
+
+def allowed_ms(tol_ms: int, restart: tuple[int, int] | None, emulated_ms: int) -> int:
+    """The tolerance of one change the emulator made at `emulated_ms` (module docstring)."""
+    return tol_ms + restart[1] if restart is not None and emulated_ms >= restart[0] else tol_ms
+
+
+def compare_partition(key: tuple[str, int], real: Seq, emulated: Seq, tol_ms: int,
+                      interval_ms: int = 200, end_ms: int | None = None,
+                      restart: tuple[int, int] | None = None) -> list[Mismatch]:
+    """Mismatches of one partition's sequences (empty when they agree within the tolerance)."""
+    r, e, _ = aligned(real, emulated, tol_ms + (restart[1] if restart else 0), interval_ms, end_ms)
     if [s for _, s in r] != [s for _, s in e]:
         return [Mismatch(key, f"states differ: real {[s for _, s in r]} emulator {[s for _, s in e]}")]
-    return [Mismatch(key, f"{s} at {tr} ms on Kafka, {te} ms on the emulator: more than {tol_ms} ms apart")
-            for (tr, s), (te, _) in zip(r, e, strict=True) if abs(tr - te) > tol_ms]
+    out = []
+    for (tr, s), (te, _) in zip(r, e, strict=True):
+        tol = allowed_ms(tol_ms, restart, te)
+        if abs(tr - te) > tol:
+            out.append(Mismatch(key, f"{s} at {tr} ms on Kafka, {te} ms on the emulator: more than {tol} ms apart"))
+    return out
 
 
 def compare(real: Mapping[tuple[str, int], Seq], emulated: Mapping[tuple[str, int], Seq],
-            tol_ms: int, interval_ms: int = 200) -> list[Mismatch]:
+            tol_ms: int, interval_ms: int = 200, end_ms: int | None = None,
+            restart: tuple[int, int] | None = None) -> list[Mismatch]:
     """Every partition of either side."""
     out: list[Mismatch] = []
     for key in sorted(set(real) | set(emulated)):
-        out += compare_partition(key, list(real.get(key, [])), list(emulated.get(key, [])), tol_ms, interval_ms)
+        out += compare_partition(key, list(real.get(key, [])), list(emulated.get(key, [])), tol_ms, interval_ms,
+                                 end_ms, restart)
     return out
 
 

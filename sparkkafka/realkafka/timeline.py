@@ -65,6 +65,7 @@ class Timeline:
     producers: list[SteadyProducer] = field(default_factory=list)
     done: list[tuple[int, str, str]] = field(default_factory=list)  # (ms after start, event, tool output)
     started: float = 0.0
+    restarted: list[tuple[int, int]] = field(default_factory=list)  # (ms after start, broker) of each restart
     _resume: list[tuple[int, int]] = field(default_factory=list)  # (due ms, broker) of paused brokers
 
     def create_topics(self) -> None:
@@ -115,6 +116,7 @@ class Timeline:
             c.crash(a["broker"])
         elif e.type == "restart":
             c.restart(a["broker"])
+            self.restarted.append((self.now_ms(), a["broker"]))
         elif e.type == "shutdown":
             c.shutdown(a["broker"] if isinstance(a, dict) and "broker" in a else a)
         elif e.type == "pause":

@@ -128,6 +128,10 @@ class SteadyProducer:
         self._stop.set()
         self.join(90)
 
+    def halt(self) -> None:
+        """Stop sending, without waiting for the flush (the cluster is going away)."""
+        self._stop.set()
+
 
 def logged_ids(cluster: RealCluster, topic: str) -> set[int]:
     """The record ids present in `topic` now, read from the beginning by a consumer (read_committed is
@@ -188,3 +192,29 @@ def log_bytes(cluster: RealCluster, broker: int, topic: str, partition: int) -> 
         if folder.is_dir():
             total += sum(f.stat().st_size for f in folder.glob("*.log"))
     return total
+
+
+def segment_end_offset(path: Path) -> int:
+    """The offset after the last whole record batch of one segment file (v2 batches: baseOffset int64,
+    batchLength int32, ..., lastOffsetDelta int32 at byte 23, as DefaultRecordBatch lays them out); its base
+    offset (the file name) when it holds none. A batch cut by a SIGKILL mid-write is not counted."""
+    end = int(path.stem)
+    data = path.read_bytes()
+    pos = 0
+    while pos + 27 <= len(data):
+        base, length = int.from_bytes(data[pos:pos + 8], "big"), int.from_bytes(data[pos + 8:pos + 12], "big")
+        if length <= 0 or pos + 12 + length > len(data):
+            break
+        end = base + int.from_bytes(data[pos + 23:pos + 27], "big", signed=True) + 1
+        pos += 12 + length
+    return end
+
+
+def log_end_offset(cluster: RealCluster, broker: int, topic: str, partition: int) -> int | None:
+    """One replica's log end offset read from its newest segment on disk (None: no replica there); read
+    after the brokers stopped, it is what each had appended."""
+    for d in cluster.broker_dirs(broker):
+        segments = sorted((d / f"{topic}-{partition}").glob("*.log"), key=lambda f: int(f.stem))
+        if segments:
+            return segment_end_offset(segments[-1])
+    return None

@@ -1,0 +1,302 @@
+"""`sparkkafka replay SCENARIO --on-kafka 2.8.2 --out DIR` (docs/replay.md): the same scenario on the emulator
+(DIR/emulator, the run verb's own path) and on a real Kafka cluster (DIR/kafka), then each partition's
+(time, leader, leader epoch, ISR) sequence of both sides compared within compare.py's tolerances, written
+to DIR/comparison.json and printed.
+
+The emulator runs first: its partition_state says which replicas each partition was created on (the seeded
+placement of AdminUtils.assignReplicasToBrokers), and the real topics are created with that assignment, so
+both sides start from the same preferred leaders. Spark has stopped before the JVMs start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ScenarioError
+from . import compare as C
+from . import jars
+
+SAMPLE_MS = 200  # observe.py's znode polling interval, and the shortest emulator state compared
+RESTART_WAIT_MS = 30_000  # how long past the end a restarted broker's registration is waited for
+OWN_ENTRIES = ("emulator", "kafka", "comparison.json", "emulator-run.txt")  # what replay writes in DIR
+
+
+def check_version(version: str) -> None:
+    """--on-kafka names a version this harness can start (jars.SUPPORTED)."""
+    if version not in jars.SUPPORTED:
+        raise ScenarioError("--on-kafka", version, f"replay starts real Kafka {', '.join(jars.SUPPORTED)} only")
+
+
+def check_out(out: str, overwrite: bool, scenario: str, version: str) -> None:
+    """DIR is a directory (or can be one) and, without --overwrite, empty: a previous replay is not mixed
+    with a new one (as `run --out` refuses a directory that holds a run)."""
+    from ..run_dir import require_out_dir
+
+    require_out_dir(out, "--out")
+    if os.path.isdir(out) and os.listdir(out) and not overwrite:
+        raise ScenarioError("--out", out, "directory is not empty (a previous replay?): replace it with --overwrite "
+                                          f"(sparkkafka replay {scenario} --on-kafka {version} --out {out} "
+                                          "--overwrite), or name another directory")
+
+
+def clear_out(out: str) -> None:
+    """--overwrite: remove what an earlier replay wrote into DIR (other files stay)."""
+    for name in OWN_ENTRIES:
+        path = os.path.join(out, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+
+# ------------------------------------------------------------------ the two sides
+
+
+@dataclass
+class Side:
+    """What one side did: its partition states, records and replicas' log end offsets."""
+
+    changes: dict[tuple[str, int], C.Seq]
+    records: dict[str, Any]  # acked, not_acked, errors
+    log_end_offsets: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
+    observed_until_ms: int = 0
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def emulator_side(run_dir: str, wall_s: float = 0.0) -> Side:
+    """The emulator's run read back from its tables (partition_state, replica_state) and summary.json."""
+    from ..storage.tables import read_table
+
+    tables = os.path.join(run_dir, "tables")
+    ps = read_table(tables, "partition_state").to_pandas()
+    rs = read_table(tables, "replica_state", columns=["round", "broker", "topic", "partition", "leo"]).to_pandas()
+    leo: dict[tuple[str, int], dict[int, int]] = {}
+    for r in rs.sort_values("round", kind="stable").itertuples():
+        leo.setdefault((r.topic, int(r.partition)), {})[int(r.broker)] = int(r.leo)
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        summary = json.load(f)
+    records = {"acked": summary["acked"], "not_acked": summary["not_acked"], "errors": summary["errors"]}
+    return Side(C.from_changes(list(ps.itertuples())), records, leo, int(summary["time_ms"]), wall_s=wall_s)
+
+
+def emulator_assignment(run_dir: str) -> dict[str, dict[int, tuple[int, ...]]]:
+    """Each topic's replicas per partition as the emulator created them (its first partition_state row)."""
+    from ..storage.tables import read_table
+
+    ps = read_table(os.path.join(run_dir, "tables"), "partition_state").to_pandas()
+    out: dict[str, dict[int, tuple[int, ...]]] = {}
+    for r in ps.sort_values("time_ms", kind="stable").itertuples():
+        out.setdefault(r.topic, {}).setdefault(int(r.partition), tuple(int(b) for b in r.replicas))
+    return out
+
+
+def with_assignment(scenario, assignment: Mapping[str, Mapping[int, tuple[int, ...]]]):
+    """The scenario with each topic's assignment set to `assignment`'s (topics it does not name keep theirs)."""
+    topics = tuple(dataclasses.replace(t, assignment=dict(assignment[t.name])) if t.name in assignment else t
+                   for t in scenario.topics)
+    return dataclasses.replace(scenario, topics=topics)
+
+
+def _restarts(restarted: list[tuple[int, int]], registered: list[tuple[int, int]], now_ms: int,
+              alive: Callable[[int], bool]) -> list[dict[str, Any]]:
+    """Each restart, when its broker registered again in /brokers/ids, and the delay (until now, bounded by
+    RESTART_WAIT_MS, while it has not and its JVM runs)."""
+    out = []
+    for at, b in restarted:
+        seen = next((t for t, rb in registered if rb == b and t >= at), None)
+        waited = min(now_ms - at, RESTART_WAIT_MS) if alive(b) else 0
+        out.append({"broker": b, "at_ms": at, "registered_ms": seen,
+                    "delay_ms": seen - at if seen is not None else waited})
+    return out
+
+
+def _wait_leaders(cluster, scenario, timeout_s: float = 60.0) -> None:
+    """Every partition of the scenario has a leader in its state znode (the controller has elected them)."""
+    from .jars import KafkaSetupError
+
+    paths = [f"/brokers/topics/{t.name}/partitions/{p}/state" for t in scenario.topics for p in t.assignment]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        zk = cluster.zk()
+        if all(zk.exists(p) is not None and json.loads(zk.get(p)[0])["leader"] >= 0 for p in paths):
+            return
+        time.sleep(0.2)
+    raise KafkaSetupError(f"the topics' partitions had no leader {timeout_s:.0f} s after their creation")
+
+
+def _observe_past_end(scenario, cluster, timeline, observer) -> tuple[int, list[dict[str, Any]]]:
+    """Keep sampling after the timeline's end until one tolerance (restart delay included) has passed: the
+    time reached and the restarts."""
+    end = scenario.end_ms
+    while True:
+        now = timeline.now_ms()
+        restarts = _restarts(timeline.restarted, observer.registered, now, lambda b: cluster.procs[b].alive())
+        if now >= end + C.tolerance_ms(scenario.config, max((r["delay_ms"] for r in restarts), default=0)):
+            return now, restarts
+        time.sleep(0.1)
+
+
+def _delivery(producers) -> dict[str, Any]:
+    """Acked and failed records of the real producers (their delivery reports), failures by error name."""
+    errors: dict[str, int] = {}
+    for p in producers:
+        for k, v in p.errors.items():
+            errors[k] = errors.get(k, 0) + v
+    return {"acked": sum(sum(p.acked.values()) for p in producers),
+            "not_acked": sum(sum(p.failed.values()) for p in producers), "errors": errors}
+
+
+def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[str], None] = print) -> Side:
+    """The scenario on a real cluster: start it, create the topics (with the scenario's assignment), run the
+    timeline on the wall clock to its end while observing every partition's state, keep observing one
+    tolerance longer (a restarted broker's JVM start counted in it), then stop every process, also on an
+    exception or Ctrl-C. The replicas' log end offsets are read from their segments once the brokers stopped."""
+    from .cluster import RealCluster
+    from .observe import Observer
+    from .timeline import Timeline
+    from .tools import log_end_offset
+
+    t0 = time.perf_counter()
+    cluster = RealCluster.for_scenario(scenario, workdir, version)
+    timeline = Timeline(scenario, cluster, workdir)
+    observer = Observer(cluster, [t.name for t in scenario.topics], SAMPLE_MS)
+    try:
+        cluster.start()
+        log(f"Kafka {version}: ZooKeeper and brokers {list(scenario.brokers)} up in {time.perf_counter() - t0:.1f} s")
+        timeline.create_topics()
+        _wait_leaders(cluster, scenario)
+        timeline.started = time.monotonic()
+        observer.start(timeline.started)
+        timeline.run(scenario.end_ms)
+        now, restarts = _observe_past_end(scenario, cluster, timeline, observer)
+    finally:
+        observer.stop()
+        for p in timeline.producers:
+            p.halt()  # after an exception: no flush to wait for
+        cluster.stop()
+    leo = {(t.name, p): {b: o for b in replicas if (o := log_end_offset(cluster, b, t.name, p)) is not None}
+           for t in scenario.topics for p, replicas in t.assignment.items()}
+    return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
+                time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ the comparison
+
+
+def _states(seq: C.Seq) -> list[dict[str, Any]]:
+    return [{"time_ms": t, "leader": s[0], "leader_epoch": s[1], "isr": list(s[2])} for t, s in seq]
+
+
+def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> dict[str, Any]:
+    """comparison.json: per partition both sequences, the tolerance and each mismatch; records and log end
+    offsets of both sides (reported, not judged: the producers are different clients)."""
+    delay = max((r["delay_ms"] for r in real.restarts), default=0)
+    tol = C.tolerance_ms(scenario.config)
+    starts = [e.time_ms(scenario.round_ms) for e in scenario.timeline if e.type == "restart"]
+    restart = (min(starts), delay) if starts and delay > 0 else None
+    end = scenario.end_ms
+    parts = []
+    for key in sorted(set(real.changes) | set(emu.changes)):
+        k, em = real.changes.get(key, []), emu.changes.get(key, [])
+        r, e, after = C.aligned(k, em, tol + max(delay, 0), SAMPLE_MS, end)
+        mism = C.compare_partition(key, k, em, tol, SAMPLE_MS, end, restart)
+        leo = {side: {str(b): o for b, o in sorted(s.log_end_offsets.get(key, {}).items())}
+               for side, s in (("kafka", real), ("emulator", emu))}
+        parts.append({"topic": key[0], "partition": key[1], "kafka": _states(r), "emulator": _states(e),
+                      "kafka_after_end": _states(after), "mismatches": [m.message for m in mism],
+                      "log_end_offsets": leo})
+    lag = int(scenario.config.get("replica.lag.time.max.ms", 30000))
+    return {
+        "scenario": scenario.name, "kafka_version": version, "engine": engine, "until_ms": end,
+        "kafka_observed_until_ms": real.observed_until_ms, "sampling_interval_ms": SAMPLE_MS,
+        "tolerance_ms": tol, "tolerance_after_restart_ms": C.allowed_ms(tol, restart, end),
+        "tolerance": {"base_ms": 2000, "half_replica_lag_time_max_ms": lag // 2, "restart_delay_ms": max(delay, 0),
+                      "restart_from_ms": restart[0] if restart else None},
+        "restarts": real.restarts,
+        "partitions": parts,
+        "mismatches": [f"{p['topic']}-{p['partition']}: {m}" for p in parts for m in p["mismatches"]],
+        "records": {"kafka": real.records, "emulator": emu.records},
+        "wall_s": {"kafka": round(real.wall_s, 1), "emulator": round(emu.wall_s, 1)},
+    }
+
+
+def _fmt(s: dict[str, Any] | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s['time_ms']:>7} ms  leader {s['leader']:>2}  epoch {s['leader_epoch']:>2}  isr {','.join(map(str, s['isr']))}"
+
+
+def text(cmp: dict[str, Any]) -> str:
+    """The comparison as `replay` prints it."""
+    t = cmp["tolerance"]
+    lines = [f"Scenario {cmp['scenario']} on Kafka {cmp['kafka_version']} and on the emulator ({cmp['engine']} engine), "
+             f"until {cmp['until_ms']} ms (Kafka observed until {cmp['kafka_observed_until_ms']} ms)",
+             f"Tolerance per change: {cmp['tolerance_ms']} ms = {t['base_ms']} + replica.lag.time.max.ms/2 "
+             f"{t['half_replica_lag_time_max_ms']}"
+             + (f"; from the first restart ({t['restart_from_ms']} ms) on, + the restart delay "
+                f"{t['restart_delay_ms']} = {cmp['tolerance_after_restart_ms']} ms" if t["restart_from_ms"] is not None
+                else "")
+             + f"; emulator states shorter than {cmp['sampling_interval_ms']} ms (the sampling interval) are not compared"]
+    for r in cmp["restarts"]:
+        seen = f"registered again at {r['registered_ms']} ms" if r["registered_ms"] is not None else "never registered"
+        lines.append(f"Broker {r['broker']} restarted at {r['at_ms']} ms on Kafka, {seen}")
+    for p in cmp["partitions"]:
+        lines.append(f"\n{p['topic']}-{p['partition']}: {'ok' if not p['mismatches'] else 'MISMATCH'}")
+        lines.append(f"  {'Kafka':<48}  emulator")
+        ks, es = p["kafka"], p["emulator"]
+        for i in range(max(len(ks), len(es))):
+            lines.append(f"  {_fmt(ks[i] if i < len(ks) else None):<48}  {_fmt(es[i] if i < len(es) else None)}")
+        for s in p["kafka_after_end"]:
+            lines.append(f"  {_fmt(s):<48}  (after the end: not compared)")
+        lines += [f"  mismatch: {m}" for m in p["mismatches"]]
+        leo = p["log_end_offsets"]
+        if leo["kafka"] or leo["emulator"]:
+            lines.append("  log end offsets: Kafka " + json.dumps(leo["kafka"]) + ", emulator " + json.dumps(leo["emulator"]))
+    rk, re_ = cmp["records"]["kafka"], cmp["records"]["emulator"]
+    lines.append(f"\nRecords (reported, not compared): Kafka acked {rk['acked']}, not acked {rk['not_acked']} "
+                 f"{rk['errors']}; emulator acked {re_['acked']}, not acked {re_['not_acked']} {re_['errors']}")
+    n = len(cmp["mismatches"])
+    lines.append(f"{n} mismatch(es)" if n else "Within tolerance: the sequences agree")
+    return "\n".join(lines) + "\n"
+
+
+def write(out: str, cmp: dict[str, Any]) -> None:
+    with open(os.path.join(out, "comparison.json"), "w") as f:
+        json.dump(cmp, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def replay(scenario, out: str, version: str, engine: str, run_emulator: Callable[[str], None],
+           log: Callable[[str], None] = print) -> int:
+    """Both sides into `out` (already checked and empty of an earlier replay), comparison.json written and
+    printed; 0 within tolerance, 1 on a mismatch. `run_emulator(dir)` is the run verb's path (its own
+    output goes to DIR/emulator-run.txt)."""
+    import contextlib
+    import io
+
+    os.makedirs(out, exist_ok=True)
+    emu_dir = os.path.join(out, "emulator")
+    t0 = time.perf_counter()
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            run_emulator(emu_dir)
+    finally:
+        Path(out, "emulator-run.txt").write_text(buf.getvalue())
+    emu = emulator_side(emu_dir, time.perf_counter() - t0)
+    log(f"Emulator ({engine} engine): {emu.observed_until_ms} emulated ms in {emu.wall_s:.1f} s, {emu_dir}")
+    real = kafka_side(with_assignment(scenario, emulator_assignment(emu_dir)), Path(out) / "kafka", version, log)
+    log(f"Kafka {version}: {real.observed_until_ms} ms observed, {real.wall_s:.1f} s in all, {out}/kafka")
+    cmp = comparison(scenario, version, real, emu, engine)
+    write(out, cmp)
+    log(text(cmp) + f"Wrote {os.path.join(out, 'comparison.json')}")
+    return 1 if cmp["mismatches"] else 0

@@ -1,0 +1,196 @@
+"""`sparkkafka replay SCENARIO --on-kafka 2.8.2 --out DIR` (sparkkafka/realkafka/replay.py, docs/replay.md).
+
+The refusals and the comparison's output need no JVM. The slow test replays the quickstart from a fresh
+directory on real Kafka 2.8.2 (ZooKeeper and three broker JVMs; the emulator on the local engine): about
+55 s on the shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkkafka import parse_scenario
+from sparkkafka.cli import main
+from sparkkafka.realkafka import replay as R
+from sparkkafka.realkafka.compare import compare_partition
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "conf" / "scenarios" / "quickstart.yaml"
+
+
+def _refused(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    return capsys.readouterr().err
+
+
+def test_an_unknown_kafka_version_is_refused_before_anything(tmp_path, capsys):
+    out = tmp_path / "out"
+    err = _refused(capsys, ["replay", str(QUICKSTART), "--on-kafka", "3.0.0", "--out", str(out)])
+    assert "--on-kafka: replay starts real Kafka 2.8.2 only (got '3.0.0')" in err
+    assert not out.exists()
+
+
+def test_an_event_real_kafka_cannot_drive_is_refused_naming_it(tmp_path, capsys):
+    sc = tmp_path / "iso.yaml"
+    sc.write_text("cluster: {brokers: [1, 2]}\ntopics: [{name: t}]\n"
+                  "timeline: [{at: 0, crash: 1}, {at: 10, isolate: {brokers: [1]}}]\nrun: {until_ms: 100}\n")
+    out = tmp_path / "out"
+    err = _refused(capsys, ["replay", str(sc), "--on-kafka", "2.8.2", "--out", str(out)])
+    assert "timeline[1].isolate: replay --on-kafka does not drive 'isolate' events yet" in err
+    assert not out.exists()
+
+
+def test_a_non_empty_out_is_refused_without_overwrite(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "comparison.json").write_text("{}")
+    err = _refused(capsys, ["replay", str(QUICKSTART), "--on-kafka", "2.8.2", "--out", str(out)])
+    assert "--out: directory is not empty (a previous replay?): replace it with --overwrite" in err
+    assert str(out) in err and os.listdir(out) == ["comparison.json"]
+    (tmp_path / "file").write_text("x")
+    err = _refused(capsys, ["replay", str(QUICKSTART), "--on-kafka", "2.8.2", "--out", str(tmp_path / "file")])
+    assert "--out: is a file, not a directory" in err
+
+
+def test_overwrite_removes_only_what_a_replay_wrote(tmp_path):
+    for name in ("emulator", "kafka"):
+        (tmp_path / name / "x").mkdir(parents=True)
+    (tmp_path / "comparison.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("mine")
+    R.clear_out(str(tmp_path))
+    assert os.listdir(tmp_path) == ["notes.txt"]
+
+
+SC = parse_scenario({"cluster": {"brokers": [1, 2, 3], "config": {"replica.lag.time.max.ms": 10000}},
+                     "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}],
+                     "timeline": [{"at": 2000, "crash": 3}, {"at": 10000, "restart": 3}], "run": {"until_ms": 16000}})
+KEY = ("t", 0)
+START = (3, 0, (1, 2, 3))
+SHRUNK = (1, 1, (1, 2))
+BACK = (1, 1, (1, 2, 3))
+
+
+def _sides(real: list, emu: list, delay_ms: int = 7000) -> tuple[R.Side, R.Side]:
+    restarts = [{"broker": 3, "at_ms": 10000, "registered_ms": 10000 + delay_ms, "delay_ms": delay_ms}]
+    k = R.Side({KEY: real}, {"acked": 2230, "not_acked": 170, "errors": {"_TRANSPORT": 170}},
+               {KEY: {1: 516, 2: 516, 3: 516}}, 30000, restarts)
+    e = R.Side({KEY: emu}, {"acked": 1770, "not_acked": 610, "errors": {"NETWORK_EXCEPTION": 600}},
+               {KEY: {1: 295, 2: 295, 3: 295}}, 16100)
+    return k, e
+
+
+def test_the_comparison_lists_both_sequences_the_tolerance_and_the_records():
+    real, emu = _sides([(0, START), (9226, SHRUNK), (20327, BACK)],
+                       [(-100, START), (8000, SHRUNK), (10500, BACK)])
+    cmp = R.comparison(SC, "2.8.2", real, emu, "local")
+    assert (cmp["tolerance_ms"], cmp["tolerance_after_restart_ms"]) == (2000 + 5000, 2000 + 5000 + 7000)
+    assert cmp["mismatches"] == []
+    [p] = cmp["partitions"]
+    assert [(s["time_ms"], s["leader"], s["leader_epoch"], s["isr"]) for s in p["emulator"]] == [
+        (0, 3, 0, [1, 2, 3]), (8000, 1, 1, [1, 2]), (10500, 1, 1, [1, 2, 3])]
+    assert [s["leader"] for s in p["kafka"]] == [3, 1, 1]
+    assert p["log_end_offsets"] == {"kafka": {"1": 516, "2": 516, "3": 516}, "emulator": {"1": 295, "2": 295, "3": 295}}
+    out = R.text(cmp)
+    assert ("Tolerance per change: 7000 ms = 2000 + replica.lag.time.max.ms/2 5000; from the first restart "
+            "(10000 ms) on, + the restart delay 7000 = 14000 ms") in out
+    assert "Broker 3 restarted at 10000 ms on Kafka, registered again at 17000 ms" in out
+    assert "   9226 ms  leader  1  epoch  1  isr 1,2" in out and "   8000 ms  leader  1  epoch  1  isr 1,2" in out
+    assert "Kafka acked 2230, not acked 170 {'_TRANSPORT': 170}; emulator acked 1770" in out
+    assert out.rstrip().endswith("Within tolerance: the sequences agree")
+    json.dumps(cmp)  # comparison.json
+
+
+def test_a_change_too_late_or_of_another_leader_is_a_mismatch():
+    late, emu = _sides([(0, START), (9226, SHRUNK), (27000, BACK)],
+                       [(0, START), (8000, SHRUNK), (10500, BACK)])
+    cmp = R.comparison(SC, "2.8.2", late, emu, "local")
+    assert cmp["mismatches"] == [f"t-0: {BACK} at 27000 ms on Kafka, 10500 ms on the emulator: more than "
+                                 "14000 ms apart"]
+    assert "t-0: MISMATCH" in R.text(cmp) and R.text(cmp).rstrip().endswith("1 mismatch(es)")
+    # the restart delay is allowed from the restart on only: the session expiry 7.5 s late is a mismatch
+    slow, emu = _sides([(0, START), (15500, SHRUNK), (20327, BACK)],
+                       [(0, START), (8000, SHRUNK), (10500, BACK)])
+    assert R.comparison(SC, "2.8.2", slow, emu, "local")["mismatches"] == [
+        f"t-0: {SHRUNK} at 15500 ms on Kafka, 8000 ms on the emulator: more than 7000 ms apart"]
+    other, emu = _sides([(0, START), (9226, (2, 1, (1, 2)))], [(0, START), (8000, SHRUNK)])
+    [m] = R.comparison(SC, "2.8.2", other, emu, "local")["mismatches"]
+    assert m.startswith("t-0: states differ")
+
+
+def test_at_the_end_kafka_may_lag_by_the_tolerance_but_every_emulator_state_must_show():
+    tol, end = 7000, 16000
+    # the emulator's ISR expansion at 15 s shows on Kafka at 19 s (observed until end + tol): agreed
+    assert compare_partition(KEY, [(0, START), (19000, BACK)], [(0, START), (15000, BACK)], tol, end_ms=end) == []
+    # Kafka's change after end - tol, with none on the emulator: the emulator could make it past its end
+    real = [(0, START), (9500, SHRUNK)]
+    assert compare_partition(KEY, real, [(0, START)], tol, end_ms=end) == []
+    cmp = R.comparison(SC, "2.8.2", *_sides(real, [(0, START)], delay_ms=0), "local")
+    assert cmp["partitions"][0]["kafka_after_end"] == [{"time_ms": 9500, "leader": 1, "leader_epoch": 1,
+                                                        "isr": [1, 2]}]
+    assert "(after the end: not compared)" in R.text(cmp)
+    # ... but not one well before the end, and not an emulator state Kafka never reached
+    [m] = compare_partition(KEY, [(0, START), (5000, SHRUNK)], [(0, START)], tol, end_ms=end)
+    assert m.message.startswith("states differ")
+    [m] = compare_partition(KEY, [(0, START)], [(0, START), (15000, SHRUNK)], tol, end_ms=end)
+    assert m.message.startswith("states differ")
+
+
+def test_a_restart_delay_is_until_the_brokers_registration_or_bounded_while_it_has_none():
+    registered = [(0, 1), (0, 2), (0, 3), (17565, 3)]  # the first sample's, then broker 3 again
+    [r] = R._restarts([(10013, 3)], registered, 30000, alive=lambda b: True)
+    assert r == {"broker": 3, "at_ms": 10013, "registered_ms": 17565, "delay_ms": 7552}
+    [r] = R._restarts([(10013, 3)], registered[:3], 20013, alive=lambda b: True)
+    assert (r["registered_ms"], r["delay_ms"]) == (None, 10000)  # still starting: counted until now
+    [r] = R._restarts([(10013, 3)], registered[:3], 90000, alive=lambda b: True)
+    assert r["delay_ms"] == R.RESTART_WAIT_MS
+    [r] = R._restarts([(10013, 3)], registered[:3], 20013, alive=lambda b: False)
+    assert r["delay_ms"] == 0  # its JVM exited: nothing to wait for
+
+
+def _jvms_under(path: Path) -> list[str]:
+    """Command lines of running processes that name `path` (the brokers' and ZooKeeper's config files)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(path) in cmd and "java" in cmd:
+            found.append(cmd)
+    return found
+
+
+@pytest.mark.slow
+def test_replay_of_the_quickstart_agrees_and_lists_the_leader_change_on_both_sides(tmp_path):
+    """The quickstart (broker 3, leader of orders-0 and orders-3, crashed at 2 s and restarted at 10 s) on
+    real Kafka 2.8.2 and on the emulator, from a fresh directory as a user runs it."""
+    out = tmp_path / "replay"
+    done = subprocess.run([str(Path(sys.executable).parent / "sparkkafka"), "replay", str(QUICKSTART),
+                           "--on-kafka", "2.8.2", "--out", str(out), "--engine", "local"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "Within tolerance: the sequences agree" in done.stdout
+    assert _jvms_under(out) == []
+    cmp = json.loads((out / "comparison.json").read_text())
+    assert cmp["mismatches"] == [] and cmp["engine"] == "local"
+    parts = {(p["topic"], p["partition"]): p for p in cmp["partitions"]}
+    for key in (("orders", 0), ("orders", 3)):  # broker 3 led both: a new leader, epoch 1, on both sides
+        for side in ("kafka", "emulator"):
+            seq = [(s["leader"], s["leader_epoch"]) for s in parts[key][side]]
+            assert seq[0] == (3, 0) and seq[1][1] == 1 and seq[1][0] != 3, (key, side, seq)
+            assert parts[key][side][-1]["isr"] == [1, 2, 3]  # broker 3 back in the ISR
+    [restart] = cmp["restarts"]
+    assert restart["broker"] == 3 and restart["registered_ms"] is not None
+    kafka = cmp["records"]["kafka"]
+    leader_leo = sum(max(p["log_end_offsets"]["kafka"].values()) for p in cmp["partitions"])
+    assert kafka["acked"] > 0 and leader_leo >= kafka["acked"]  # every acked record is in a log
+    # orders-1 (broker 3 a follower): 200 records/s for 12 s over 4 partitions, none lost, on every replica
+    assert parts[("orders", 1)]["log_end_offsets"] == {side: {"1": 600, "2": 600, "3": 600}
+                                                       for side in ("kafka", "emulator")}
+    assert (out / "emulator" / "run.json").is_file() and (out / "kafka" / "brokers" / "3" / "server.log").is_file()
