@@ -116,6 +116,9 @@ DECLARED: dict[tuple[str, str], Declared] = {
         _sub((r"--lose-rack rack-a", "--lose-rack rack-a --no-emulate"),)),
     ("docs/cli.md", "--master 'local-cluster[2,1,1024]'"): Declared(
         "run with the venv off PATH by tests/test_worker_python.py::test_spark_submit_recipe (local-cluster)"),
+    ("docs/cli.md", "--master spark://127.0.0.1:7077"): Declared(
+        "needs a standalone master: run with the venv off PATH on one started for it by "
+        "tests/test_worker_python.py::test_spark_submit_recipe_on_a_standalone_master"),
     ("docs/campaigns.md", "--schedules 1000 --seed 1 --master 'local[2]'\n"): Declared(
         "cheaper form (see _CHEAP_CAMPAIGN); the replay line names a failing schedule of the full campaign",
         lambda text: _CHEAP_CAMPAIGN(_drop_lines("failing/safe-s1-00042.yaml")(text))),

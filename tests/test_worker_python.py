@@ -8,6 +8,7 @@ activated, and docs/cli.md's spark-submit recipe on local-cluster with the venv 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -144,14 +145,32 @@ def test_session_built_before_import_is_refused_with_the_setting(tmp_path):
     assert "ModuleNotFoundError" not in result.stderr and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.slow
-def test_spark_submit_recipe(tmp_path):
-    """docs/cli.md's spark-submit command, as written, on local-cluster with the venv not on PATH."""
-    [recipe] = [b for b in extract_blocks("docs/cli.md", (ROOT / "docs" / "cli.md").read_text())
-                if "local-cluster[2,1,1024]' \\" in b.text]
+def submitted(tmp_path: Path, snippet: str, master: str | None = None) -> Path:
+    """docs/cli.md's spark-submit block holding `snippet`, as written (its master replaced by `master`), run in a
+    copy of the repository with the venv not on PATH; it must exit 0 and leave the run's summary."""
+    [recipe] = [b for b in extract_blocks("docs/cli.md", (ROOT / "docs" / "cli.md").read_text()) if snippet in b.text]
+    text = recipe.text if master is None else recipe.text.replace("spark://127.0.0.1:7077", master)
     cwd = repo_copy(tmp_path / "repo")
-    result = _run(["bash", "-euo", "pipefail", "-c", recipe.text], env=block_env("python"), timeout=600,
-                  cwd=str(cwd))
+    result = _run(["bash", "-euo", "pipefail", "-c", text], env=block_env("python"), timeout=600, cwd=str(cwd))
     assert result.returncode == 0, result.stderr[-5000:]
     assert (cwd / "runs" / "submitted" / "summary.json").is_file()
     assert "Cannot run program" not in result.stderr
+    return cwd
+
+
+@pytest.mark.slow
+def test_spark_submit_recipe(tmp_path):
+    """docs/cli.md's spark-submit command, as written, on local-cluster with the venv not on PATH."""
+    submitted(tmp_path, "local-cluster[2,1,1024]' \\")
+
+
+@pytest.mark.slow
+def test_spark_submit_recipe_on_a_standalone_master(tmp_path):
+    """docs/cli.md's cluster-master command on a standalone Master + Worker (the venv not on PATH): the
+    executors run the interpreter `--conf spark.pyspark.python` names, and the run completes."""
+    from sparkutil import standalone_cluster
+
+    with standalone_cluster() as master:
+        cwd = submitted(tmp_path, "--master spark://127.0.0.1:7077", master)
+    summary = json.loads((cwd / "runs" / "submitted" / "summary.json").read_text())
+    assert summary["acked"] > 0 and summary["lost_acked"] == 0
