@@ -9,6 +9,7 @@ context manager whose exit, an atexit hook and SIGTERM/SIGHUP handlers SIGKILL e
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import signal
@@ -202,8 +203,12 @@ class RealCluster:
 
     # ------------------------------------------------------------------ life cycle
     def start(self, timeout_s: float = 90.0) -> RealCluster:
-        """Resolve the classpath, start ZooKeeper then every broker, and wait until all are registered in
-        /brokers/ids and a controller is elected."""
+        """Resolve the classpath, start ZooKeeper, then the lowest broker id alone until it is the
+        controller, then the others, and wait until all are registered in /brokers/ids. The emulator
+        registers its brokers in id order, so its first controller is the lowest id (the first to create
+        /controller, KafkaController.elect); started together, any broker could win on Kafka, and a fault
+        on the controller (its AlterIsr handling stalled by a pause, a failover after a crash) would then
+        differ from the emulator's run for that reason alone."""
         self.classpath = self.classpath or jars.classpath(self.version)
         self.zk_port = free_port()
         self.ports = {b: free_port() for b in self.brokers}
@@ -211,10 +216,19 @@ class RealCluster:
         _register(self)
         self.procs["zk"].start()
         self._wait(lambda zk: zk.exists("/") is not None, timeout_s, "ZooKeeper to answer")
+        first = min(self.brokers)
+        self.procs[first].start()
+        self.wait_registered([first], timeout_s)
         for b in self.brokers:
-            self.procs[b].start()
+            if b != first:
+                self.procs[b].start()
         self.wait_registered(self.brokers, timeout_s)
         return self
+
+    def controller(self) -> int:
+        """The broker id in /controller now (-1: none)."""
+        zk = self.zk()
+        return json.loads(zk.get("/controller")[0])["brokerid"] if zk.exists("/controller") else -1
 
     def wait_registered(self, brokers: Sequence[int], timeout_s: float = 90.0) -> None:
         want = {str(b) for b in brokers}

@@ -84,8 +84,22 @@ def emulator_side(run_dir: str, wall_s: float = 0.0) -> Side:
         leo.setdefault((r.topic, int(r.partition)), {})[int(r.broker)] = int(r.leo)
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
-    records = {"acked": summary["acked"], "not_acked": summary["not_acked"], "errors": summary["errors"]}
+    records = {"acked": summary["acked"], "not_acked": summary["not_acked"], "errors": summary["errors"],
+               "by_topic": _emulator_by_topic(tables)}
     return Side(C.from_changes(list(ps.itertuples())), records, leo, int(summary["time_ms"]), wall_s=wall_s)
+
+
+def _emulator_by_topic(tables: str) -> dict[str, dict[str, Any]]:
+    """Acked records and failures by error name per topic, from produce_results (acks=0 records, never
+    answered, are neither)."""
+    from ..storage.tables import read_table
+
+    pr = read_table(tables, "produce_results", columns=["topic", "error", "acked"]).to_pandas()
+    out: dict[str, dict[str, Any]] = {}
+    for topic, rows in pr.groupby("topic", sort=True):
+        errs = rows["error"].dropna().value_counts()
+        out[str(topic)] = {"acked": int(rows["acked"].sum()), "errors": {str(k): int(v) for k, v in errs.sort_index().items()}}
+    return out
 
 
 def emulator_assignment(run_dir: str) -> dict[str, dict[int, tuple[int, ...]]]:
@@ -151,8 +165,16 @@ def _delivery(producers) -> dict[str, Any]:
     for p in producers:
         for k, v in p.errors.items():
             errors[k] = errors.get(k, 0) + v
+    by_topic: dict[str, dict[str, Any]] = {}
+    for p in producers:
+        t = by_topic.setdefault(p.topic, {"acked": 0, "errors": {}})
+        t["acked"] += sum(p.acked.values())
+        for k, v in p.errors.items():
+            t["errors"][k] = t["errors"].get(k, 0) + v
     return {"acked": sum(sum(p.acked.values()) for p in producers),
-            "not_acked": sum(sum(p.failed.values()) for p in producers), "errors": errors}
+            "not_acked": sum(sum(p.failed.values()) for p in producers), "errors": errors,
+            "by_topic": {t: {"acked": v["acked"], "errors": dict(sorted(v["errors"].items()))}
+                         for t, v in sorted(by_topic.items())}}
 
 
 def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[str], None] = print) -> Side:
@@ -171,7 +193,8 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     observer = Observer(cluster, [t.name for t in scenario.topics], SAMPLE_MS)
     try:
         cluster.start()
-        log(f"Kafka {version}: ZooKeeper and brokers {list(scenario.brokers)} up in {time.perf_counter() - t0:.1f} s")
+        log(f"Kafka {version}: ZooKeeper and brokers {list(scenario.brokers)} up in {time.perf_counter() - t0:.1f} s, "
+            f"controller broker {cluster.controller()}")
         timeline.create_topics()
         _wait_leaders(cluster, scenario)
         timeline.started = time.monotonic()
@@ -264,6 +287,11 @@ def text(cmp: dict[str, Any]) -> str:
     rk, re_ = cmp["records"]["kafka"], cmp["records"]["emulator"]
     lines.append(f"\nRecords (reported, not compared): Kafka acked {rk['acked']}, not acked {rk['not_acked']} "
                  f"{rk['errors']}; emulator acked {re_['acked']}, not acked {re_['not_acked']} {re_['errors']}")
+    none = {"acked": 0, "errors": {}}
+    for topic in sorted(set(rk.get("by_topic", {})) | set(re_.get("by_topic", {}))):
+        k, e = rk.get("by_topic", {}).get(topic, none), re_.get("by_topic", {}).get(topic, none)
+        lines.append(f"  {topic}: Kafka acked {k['acked']}, failed {k['errors']}; "
+                     f"emulator acked {e['acked']}, failed {e['errors']}")
     n = len(cmp["mismatches"])
     lines.append(f"{n} mismatch(es)" if n else "Within tolerance: the sequences agree")
     return "\n".join(lines) + "\n"
