@@ -165,6 +165,19 @@ class RealCluster:
     def broker_dirs(self, broker: int) -> list[Path]:
         return [self.workdir / "brokers" / str(broker) / _dir_name(d) for d in self.log_dirs]
 
+    def real_dir(self, broker: int, name: str) -> str:
+        """The absolute path of the broker's log dir the scenario calls `name` (Kafka's plans and
+        AlterReplicaLogDirs name dirs by path); "any" stays "any"."""
+        return name if name == "any" else str(self.broker_dirs(broker)[list(self.log_dirs).index(name)])
+
+    def replica_dir(self, broker: int, topic: str, partition: int) -> str | None:
+        """The scenario's name of the log dir holding the replica's current log (not a KIP-113 `-future`
+        log), None when the broker has none."""
+        for name, d in zip(self.log_dirs, self.broker_dirs(broker), strict=True):
+            if (d / f"{topic}-{partition}").is_dir():
+                return name
+        return None
+
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())

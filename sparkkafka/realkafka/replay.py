@@ -70,10 +70,24 @@ class Side:
     observed_until_ms: int = 0
     restarts: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
+    # the replicas reassignment plans name, at the end: (topic, partition) -> broker -> {"dir", "bytes"}
+    replicas: dict[tuple[str, int], dict[int, dict[str, Any]]] = field(default_factory=dict)
 
 
-def emulator_side(run_dir: str, wall_s: float = 0.0) -> Side:
-    """The emulator's run read back from its tables (partition_state, replica_state) and summary.json."""
+def planned(scenario) -> dict[tuple[str, int], list[tuple[int, str]]]:
+    """(broker, log dir or "any") of every replica a `reassign` event's plan names, per partition."""
+    out: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    for e in scenario.timeline:
+        if e.type == "reassign":
+            for p in e.args["plan"]["partitions"]:
+                dirs = p.get("log_dirs") or ["any"] * len(p["replicas"])
+                out.setdefault((p["topic"], int(p["partition"])), []).extend(zip(p["replicas"], dirs, strict=True))
+    return out
+
+
+def emulator_side(run_dir: str, wall_s: float = 0.0, planned_keys: dict | None = None) -> Side:
+    """The emulator's run read back from its tables (partition_state, replica_state, log for the planned
+    replicas) and summary.json."""
     from ..storage.tables import read_table
 
     tables = os.path.join(run_dir, "tables")
@@ -86,7 +100,30 @@ def emulator_side(run_dir: str, wall_s: float = 0.0) -> Side:
         summary = json.load(f)
     records = {"acked": summary["acked"], "not_acked": summary["not_acked"], "errors": summary["errors"],
                "by_topic": _emulator_by_topic(tables)}
-    return Side(C.from_changes(list(ps.itertuples())), records, leo, int(summary["time_ms"]), wall_s=wall_s)
+    return Side(C.from_changes(list(ps.itertuples())), records, leo, int(summary["time_ms"]), wall_s=wall_s,
+                replicas=_emulator_replicas(tables, rs_dirs(tables), planned_keys or {}))
+
+
+def rs_dirs(tables: str) -> dict[tuple[str, int, int], str]:
+    """Each replica's log dir in its last replica_state row: (topic, partition, broker) -> dir."""
+    from ..storage.tables import read_table
+
+    rs = read_table(tables, "replica_state", columns=["round", "broker", "topic", "partition", "log_dir"]).to_pandas()
+    return {(r.topic, int(r.partition), int(r.broker)): str(r.log_dir)
+            for r in rs.sort_values("round", kind="stable").itertuples()}
+
+
+def _emulator_replicas(tables: str, dirs: dict[tuple[str, int, int], str],
+                       keys: dict[tuple[str, int], list[tuple[int, str]]]) -> dict[tuple[str, int], dict[int, dict]]:
+    """The planned replicas' dir and bytes (their current log's value_bytes, future logs left out) at the end."""
+    from ..storage.tables import read_table
+
+    if not keys:
+        return {}
+    log = read_table(tables, "log", columns=["broker", "topic", "partition", "value_bytes", "is_future"]).to_pandas()
+    size = log[~log["is_future"]].groupby(["topic", "partition", "broker"])["value_bytes"].sum()
+    return {key: {b: {"dir": dirs.get((*key, b)), "bytes": int(size.get((*key, b), 0))} for b, _ in reps}
+            for key, reps in keys.items()}
 
 
 def _emulator_by_topic(tables: str) -> dict[str, dict[str, Any]]:
@@ -185,7 +222,7 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     from .cluster import RealCluster
     from .observe import Observer
     from .timeline import Timeline
-    from .tools import log_end_offset
+    from .tools import log_bytes, log_end_offset
 
     t0 = time.perf_counter()
     cluster = RealCluster.for_scenario(scenario, workdir, version)
@@ -208,8 +245,10 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         cluster.stop()
     leo = {(t.name, p): {b: o for b in replicas if (o := log_end_offset(cluster, b, t.name, p)) is not None}
            for t in scenario.topics for p, replicas in t.assignment.items()}
+    reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": log_bytes(cluster, b, *key)} for b, _ in named}
+            for key, named in planned(scenario).items()}
     return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
-                time.perf_counter() - t0)
+                time.perf_counter() - t0, reps)
 
 
 # ------------------------------------------------------------------ the comparison
@@ -227,16 +266,27 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
     starts = [e.time_ms(scenario.round_ms) for e in scenario.timeline if e.type == "restart"]
     restart = (min(starts), delay) if starts and delay > 0 else None
     end = scenario.end_ms
+    plans = planned(scenario)
+    emu_replicas = {(t.name, p): tuple(r) for t in scenario.topics for p, r in (t.assignment or {}).items()}  # at 0
+    max_bytes = int(scenario.config.get("replica.fetch.max.bytes", 1048576))
     parts = []
     for key in sorted(set(real.changes) | set(emu.changes)):
         k, em = real.changes.get(key, []), emu.changes.get(key, [])
         r, e, after = C.aligned(k, em, tol + max(delay, 0), SAMPLE_MS, end)
         mism = C.compare_partition(key, k, em, tol, SAMPLE_MS, end, restart)
+        named = plans.get(key, [])
+        before = emu_replicas.get(key, ())
+        mism += C.compare_replicas(key, real.replicas.get(key, {}), emu.replicas.get(key, {}),
+                                   [b for b, _ in named if b not in before], {b: d for b, d in named if d != "any"},
+                                   max_bytes)
         leo = {side: {str(b): o for b, o in sorted(s.log_end_offsets.get(key, {}).items())}
                for side, s in (("kafka", real), ("emulator", emu))}
         parts.append({"topic": key[0], "partition": key[1], "kafka": _states(r), "emulator": _states(e),
                       "kafka_after_end": _states(after), "mismatches": [m.message for m in mism],
-                      "log_end_offsets": leo})
+                      "log_end_offsets": leo,
+                      "planned_replicas": [{"broker": b, "log_dir": d, "added": b not in before,
+                                            "kafka": real.replicas.get(key, {}).get(b),
+                                            "emulator": emu.replicas.get(key, {}).get(b)} for b, d in named]})
     lag = int(scenario.config.get("replica.lag.time.max.ms", 30000))
     return {
         "scenario": scenario.name, "kafka_version": version, "engine": engine, "until_ms": end,
@@ -256,6 +306,10 @@ def _fmt(s: dict[str, Any] | None) -> str:
     if s is None:
         return "-"
     return f"{s['time_ms']:>7} ms  leader {s['leader']:>2}  epoch {s['leader_epoch']:>2}  isr {','.join(map(str, s['isr']))}"
+
+
+def _replica(r: dict[str, Any] | None) -> str:
+    return "-" if r is None else f"{r['bytes']} bytes in {r['dir']}"
 
 
 def text(cmp: dict[str, Any]) -> str:
@@ -280,6 +334,10 @@ def text(cmp: dict[str, Any]) -> str:
             lines.append(f"  {_fmt(ks[i] if i < len(ks) else None):<48}  {_fmt(es[i] if i < len(es) else None)}")
         for s in p["kafka_after_end"]:
             lines.append(f"  {_fmt(s):<48}  (after the end: not compared)")
+        for r in p["planned_replicas"]:
+            what = ("added by the plan" if r["added"] else "in the plan") + (f", to {r['log_dir']}" if r["log_dir"] != "any" else "")
+            lines.append(f"  replica on broker {r['broker']} ({what}) at the end: Kafka {_replica(r['kafka'])}, "
+                         f"emulator {_replica(r['emulator'])}")
         lines += [f"  mismatch: {m}" for m in p["mismatches"]]
         leo = p["log_end_offsets"]
         if leo["kafka"] or leo["emulator"]:
@@ -320,9 +378,10 @@ def replay(scenario, out: str, version: str, engine: str, run_emulator: Callable
             run_emulator(emu_dir)
     finally:
         Path(out, "emulator-run.txt").write_text(buf.getvalue())
-    emu = emulator_side(emu_dir, time.perf_counter() - t0)
+    emu = emulator_side(emu_dir, time.perf_counter() - t0, planned(scenario))
     log(f"Emulator ({engine} engine): {emu.observed_until_ms} emulated ms in {emu.wall_s:.1f} s, {emu_dir}")
-    real = kafka_side(with_assignment(scenario, emulator_assignment(emu_dir)), Path(out) / "kafka", version, log)
+    scenario = with_assignment(scenario, emulator_assignment(emu_dir))
+    real = kafka_side(scenario, Path(out) / "kafka", version, log)
     log(f"Kafka {version}: {real.observed_until_ms} ms observed, {real.wall_s:.1f} s in all, {out}/kafka")
     cmp = comparison(scenario, version, real, emu, engine)
     write(out, cmp)

@@ -8,7 +8,7 @@ start), in (time, file position) order, as Kafka's own tools and signals do it.
 | restart | the same JVM command again (same id, port, log dirs) |
 | shutdown | SIGTERM: Kafka's controlled shutdown |
 | pause | SIGSTOP, SIGCONT `duration_ms` later |
-| reassign | kafka.admin.ReassignPartitionsCommand --execute [--throttle] (AdminClient, KIP-455) |
+| reassign | kafka.admin.ReassignPartitionsCommand --execute [--throttle] (KIP-455; log dirs, KIP-113, as paths) |
 | elect_leaders | kafka.admin.LeaderElectionCommand |
 | delete_topic | kafka.admin.TopicCommand --delete |
 
@@ -123,13 +123,19 @@ class Timeline:
             c.pause(a["broker"])
             self._resume.append((self.now_ms() + int(a["duration_ms"]), a["broker"]))
         elif e.type == "reassign":
-            out = reassign(c, a["plan"], a.get("throttle"), self.workdir, a.get("log_dirs_throttle"))
+            out = reassign(c, self._real_plan(a["plan"]), a.get("throttle"), self.workdir, a.get("log_dirs_throttle"))
         elif e.type == "elect_leaders":
             out = self._elect(a)
         elif e.type == "delete_topic":
             out = run_tool(c, "kafka.admin.TopicCommand", "--bootstrap-server", c.bootstrap, "--delete",
                            "--topic", a if isinstance(a, str) else a["topic"])
         self.done.append((self.now_ms(), e.type, out))
+
+    def _real_plan(self, plan: dict) -> dict:
+        """The plan with each named log dir (KIP-113) as the real broker's path for it."""
+        parts = [{**e, "log_dirs": [self.cluster.real_dir(b, d) for b, d in zip(e["replicas"], e["log_dirs"], strict=True)]}
+                 if e.get("log_dirs") else e for e in plan["partitions"]]
+        return {**plan, "partitions": parts}
 
     def _elect(self, a: dict) -> str:
         args = ["--bootstrap-server", self.cluster.bootstrap, "--election-type",
