@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from realkafka_util import replay
 
 from sparkkafka import parse_scenario
 from sparkkafka.cli import main
@@ -153,31 +152,12 @@ def test_a_restart_delay_is_until_the_brokers_registration_or_bounded_while_it_h
     assert r["delay_ms"] == 0  # its JVM exited: nothing to wait for
 
 
-def _jvms_under(path: Path) -> list[str]:
-    """Command lines of running processes that name `path` (the brokers' and ZooKeeper's config files)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if str(path) in cmd and "java" in cmd:
-            found.append(cmd)
-    return found
-
-
 @pytest.mark.slow
 def test_replay_of_the_quickstart_agrees_and_lists_the_leader_change_on_both_sides(tmp_path):
     """The quickstart (broker 3, leader of orders-0 and orders-3, crashed at 2 s and restarted at 10 s) on
     real Kafka 2.8.2 and on the emulator, from a fresh directory as a user runs it."""
     out = tmp_path / "replay"
-    done = subprocess.run([str(Path(sys.executable).parent / "sparkkafka"), "replay", str(QUICKSTART),
-                           "--on-kafka", "2.8.2", "--out", str(out), "--engine", "local"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "Within tolerance: the sequences agree" in done.stdout
-    assert _jvms_under(out) == []
-    cmp = json.loads((out / "comparison.json").read_text())
+    cmp, _, _ = replay(tmp_path, QUICKSTART)
     assert cmp["mismatches"] == [] and cmp["engine"] == "local"
     parts = {(p["topic"], p["partition"]): p for p in cmp["partitions"]}
     for key in (("orders", 0), ("orders", 3)):  # broker 3 led both: a new leader, epoch 1, on both sides

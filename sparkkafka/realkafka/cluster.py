@@ -158,7 +158,8 @@ class RealCluster:
 
     @classmethod
     def for_scenario(cls, scenario, workdir: str | Path, version: str = "2.8.2") -> RealCluster:
-        return cls(brokers=list(scenario.brokers), workdir=Path(workdir), log_dirs=list(scenario.log_dirs),
+        # absolute: Kafka compares an AlterReplicaLogDirs path with its log.dirs as written (LogManager)
+        return cls(brokers=list(scenario.brokers), workdir=Path(workdir).absolute(), log_dirs=list(scenario.log_dirs),
                    racks=scenario.racks, config=dict(scenario.config), version=version)
 
     # ------------------------------------------------------------------ layout

@@ -218,7 +218,9 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     """The scenario on a real cluster: start it, create the topics (with the scenario's assignment), run the
     timeline on the wall clock to its end while observing every partition's state, keep observing one
     tolerance longer (a restarted broker's JVM start counted in it), then stop every process, also on an
-    exception or Ctrl-C. The replicas' log end offsets are read from their segments once the brokers stopped."""
+    exception or Ctrl-C. The replicas' log end offsets and the planned replicas' log dirs are read from
+    disk once the brokers stopped; the planned replicas' bytes at `until_ms`, where the emulator stopped
+    (a throttle lets bytes through later, once the writes that held it stop)."""
     from .cluster import RealCluster
     from .observe import Observer
     from .timeline import Timeline
@@ -228,6 +230,7 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     cluster = RealCluster.for_scenario(scenario, workdir, version)
     timeline = Timeline(scenario, cluster, workdir)
     observer = Observer(cluster, [t.name for t in scenario.topics], SAMPLE_MS)
+    plans = planned(scenario)
     try:
         cluster.start()
         log(f"Kafka {version}: ZooKeeper and brokers {list(scenario.brokers)} up in {time.perf_counter() - t0:.1f} s, "
@@ -236,7 +239,9 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         _wait_leaders(cluster, scenario)
         timeline.started = time.monotonic()
         observer.start(timeline.started)
-        timeline.run(scenario.end_ms)
+        sizes: dict[tuple[str, int, int], int] = {}
+        timeline.run(scenario.end_ms, at_end=lambda: sizes.update(
+            {(*key, b): log_bytes(cluster, b, *key) for key, named in plans.items() for b, _ in named}))
         now, restarts = _observe_past_end(scenario, cluster, timeline, observer)
     finally:
         observer.stop()
@@ -245,8 +250,8 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         cluster.stop()
     leo = {(t.name, p): {b: o for b in replicas if (o := log_end_offset(cluster, b, t.name, p)) is not None}
            for t in scenario.topics for p, replicas in t.assignment.items()}
-    reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": log_bytes(cluster, b, *key)} for b, _ in named}
-            for key, named in planned(scenario).items()}
+    reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": sizes.get((*key, b), 0)} for b, _ in named}
+            for key, named in plans.items()}
     return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
                 time.perf_counter() - t0, reps)
 

@@ -80,10 +80,11 @@ class Timeline:
     def now_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
 
-    def run(self, until_ms: int, tick=None) -> None:
+    def run(self, until_ms: int, tick=None, at_end=None) -> None:
         """Every event at its time, paused brokers resumed on theirs, until `until_ms` (from `started`, set
-        now unless the caller set it); `tick()` is called between waits. A tool's JVM (a reassignment: ~6 s
-        here) delays the events after it by its run time."""
+        now unless the caller set it); `tick()` is called between waits, `at_end()` once at `until_ms`,
+        before the producers stop. A tool's JVM (a reassignment: ~6 s here) delays the events after it by
+        its run time."""
         events = sorted(self.scenario.timeline, key=lambda e: (e.time_ms(self.scenario.round_ms), e.index))
         self.started = self.started or time.monotonic()
         i = 0
@@ -96,6 +97,8 @@ class Timeline:
                 self.apply(events[i])
                 i += 1
             if now >= until_ms:
+                if at_end is not None:
+                    at_end()
                 break
             if tick is not None:
                 tick()
