@@ -143,7 +143,14 @@ def test_at_the_end_kafka_may_lag_by_the_tolerance_but_every_emulator_state_must
 def test_a_restart_delay_is_until_the_brokers_registration_or_bounded_while_it_has_none():
     registered = [(0, 1), (0, 2), (0, 3), (17565, 3)]  # the first sample's, then broker 3 again
     [r] = R._restarts([(10013, 3)], registered, 30000, alive=lambda b: True)
-    assert r == {"broker": 3, "at_ms": 10013, "registered_ms": 17565, "delay_ms": 7552}
+    assert r == {"broker": 3, "at_ms": 10013, "started_ms": 10013, "registered_ms": 17565, "delay_ms": 7552}
+    # a JVM started late (a shutdown before it held the timeline): the delay counts from the event's time
+    [r] = R._restarts([(10000, 3, 10868)], registered, 30000, alive=lambda b: True)
+    assert (r["started_ms"], r["registered_ms"], r["delay_ms"]) == (10868, 17565, 7565)
+    cmp = R.comparison(SC, "2.8.2", *_sides([(0, START)], [(0, START)]), "local")
+    cmp["restarts"] = [r]
+    assert ("Broker 3 restarted at 10000 ms on Kafka (its JVM started 868 ms later: the timeline was held), "
+            "registered again at 17565 ms") in R.text(cmp)
     [r] = R._restarts([(10013, 3)], registered[:3], 20013, alive=lambda b: True)
     assert (r["registered_ms"], r["delay_ms"]) == (None, 10000)  # still starting: counted until now
     [r] = R._restarts([(10013, 3)], registered[:3], 90000, alive=lambda b: True)

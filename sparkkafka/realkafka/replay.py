@@ -157,15 +157,17 @@ def with_assignment(scenario, assignment: Mapping[str, Mapping[int, tuple[int, .
     return dataclasses.replace(scenario, topics=topics)
 
 
-def _restarts(restarted: list[tuple[int, int]], registered: list[tuple[int, int]], now_ms: int,
+def _restarts(restarted: list[tuple[int, ...]], registered: list[tuple[int, int]], now_ms: int,
               alive: Callable[[int], bool]) -> list[dict[str, Any]]:
-    """Each restart, when its broker registered again in /brokers/ids, and the delay (until now, bounded by
-    RESTART_WAIT_MS, while it has not and its JVM runs)."""
+    """Each restart (its event's time, broker and, when later, the time its JVM started), when its broker
+    registered again in /brokers/ids, and the delay from the event's time, as the emulator restarts then
+    (until now, bounded by RESTART_WAIT_MS, while it has not registered and its JVM runs)."""
     out = []
-    for at, b in restarted:
-        seen = next((t for t, rb in registered if rb == b and t >= at), None)
+    for at, b, *started in restarted:
+        jvm = started[0] if started else at
+        seen = next((t for t, rb in registered if rb == b and t >= jvm), None)
         waited = min(now_ms - at, RESTART_WAIT_MS) if alive(b) else 0
-        out.append({"broker": b, "at_ms": at, "registered_ms": seen,
+        out.append({"broker": b, "at_ms": at, "started_ms": jvm, "registered_ms": seen,
                     "delay_ms": seen - at if seen is not None else waited})
     return out
 
@@ -330,7 +332,9 @@ def text(cmp: dict[str, Any]) -> str:
              + f"; emulator states shorter than {cmp['sampling_interval_ms']} ms (the sampling interval) are not compared"]
     for r in cmp["restarts"]:
         seen = f"registered again at {r['registered_ms']} ms" if r["registered_ms"] is not None else "never registered"
-        lines.append(f"Broker {r['broker']} restarted at {r['at_ms']} ms on Kafka, {seen}")
+        late = r.get("started_ms", r["at_ms"]) - r["at_ms"]
+        jvm = f" (its JVM started {late} ms later: the timeline was held)" if late > 100 else ""
+        lines.append(f"Broker {r['broker']} restarted at {r['at_ms']} ms on Kafka{jvm}, {seen}")
     for p in cmp["partitions"]:
         lines.append(f"\n{p['topic']}-{p['partition']}: {'ok' if not p['mismatches'] else 'MISMATCH'}")
         lines.append(f"  {'Kafka':<48}  emulator")

@@ -65,7 +65,9 @@ class Timeline:
     producers: list[SteadyProducer] = field(default_factory=list)
     done: list[tuple[int, str, str]] = field(default_factory=list)  # (ms after start, event, tool output)
     started: float = 0.0
-    restarted: list[tuple[int, int]] = field(default_factory=list)  # (ms after start, broker) of each restart
+    # (its `at`, broker, ms after start its JVM started) of each restart: the JVM starts later when the
+    # timeline was held (a shutdown waits for its JVM to exit, a tool for its run)
+    restarted: list[tuple[int, int, int]] = field(default_factory=list)
     _resume: list[tuple[int, int]] = field(default_factory=list)  # (due ms, broker) of paused brokers
 
     def create_topics(self) -> None:
@@ -119,7 +121,7 @@ class Timeline:
             c.crash(a["broker"])
         elif e.type == "restart":
             c.restart(a["broker"])
-            self.restarted.append((self.now_ms(), a["broker"]))
+            self.restarted.append((e.time_ms(self.scenario.round_ms), a["broker"], self.now_ms()))
         elif e.type == "shutdown":
             c.shutdown(a["broker"] if isinstance(a, dict) and "broker" in a else a)
         elif e.type == "pause":
