@@ -35,6 +35,7 @@ def replay(tmp_path: Path, scenario: Path, timeout_s: float = 300) -> tuple[dict
                            "--on-kafka", "2.8.2", "--out", str(out), "--engine", "local"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s)
     wall = time.perf_counter() - t0
+    (tmp_path / "replay-output.txt").write_text(done.stdout + done.stderr)  # what the user would see
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-4000:]
     assert "Within tolerance: the sequences agree" in done.stdout
     assert jvms_under(out) == []
