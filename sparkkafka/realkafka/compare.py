@@ -109,7 +109,8 @@ def compare_replicas(key: tuple[str, int], real: Mapping[int, Mapping], emulated
     for b, d in sorted(dirs.items()):
         kd, ed = real.get(b, none)["dir"], emulated.get(b, none)["dir"]
         if kd != ed:
-            out.append(Mismatch(key, f"replica on broker {b} (moved to {d}) is in {kd} on Kafka, {ed} on the emulator"))
+            out.append(Mismatch(key, f"replica on broker {b} (moved to {d}) is in {kd} on Kafka, "
+                                     f"{ed} on the emulator"))
     return out
 
 

@@ -115,7 +115,8 @@ def rs_dirs(tables: str) -> dict[tuple[str, int, int], str]:
 
 def _emulator_replicas(tables: str, dirs: dict[tuple[str, int, int], str],
                        keys: dict[tuple[str, int], list[tuple[int, str]]]) -> dict[tuple[str, int], dict[int, dict]]:
-    """The planned replicas' dir and bytes (their current log's value_bytes, future logs left out) at the end."""
+    """The planned replicas' dir and bytes (their current log's value_bytes, future logs left out) at the
+    end."""
     from ..storage.tables import read_table
 
     if not keys:
@@ -135,7 +136,8 @@ def _emulator_by_topic(tables: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for topic, rows in pr.groupby("topic", sort=True):
         errs = rows["error"].dropna().value_counts()
-        out[str(topic)] = {"acked": int(rows["acked"].sum()), "errors": {str(k): int(v) for k, v in errs.sort_index().items()}}
+        out[str(topic)] = {"acked": int(rows["acked"].sum()),
+                           "errors": {str(k): int(v) for k, v in errs.sort_index().items()}}
     return out
 
 
@@ -201,14 +203,12 @@ def _observe_past_end(scenario, cluster, timeline, observer) -> tuple[int, list[
 def _delivery(producers) -> dict[str, Any]:
     """Acked and failed records of the real producers (their delivery reports), failures by error name."""
     errors: dict[str, int] = {}
-    for p in producers:
-        for k, v in p.errors.items():
-            errors[k] = errors.get(k, 0) + v
     by_topic: dict[str, dict[str, Any]] = {}
     for p in producers:
         t = by_topic.setdefault(p.topic, {"acked": 0, "errors": {}})
         t["acked"] += sum(p.acked.values())
         for k, v in p.errors.items():
+            errors[k] = errors.get(k, 0) + v
             t["errors"][k] = t["errors"].get(k, 0) + v
     return {"acked": sum(sum(p.acked.values()) for p in producers),
             "not_acked": sum(sum(p.failed.values()) for p in producers), "errors": errors,
@@ -344,7 +344,8 @@ def text(cmp: dict[str, Any]) -> str:
         for s in p["kafka_after_end"]:
             lines.append(f"  {_fmt(s):<48}  (after the end: not compared)")
         for r in p["planned_replicas"]:
-            what = ("added by the plan" if r["added"] else "in the plan") + (f", to {r['log_dir']}" if r["log_dir"] != "any" else "")
+            what = ("added by the plan" if r["added"] else "in the plan") + (
+                f", to {r['log_dir']}" if r["log_dir"] != "any" else "")
             lines.append(f"  replica on broker {r['broker']} ({what}) at the end: Kafka {_replica(r['kafka'])}, "
                          f"emulator {_replica(r['emulator'])}")
         lines += [f"  mismatch: {m}" for m in p["mismatches"]]

@@ -138,8 +138,10 @@ class Timeline:
 
     def _real_plan(self, plan: dict) -> dict:
         """The plan with each named log dir (KIP-113) as the real broker's path for it."""
-        parts = [{**e, "log_dirs": [self.cluster.real_dir(b, d) for b, d in zip(e["replicas"], e["log_dirs"], strict=True)]}
-                 if e.get("log_dirs") else e for e in plan["partitions"]]
+        def real(e: dict) -> list[str]:
+            return [self.cluster.real_dir(b, d) for b, d in zip(e["replicas"], e["log_dirs"], strict=True)]
+
+        parts = [{**e, "log_dirs": real(e)} if e.get("log_dirs") else e for e in plan["partitions"]]
         return {**plan, "partitions": parts}
 
     def _elect(self, a: dict) -> str:
