@@ -9,6 +9,7 @@ context manager whose exit, an atexit hook and SIGTERM/SIGHUP handlers SIGKILL e
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import signal
@@ -157,12 +158,26 @@ class RealCluster:
 
     @classmethod
     def for_scenario(cls, scenario, workdir: str | Path, version: str = "2.8.2") -> RealCluster:
-        return cls(brokers=list(scenario.brokers), workdir=Path(workdir), log_dirs=list(scenario.log_dirs),
+        # absolute: Kafka compares an AlterReplicaLogDirs path with its log.dirs as written (LogManager)
+        return cls(brokers=list(scenario.brokers), workdir=Path(workdir).absolute(), log_dirs=list(scenario.log_dirs),
                    racks=scenario.racks, config=dict(scenario.config), version=version)
 
     # ------------------------------------------------------------------ layout
     def broker_dirs(self, broker: int) -> list[Path]:
         return [self.workdir / "brokers" / str(broker) / _dir_name(d) for d in self.log_dirs]
+
+    def real_dir(self, broker: int, name: str) -> str:
+        """The absolute path of the broker's log dir the scenario calls `name` (Kafka's plans and
+        AlterReplicaLogDirs name dirs by path); "any" stays "any"."""
+        return name if name == "any" else str(self.broker_dirs(broker)[list(self.log_dirs).index(name)])
+
+    def replica_dir(self, broker: int, topic: str, partition: int) -> str | None:
+        """The scenario's name of the log dir holding the replica's current log (not a KIP-113 `-future`
+        log), None when the broker has none."""
+        for name, d in zip(self.log_dirs, self.broker_dirs(broker), strict=True):
+            if (d / f"{topic}-{partition}").is_dir():
+                return name
+        return None
 
     @property
     def bootstrap(self) -> str:
@@ -202,8 +217,12 @@ class RealCluster:
 
     # ------------------------------------------------------------------ life cycle
     def start(self, timeout_s: float = 90.0) -> RealCluster:
-        """Resolve the classpath, start ZooKeeper then every broker, and wait until all are registered in
-        /brokers/ids and a controller is elected."""
+        """Resolve the classpath, start ZooKeeper, then the lowest broker id alone until it is the
+        controller, then the others, and wait until all are registered in /brokers/ids. The emulator
+        registers its brokers in id order, so its first controller is the lowest id (the first to create
+        /controller, KafkaController.elect); started together, any broker could win on Kafka, and a fault
+        on the controller (its AlterIsr handling stalled by a pause, a failover after a crash) would then
+        differ from the emulator's run for that reason alone."""
         self.classpath = self.classpath or jars.classpath(self.version)
         self.zk_port = free_port()
         self.ports = {b: free_port() for b in self.brokers}
@@ -211,10 +230,19 @@ class RealCluster:
         _register(self)
         self.procs["zk"].start()
         self._wait(lambda zk: zk.exists("/") is not None, timeout_s, "ZooKeeper to answer")
+        first = min(self.brokers)
+        self.procs[first].start()
+        self.wait_registered([first], timeout_s)
         for b in self.brokers:
-            self.procs[b].start()
+            if b != first:
+                self.procs[b].start()
         self.wait_registered(self.brokers, timeout_s)
         return self
+
+    def controller(self) -> int:
+        """The broker id in /controller now (-1: none)."""
+        zk = self.zk()
+        return json.loads(zk.get("/controller")[0])["brokerid"] if zk.exists("/controller") else -1
 
     def wait_registered(self, brokers: Sequence[int], timeout_s: float = 90.0) -> None:
         want = {str(b) for b in brokers}

@@ -9,6 +9,10 @@ with the tolerances stated here (docs/fidelity.md):
   restart delay of a real broker (the JVM start the emulator does not have); given `restart=(from_ms,
   delay_ms)`, the delay is allowed only to changes the emulator makes from `from_ms` (the first restart) on,
   the earlier ones are held to the tolerance without it;
+* the replicas a reassignment plan names, at the end: a replica the plan adds must hold the same log bytes on
+  both sides within one `replica.fetch.max.bytes` (a throttled leader serves one whole fetch before its
+  rate sensor is full, ReplicationQuotaManager, where the emulator never exceeds the rate: docs/fidelity.md),
+  and a replica the plan gives a log dir (KIP-113) must be in the same dir on both sides;
 * at the end of a run (`end_ms`): the real side is observed one tolerance longer than the emulator ran, so
   every emulator state must show on Kafka; real states past the emulator's last one that start later than
   `end_ms - tol_ms` are not compared (the emulator, stopped at `end_ms`, could make them that much later).
@@ -87,6 +91,26 @@ def compare(real: Mapping[tuple[str, int], Seq], emulated: Mapping[tuple[str, in
     for key in sorted(set(real) | set(emulated)):
         out += compare_partition(key, list(real.get(key, [])), list(emulated.get(key, [])), tol_ms, interval_ms,
                                  end_ms, restart)
+    return out
+
+
+def compare_replicas(key: tuple[str, int], real: Mapping[int, Mapping], emulated: Mapping[int, Mapping],
+                     added: Sequence[int], dirs: Mapping[int, str], max_bytes: int) -> list[Mismatch]:
+    """Mismatches of the replicas a plan named (module docstring): `real`/`emulated` map a broker to its
+    replica's {"dir", "bytes"} at the end; `added` are the replicas the plan adds, `dirs` the log dirs it
+    names."""
+    out = []
+    none = {"dir": None, "bytes": 0}
+    for b in added:
+        kb, eb = real.get(b, none)["bytes"], emulated.get(b, none)["bytes"]
+        if abs(kb - eb) > max_bytes:
+            out.append(Mismatch(key, f"new replica on broker {b} holds {kb} bytes on Kafka, {eb} on the emulator: "
+                                     f"more than replica.fetch.max.bytes {max_bytes} apart"))
+    for b, d in sorted(dirs.items()):
+        kd, ed = real.get(b, none)["dir"], emulated.get(b, none)["dir"]
+        if kd != ed:
+            out.append(Mismatch(key, f"replica on broker {b} (moved to {d}) is in {kd} on Kafka, "
+                                     f"{ed} on the emulator"))
     return out
 
 

@@ -70,10 +70,24 @@ class Side:
     observed_until_ms: int = 0
     restarts: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
+    # the replicas reassignment plans name, at the end: (topic, partition) -> broker -> {"dir", "bytes"}
+    replicas: dict[tuple[str, int], dict[int, dict[str, Any]]] = field(default_factory=dict)
 
 
-def emulator_side(run_dir: str, wall_s: float = 0.0) -> Side:
-    """The emulator's run read back from its tables (partition_state, replica_state) and summary.json."""
+def planned(scenario) -> dict[tuple[str, int], list[tuple[int, str]]]:
+    """(broker, log dir or "any") of every replica a `reassign` event's plan names, per partition."""
+    out: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    for e in scenario.timeline:
+        if e.type == "reassign":
+            for p in e.args["plan"]["partitions"]:
+                dirs = p.get("log_dirs") or ["any"] * len(p["replicas"])
+                out.setdefault((p["topic"], int(p["partition"])), []).extend(zip(p["replicas"], dirs, strict=True))
+    return out
+
+
+def emulator_side(run_dir: str, wall_s: float = 0.0, planned_keys: dict | None = None) -> Side:
+    """The emulator's run read back from its tables (partition_state, replica_state, log for the planned
+    replicas) and summary.json."""
     from ..storage.tables import read_table
 
     tables = os.path.join(run_dir, "tables")
@@ -84,8 +98,47 @@ def emulator_side(run_dir: str, wall_s: float = 0.0) -> Side:
         leo.setdefault((r.topic, int(r.partition)), {})[int(r.broker)] = int(r.leo)
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
-    records = {"acked": summary["acked"], "not_acked": summary["not_acked"], "errors": summary["errors"]}
-    return Side(C.from_changes(list(ps.itertuples())), records, leo, int(summary["time_ms"]), wall_s=wall_s)
+    records = {"acked": summary["acked"], "not_acked": summary["not_acked"], "errors": summary["errors"],
+               "by_topic": _emulator_by_topic(tables)}
+    return Side(C.from_changes(list(ps.itertuples())), records, leo, int(summary["time_ms"]), wall_s=wall_s,
+                replicas=_emulator_replicas(tables, rs_dirs(tables), planned_keys or {}))
+
+
+def rs_dirs(tables: str) -> dict[tuple[str, int, int], str]:
+    """Each replica's log dir in its last replica_state row: (topic, partition, broker) -> dir."""
+    from ..storage.tables import read_table
+
+    rs = read_table(tables, "replica_state", columns=["round", "broker", "topic", "partition", "log_dir"]).to_pandas()
+    return {(r.topic, int(r.partition), int(r.broker)): str(r.log_dir)
+            for r in rs.sort_values("round", kind="stable").itertuples()}
+
+
+def _emulator_replicas(tables: str, dirs: dict[tuple[str, int, int], str],
+                       keys: dict[tuple[str, int], list[tuple[int, str]]]) -> dict[tuple[str, int], dict[int, dict]]:
+    """The planned replicas' dir and bytes (their current log's value_bytes, future logs left out) at the
+    end."""
+    from ..storage.tables import read_table
+
+    if not keys:
+        return {}
+    log = read_table(tables, "log", columns=["broker", "topic", "partition", "value_bytes", "is_future"]).to_pandas()
+    size = log[~log["is_future"]].groupby(["topic", "partition", "broker"])["value_bytes"].sum()
+    return {key: {b: {"dir": dirs.get((*key, b)), "bytes": int(size.get((*key, b), 0))} for b, _ in reps}
+            for key, reps in keys.items()}
+
+
+def _emulator_by_topic(tables: str) -> dict[str, dict[str, Any]]:
+    """Acked records and failures by error name per topic, from produce_results (acks=0 records, never
+    answered, are neither)."""
+    from ..storage.tables import read_table
+
+    pr = read_table(tables, "produce_results", columns=["topic", "error", "acked"]).to_pandas()
+    out: dict[str, dict[str, Any]] = {}
+    for topic, rows in pr.groupby("topic", sort=True):
+        errs = rows["error"].dropna().value_counts()
+        out[str(topic)] = {"acked": int(rows["acked"].sum()),
+                           "errors": {str(k): int(v) for k, v in errs.sort_index().items()}}
+    return out
 
 
 def emulator_assignment(run_dir: str) -> dict[str, dict[int, tuple[int, ...]]]:
@@ -106,15 +159,17 @@ def with_assignment(scenario, assignment: Mapping[str, Mapping[int, tuple[int, .
     return dataclasses.replace(scenario, topics=topics)
 
 
-def _restarts(restarted: list[tuple[int, int]], registered: list[tuple[int, int]], now_ms: int,
+def _restarts(restarted: list[tuple[int, ...]], registered: list[tuple[int, int]], now_ms: int,
               alive: Callable[[int], bool]) -> list[dict[str, Any]]:
-    """Each restart, when its broker registered again in /brokers/ids, and the delay (until now, bounded by
-    RESTART_WAIT_MS, while it has not and its JVM runs)."""
+    """Each restart (its event's time, broker and, when later, the time its JVM started), when its broker
+    registered again in /brokers/ids, and the delay from the event's time, as the emulator restarts then
+    (until now, bounded by RESTART_WAIT_MS, while it has not registered and its JVM runs)."""
     out = []
-    for at, b in restarted:
-        seen = next((t for t, rb in registered if rb == b and t >= at), None)
+    for at, b, *started in restarted:
+        jvm = started[0] if started else at
+        seen = next((t for t, rb in registered if rb == b and t >= jvm), None)
         waited = min(now_ms - at, RESTART_WAIT_MS) if alive(b) else 0
-        out.append({"broker": b, "at_ms": at, "registered_ms": seen,
+        out.append({"broker": b, "at_ms": at, "started_ms": jvm, "registered_ms": seen,
                     "delay_ms": seen - at if seen is not None else waited})
     return out
 
@@ -148,35 +203,47 @@ def _observe_past_end(scenario, cluster, timeline, observer) -> tuple[int, list[
 def _delivery(producers) -> dict[str, Any]:
     """Acked and failed records of the real producers (their delivery reports), failures by error name."""
     errors: dict[str, int] = {}
+    by_topic: dict[str, dict[str, Any]] = {}
     for p in producers:
+        t = by_topic.setdefault(p.topic, {"acked": 0, "errors": {}})
+        t["acked"] += sum(p.acked.values())
         for k, v in p.errors.items():
             errors[k] = errors.get(k, 0) + v
+            t["errors"][k] = t["errors"].get(k, 0) + v
     return {"acked": sum(sum(p.acked.values()) for p in producers),
-            "not_acked": sum(sum(p.failed.values()) for p in producers), "errors": errors}
+            "not_acked": sum(sum(p.failed.values()) for p in producers), "errors": errors,
+            "by_topic": {t: {"acked": v["acked"], "errors": dict(sorted(v["errors"].items()))}
+                         for t, v in sorted(by_topic.items())}}
 
 
 def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[str], None] = print) -> Side:
     """The scenario on a real cluster: start it, create the topics (with the scenario's assignment), run the
     timeline on the wall clock to its end while observing every partition's state, keep observing one
     tolerance longer (a restarted broker's JVM start counted in it), then stop every process, also on an
-    exception or Ctrl-C. The replicas' log end offsets are read from their segments once the brokers stopped."""
+    exception or Ctrl-C. The replicas' log end offsets and the planned replicas' log dirs are read from
+    disk once the brokers stopped; the planned replicas' bytes at `until_ms`, where the emulator stopped
+    (a throttle lets bytes through later, once the writes that held it stop)."""
     from .cluster import RealCluster
     from .observe import Observer
     from .timeline import Timeline
-    from .tools import log_end_offset
+    from .tools import log_bytes, log_end_offset
 
     t0 = time.perf_counter()
     cluster = RealCluster.for_scenario(scenario, workdir, version)
     timeline = Timeline(scenario, cluster, workdir)
     observer = Observer(cluster, [t.name for t in scenario.topics], SAMPLE_MS)
+    plans = planned(scenario)
     try:
         cluster.start()
-        log(f"Kafka {version}: ZooKeeper and brokers {list(scenario.brokers)} up in {time.perf_counter() - t0:.1f} s")
+        log(f"Kafka {version}: ZooKeeper and brokers {list(scenario.brokers)} up in {time.perf_counter() - t0:.1f} s, "
+            f"controller broker {cluster.controller()}")
         timeline.create_topics()
         _wait_leaders(cluster, scenario)
         timeline.started = time.monotonic()
         observer.start(timeline.started)
-        timeline.run(scenario.end_ms)
+        sizes: dict[tuple[str, int, int], int] = {}
+        timeline.run(scenario.end_ms, at_end=lambda: sizes.update(
+            {(*key, b): log_bytes(cluster, b, *key) for key, named in plans.items() for b, _ in named}))
         now, restarts = _observe_past_end(scenario, cluster, timeline, observer)
     finally:
         observer.stop()
@@ -185,8 +252,10 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         cluster.stop()
     leo = {(t.name, p): {b: o for b in replicas if (o := log_end_offset(cluster, b, t.name, p)) is not None}
            for t in scenario.topics for p, replicas in t.assignment.items()}
+    reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": sizes.get((*key, b), 0)} for b, _ in named}
+            for key, named in plans.items()}
     return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
-                time.perf_counter() - t0)
+                time.perf_counter() - t0, reps)
 
 
 # ------------------------------------------------------------------ the comparison
@@ -204,16 +273,27 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
     starts = [e.time_ms(scenario.round_ms) for e in scenario.timeline if e.type == "restart"]
     restart = (min(starts), delay) if starts and delay > 0 else None
     end = scenario.end_ms
+    plans = planned(scenario)
+    emu_replicas = {(t.name, p): tuple(r) for t in scenario.topics for p, r in (t.assignment or {}).items()}  # at 0
+    max_bytes = int(scenario.config.get("replica.fetch.max.bytes", 1048576))
     parts = []
     for key in sorted(set(real.changes) | set(emu.changes)):
         k, em = real.changes.get(key, []), emu.changes.get(key, [])
         r, e, after = C.aligned(k, em, tol + max(delay, 0), SAMPLE_MS, end)
         mism = C.compare_partition(key, k, em, tol, SAMPLE_MS, end, restart)
+        named = plans.get(key, [])
+        before = emu_replicas.get(key, ())
+        mism += C.compare_replicas(key, real.replicas.get(key, {}), emu.replicas.get(key, {}),
+                                   [b for b, _ in named if b not in before], {b: d for b, d in named if d != "any"},
+                                   max_bytes)
         leo = {side: {str(b): o for b, o in sorted(s.log_end_offsets.get(key, {}).items())}
                for side, s in (("kafka", real), ("emulator", emu))}
         parts.append({"topic": key[0], "partition": key[1], "kafka": _states(r), "emulator": _states(e),
                       "kafka_after_end": _states(after), "mismatches": [m.message for m in mism],
-                      "log_end_offsets": leo})
+                      "log_end_offsets": leo,
+                      "planned_replicas": [{"broker": b, "log_dir": d, "added": b not in before,
+                                            "kafka": real.replicas.get(key, {}).get(b),
+                                            "emulator": emu.replicas.get(key, {}).get(b)} for b, d in named]})
     lag = int(scenario.config.get("replica.lag.time.max.ms", 30000))
     return {
         "scenario": scenario.name, "kafka_version": version, "engine": engine, "until_ms": end,
@@ -235,6 +315,10 @@ def _fmt(s: dict[str, Any] | None) -> str:
     return f"{s['time_ms']:>7} ms  leader {s['leader']:>2}  epoch {s['leader_epoch']:>2}  isr {','.join(map(str, s['isr']))}"
 
 
+def _replica(r: dict[str, Any] | None) -> str:
+    return "-" if r is None else f"{r['bytes']} bytes in {r['dir']}"
+
+
 def text(cmp: dict[str, Any]) -> str:
     """The comparison as `replay` prints it."""
     t = cmp["tolerance"]
@@ -248,7 +332,9 @@ def text(cmp: dict[str, Any]) -> str:
              + f"; emulator states shorter than {cmp['sampling_interval_ms']} ms (the sampling interval) are not compared"]
     for r in cmp["restarts"]:
         seen = f"registered again at {r['registered_ms']} ms" if r["registered_ms"] is not None else "never registered"
-        lines.append(f"Broker {r['broker']} restarted at {r['at_ms']} ms on Kafka, {seen}")
+        late = r.get("started_ms", r["at_ms"]) - r["at_ms"]
+        jvm = f" (its JVM started {late} ms later: the timeline was held)" if late > 100 else ""
+        lines.append(f"Broker {r['broker']} restarted at {r['at_ms']} ms on Kafka{jvm}, {seen}")
     for p in cmp["partitions"]:
         lines.append(f"\n{p['topic']}-{p['partition']}: {'ok' if not p['mismatches'] else 'MISMATCH'}")
         lines.append(f"  {'Kafka':<48}  emulator")
@@ -257,6 +343,11 @@ def text(cmp: dict[str, Any]) -> str:
             lines.append(f"  {_fmt(ks[i] if i < len(ks) else None):<48}  {_fmt(es[i] if i < len(es) else None)}")
         for s in p["kafka_after_end"]:
             lines.append(f"  {_fmt(s):<48}  (after the end: not compared)")
+        for r in p["planned_replicas"]:
+            what = ("added by the plan" if r["added"] else "in the plan") + (
+                f", to {r['log_dir']}" if r["log_dir"] != "any" else "")
+            lines.append(f"  replica on broker {r['broker']} ({what}) at the end: Kafka {_replica(r['kafka'])}, "
+                         f"emulator {_replica(r['emulator'])}")
         lines += [f"  mismatch: {m}" for m in p["mismatches"]]
         leo = p["log_end_offsets"]
         if leo["kafka"] or leo["emulator"]:
@@ -264,6 +355,11 @@ def text(cmp: dict[str, Any]) -> str:
     rk, re_ = cmp["records"]["kafka"], cmp["records"]["emulator"]
     lines.append(f"\nRecords (reported, not compared): Kafka acked {rk['acked']}, not acked {rk['not_acked']} "
                  f"{rk['errors']}; emulator acked {re_['acked']}, not acked {re_['not_acked']} {re_['errors']}")
+    none = {"acked": 0, "errors": {}}
+    for topic in sorted(set(rk.get("by_topic", {})) | set(re_.get("by_topic", {}))):
+        k, e = rk.get("by_topic", {}).get(topic, none), re_.get("by_topic", {}).get(topic, none)
+        lines.append(f"  {topic}: Kafka acked {k['acked']}, failed {k['errors']}; "
+                     f"emulator acked {e['acked']}, failed {e['errors']}")
     n = len(cmp["mismatches"])
     lines.append(f"{n} mismatch(es)" if n else "Within tolerance: the sequences agree")
     return "\n".join(lines) + "\n"
@@ -292,9 +388,10 @@ def replay(scenario, out: str, version: str, engine: str, run_emulator: Callable
             run_emulator(emu_dir)
     finally:
         Path(out, "emulator-run.txt").write_text(buf.getvalue())
-    emu = emulator_side(emu_dir, time.perf_counter() - t0)
+    emu = emulator_side(emu_dir, time.perf_counter() - t0, planned(scenario))
     log(f"Emulator ({engine} engine): {emu.observed_until_ms} emulated ms in {emu.wall_s:.1f} s, {emu_dir}")
-    real = kafka_side(with_assignment(scenario, emulator_assignment(emu_dir)), Path(out) / "kafka", version, log)
+    scenario = with_assignment(scenario, emulator_assignment(emu_dir))
+    real = kafka_side(scenario, Path(out) / "kafka", version, log)
     log(f"Kafka {version}: {real.observed_until_ms} ms observed, {real.wall_s:.1f} s in all, {out}/kafka")
     cmp = comparison(scenario, version, real, emu, engine)
     write(out, cmp)

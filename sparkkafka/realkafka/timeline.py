@@ -8,7 +8,7 @@ start), in (time, file position) order, as Kafka's own tools and signals do it.
 | restart | the same JVM command again (same id, port, log dirs) |
 | shutdown | SIGTERM: Kafka's controlled shutdown |
 | pause | SIGSTOP, SIGCONT `duration_ms` later |
-| reassign | kafka.admin.ReassignPartitionsCommand --execute [--throttle] (AdminClient, KIP-455) |
+| reassign | kafka.admin.ReassignPartitionsCommand --execute [--throttle] (KIP-455; log dirs, KIP-113, as paths) |
 | elect_leaders | kafka.admin.LeaderElectionCommand |
 | delete_topic | kafka.admin.TopicCommand --delete |
 
@@ -65,7 +65,9 @@ class Timeline:
     producers: list[SteadyProducer] = field(default_factory=list)
     done: list[tuple[int, str, str]] = field(default_factory=list)  # (ms after start, event, tool output)
     started: float = 0.0
-    restarted: list[tuple[int, int]] = field(default_factory=list)  # (ms after start, broker) of each restart
+    # (its `at`, broker, ms after start its JVM started) of each restart: the JVM starts later when the
+    # timeline was held (a shutdown waits for its JVM to exit, a tool for its run)
+    restarted: list[tuple[int, int, int]] = field(default_factory=list)
     _resume: list[tuple[int, int]] = field(default_factory=list)  # (due ms, broker) of paused brokers
 
     def create_topics(self) -> None:
@@ -80,10 +82,11 @@ class Timeline:
     def now_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
 
-    def run(self, until_ms: int, tick=None) -> None:
+    def run(self, until_ms: int, tick=None, at_end=None) -> None:
         """Every event at its time, paused brokers resumed on theirs, until `until_ms` (from `started`, set
-        now unless the caller set it); `tick()` is called between waits. A tool's JVM (a reassignment: ~6 s
-        here) delays the events after it by its run time."""
+        now unless the caller set it); `tick()` is called between waits, `at_end()` once at `until_ms`,
+        before the producers stop. A tool's JVM (a reassignment: ~6 s here) delays the events after it by
+        its run time."""
         events = sorted(self.scenario.timeline, key=lambda e: (e.time_ms(self.scenario.round_ms), e.index))
         self.started = self.started or time.monotonic()
         i = 0
@@ -96,6 +99,8 @@ class Timeline:
                 self.apply(events[i])
                 i += 1
             if now >= until_ms:
+                if at_end is not None:
+                    at_end()
                 break
             if tick is not None:
                 tick()
@@ -116,20 +121,28 @@ class Timeline:
             c.crash(a["broker"])
         elif e.type == "restart":
             c.restart(a["broker"])
-            self.restarted.append((self.now_ms(), a["broker"]))
+            self.restarted.append((e.time_ms(self.scenario.round_ms), a["broker"], self.now_ms()))
         elif e.type == "shutdown":
             c.shutdown(a["broker"] if isinstance(a, dict) and "broker" in a else a)
         elif e.type == "pause":
             c.pause(a["broker"])
             self._resume.append((self.now_ms() + int(a["duration_ms"]), a["broker"]))
         elif e.type == "reassign":
-            out = reassign(c, a["plan"], a.get("throttle"), self.workdir, a.get("log_dirs_throttle"))
+            out = reassign(c, self._real_plan(a["plan"]), a.get("throttle"), self.workdir, a.get("log_dirs_throttle"))
         elif e.type == "elect_leaders":
             out = self._elect(a)
         elif e.type == "delete_topic":
             out = run_tool(c, "kafka.admin.TopicCommand", "--bootstrap-server", c.bootstrap, "--delete",
                            "--topic", a if isinstance(a, str) else a["topic"])
         self.done.append((self.now_ms(), e.type, out))
+
+    def _real_plan(self, plan: dict) -> dict:
+        """The plan with each named log dir (KIP-113) as the real broker's path for it."""
+        def real(e: dict) -> list[str]:
+            return [self.cluster.real_dir(b, d) for b, d in zip(e["replicas"], e["log_dirs"], strict=True)]
+
+        parts = [{**e, "log_dirs": real(e)} if e.get("log_dirs") else e for e in plan["partitions"]]
+        return {**plan, "partitions": parts}
 
     def _elect(self, a: dict) -> str:
         args = ["--bootstrap-server", self.cluster.bootstrap, "--election-type",

@@ -1,0 +1,42 @@
+"""Running `sparkkafka replay` as a user does, for the slow tests on real Kafka 2.8.2 (test_replay.py,
+test_differential.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def jvms_under(path: Path) -> list[str]:
+    """Command lines of running processes that name `path` (the brokers' and ZooKeeper's config files)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(path) in cmd and "java" in cmd:
+            found.append(cmd)
+    return found
+
+
+def replay(tmp_path: Path, scenario: Path, timeout_s: float = 300) -> tuple[dict[str, Any], str, float]:
+    """`sparkkafka replay SCENARIO --on-kafka 2.8.2 --engine local` from a fresh directory; asserts exit 0
+    (every partition agrees within the tolerance) and that no JVM is left. The comparison.json, the
+    printed output and the wall time in seconds."""
+    out = tmp_path / "replay"
+    t0 = time.perf_counter()
+    done = subprocess.run([str(Path(sys.executable).parent / "sparkkafka"), "replay", str(scenario),
+                           "--on-kafka", "2.8.2", "--out", str(out), "--engine", "local"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s)
+    wall = time.perf_counter() - t0
+    (tmp_path / "replay-output.txt").write_text(done.stdout + done.stderr)  # what the user would see
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-4000:]
+    assert "Within tolerance: the sequences agree" in done.stdout
+    assert jvms_under(out) == []
+    return json.loads((out / "comparison.json").read_text()), done.stdout, wall
