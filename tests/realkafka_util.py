@@ -37,6 +37,6 @@ def replay(tmp_path: Path, scenario: Path, timeout_s: float = 300) -> tuple[dict
     wall = time.perf_counter() - t0
     (tmp_path / "replay-output.txt").write_text(done.stdout + done.stderr)  # what the user would see
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-4000:]
-    assert "Within tolerance: the sequences agree" in done.stdout
+    assert "Within tolerance: the sequences and the tools' outputs agree" in done.stdout
     assert jvms_under(out) == []
     return json.loads((out / "comparison.json").read_text()), done.stdout, wall

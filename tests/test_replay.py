@@ -101,7 +101,7 @@ def test_the_comparison_lists_both_sequences_the_tolerance_and_the_records():
     assert "Broker 3 restarted at 10000 ms on Kafka, registered again at 17000 ms" in out
     assert "   9226 ms  leader  1  epoch  1  isr 1,2" in out and "   8000 ms  leader  1  epoch  1  isr 1,2" in out
     assert "Kafka acked 2230, not acked 170 {'_TRANSPORT': 170}; emulator acked 1770" in out
-    assert out.rstrip().endswith("Within tolerance: the sequences agree")
+    assert out.rstrip().endswith("Within tolerance: the sequences and the tools' outputs agree")
     json.dumps(cmp)  # comparison.json
 
 
@@ -181,3 +181,25 @@ def test_replay_of_the_quickstart_agrees_and_lists_the_leader_change_on_both_sid
     assert parts[("orders", 1)]["log_end_offsets"] == {side: {"1": 600, "2": 600, "3": 600}
                                                        for side in ("kafka", "emulator")}
     assert (out / "emulator" / "run.json").is_file() and (out / "kafka" / "brokers" / "3" / "server.log").is_file()
+
+
+KAFKA_DESCRIBE = ("Topic: orders\tTopicId: 3X_pqkKPQ8u1vTEz8I3Ygw\tPartitionCount: 1\tReplicationFactor: 3\t"
+                  "Configs: min.insync.replicas=2\n\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 3,1,2\t"
+                  "Isr: 1,2,3\n")
+
+
+def test_tool_outputs_are_compared_byte_for_byte_with_the_topic_ids_masked():
+    """kafka-topics --describe of both sides: equal once the TopicIds are masked; an ISR in another order is
+    a mismatch, shown as a unified diff, and counts in the comparison's mismatches."""
+    emulated = KAFKA_DESCRIBE.replace("3X_pqkKPQ8u1vTEz8I3Ygw", "fqC03fZJSoSmxQe0e4jC7w")
+    same = R.compare_tools({R.DESCRIBE: KAFKA_DESCRIBE}, {R.DESCRIBE: emulated})[R.DESCRIBE]
+    assert same["equal"] and "TopicId: <masked>\tPartitionCount" in same["kafka"] and not same["diff"]
+    other = R.compare_tools({R.DESCRIBE: KAFKA_DESCRIBE}, {R.DESCRIBE: emulated.replace("Isr: 1,2,3", "Isr: 1,3,2")})
+    assert not other[R.DESCRIBE]["equal"]
+    assert "-\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 3,1,2\tIsr: 1,2,3" in other[R.DESCRIBE]["diff"]
+    assert "+\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 3,1,2\tIsr: 1,3,2" in other[R.DESCRIBE]["diff"]
+    real, emu = _sides([(0, START)], [(0, START)])
+    real.tools, emu.tools = {R.DESCRIBE: KAFKA_DESCRIBE}, {R.DESCRIBE: emulated.replace("Isr: 1,2,3", "Isr: 1,3,2")}
+    cmp = R.comparison(SC, "2.8.2", real, emu, "local")
+    assert "kafka-topics --describe: the outputs differ (TopicIds masked)" in cmp["mismatches"]
+    assert "kafka-topics --describe at the end (TopicIds masked): MISMATCH" in R.text(cmp)

@@ -11,8 +11,10 @@ both sides start from the same preferred leaders. Spark has stopped before the J
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -72,6 +74,29 @@ class Side:
     wall_s: float = 0.0
     # the replicas reassignment plans name, at the end: (topic, partition) -> broker -> {"dir", "bytes"}
     replicas: dict[tuple[str, int], dict[int, dict[str, Any]]] = field(default_factory=dict)
+    # a tool's output at the end, by the Kafka command it is: "kafka-topics --describe" -> its stdout
+    tools: dict[str, str] = field(default_factory=dict)
+
+
+DESCRIBE = "kafka-topics --describe"
+_TOPIC_ID = re.compile(r"(\tTopicId: )[^\t\n]+")
+
+
+def masked(output: str) -> str:
+    """A tool's output with what differs by construction masked: a topic's TopicId (a random UUID on Kafka,
+    seeded on the emulator). The tools compared print no hosts."""
+    return _TOPIC_ID.sub(r"\1<masked>", output)
+
+
+def compare_tools(real: Mapping[str, str], emulated: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Each tool both sides ran: both outputs (masked), whether they are equal byte for byte, and a unified
+    diff when not."""
+    out = {}
+    for name in sorted(set(real) & set(emulated)):
+        k, e = masked(real[name]), masked(emulated[name])
+        diff = list(difflib.unified_diff(k.splitlines(), e.splitlines(), "Kafka", "emulator", lineterm=""))
+        out[name] = {"kafka": k, "emulator": e, "equal": k == e, "diff": diff}
+    return out
 
 
 def planned(scenario) -> dict[tuple[str, int], list[tuple[int, str]]]:
@@ -101,7 +126,16 @@ def emulator_side(run_dir: str, wall_s: float = 0.0, planned_keys: dict | None =
     records = {"acked": summary["acked"], "not_acked": summary["not_acked"], "errors": summary["errors"],
                "by_topic": _emulator_by_topic(tables)}
     return Side(C.from_changes(list(ps.itertuples())), records, leo, int(summary["time_ms"]), wall_s=wall_s,
-                replicas=_emulator_replicas(tables, rs_dirs(tables), planned_keys or {}))
+                replicas=_emulator_replicas(tables, rs_dirs(tables), planned_keys or {}),
+                tools={DESCRIBE: emulator_describe(run_dir)})
+
+
+def emulator_describe(run_dir: str) -> str:
+    """`sparkkafka describe RUN`'s stdout: the emulator's kafka-topics --describe of the run's end."""
+    from ..run_views import describe_run
+
+    lines = describe_run(run_dir)
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def rs_dirs(tables: str) -> dict[tuple[str, int, int], str]:
@@ -226,7 +260,7 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     from .cluster import RealCluster
     from .observe import Observer
     from .timeline import Timeline
-    from .tools import log_bytes, log_end_offset
+    from .tools import log_bytes, log_end_offset, run_tool
 
     t0 = time.perf_counter()
     cluster = RealCluster.for_scenario(scenario, workdir, version)
@@ -245,6 +279,8 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         timeline.run(scenario.end_ms, at_end=lambda: sizes.update(
             {(*key, b): log_bytes(cluster, b, *key) for key, named in plans.items() for b, _ in named}))
         now, restarts = _observe_past_end(scenario, cluster, timeline, observer)
+        described = run_tool(cluster, "kafka.admin.TopicCommand", "--bootstrap-server", cluster.bootstrap,
+                             "--describe", "--exclude-internal")
     finally:
         observer.stop()
         for p in timeline.producers:
@@ -255,7 +291,7 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": sizes.get((*key, b), 0)} for b, _ in named}
             for key, named in plans.items()}
     return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
-                time.perf_counter() - t0, reps)
+                time.perf_counter() - t0, reps, {DESCRIBE: described})
 
 
 # ------------------------------------------------------------------ the comparison
@@ -295,6 +331,7 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
                                             "kafka": real.replicas.get(key, {}).get(b),
                                             "emulator": emu.replicas.get(key, {}).get(b)} for b, d in named]})
     lag = int(scenario.config.get("replica.lag.time.max.ms", 30000))
+    tools = compare_tools(real.tools, emu.tools)
     return {
         "scenario": scenario.name, "kafka_version": version, "engine": engine, "until_ms": end,
         "kafka_observed_until_ms": real.observed_until_ms, "sampling_interval_ms": SAMPLE_MS,
@@ -303,7 +340,9 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
                       "restart_from_ms": restart[0] if restart else None},
         "restarts": real.restarts,
         "partitions": parts,
-        "mismatches": [f"{p['topic']}-{p['partition']}: {m}" for p in parts for m in p["mismatches"]],
+        "mismatches": [f"{p['topic']}-{p['partition']}: {m}" for p in parts for m in p["mismatches"]]
+        + [f"{name}: the outputs differ (TopicIds masked)" for name, t in tools.items() if not t["equal"]],
+        "tools": tools,
         "records": {"kafka": real.records, "emulator": emu.records},
         "wall_s": {"kafka": round(real.wall_s, 1), "emulator": round(emu.wall_s, 1)},
     }
@@ -360,8 +399,12 @@ def text(cmp: dict[str, Any]) -> str:
         k, e = rk.get("by_topic", {}).get(topic, none), re_.get("by_topic", {}).get(topic, none)
         lines.append(f"  {topic}: Kafka acked {k['acked']}, failed {k['errors']}; "
                      f"emulator acked {e['acked']}, failed {e['errors']}")
+    for name, t in cmp.get("tools", {}).items():
+        lines.append(f"\n{name} at the end (TopicIds masked): " + (
+            f"identical on both sides ({len(t['kafka'].splitlines())} lines)" if t["equal"] else "MISMATCH"))
+        lines += [f"  {d}" for d in t["diff"]]
     n = len(cmp["mismatches"])
-    lines.append(f"{n} mismatch(es)" if n else "Within tolerance: the sequences agree")
+    lines.append(f"{n} mismatch(es)" if n else "Within tolerance: the sequences and the tools' outputs agree")
     return "\n".join(lines) + "\n"
 
 
