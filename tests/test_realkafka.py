@@ -75,3 +75,22 @@ def test_the_comparison_holds_within_its_tolerance_and_names_what_differs():
     other = {key: [(0, (3, 0, (1, 2, 3))), (8000, (2, 1, (1, 2)))]}
     [m] = compare(real, other, tol)
     assert m.message.startswith("states differ")
+
+
+def test_a_short_emulator_state_pairs_when_kafka_shows_it_and_is_left_out_when_not():
+    """A reassignment's completion: the new replica 3 joins the ISR, is elected, the old replica 1 goes, all
+    in one emulator round (0 ms apart), ~235 ms apart on Kafka, whose 200 ms sampler sees some of the steps:
+    the comparison pairs the ones Kafka shows and leaves the others out; a state the emulator never had, or
+    a lasting emulator state Kafka never showed, is still a mismatch."""
+    from sparkkafka.realkafka.compare import compare_partition
+
+    moving, joined, elected, done = (1, 1, (1,)), (1, 1, (1, 3)), (3, 2, (1, 3)), (3, 3, (3,))
+    emulated = [(0, (1, 0, (1,))), (2000, moving), (17700, joined), (17700, elected), (17700, done)]
+    start = [(0, (1, 0, (1,))), (3700, moving)]
+    for seen in ([elected, done], [joined, done], [joined, elected, done], [done]):
+        real = start + [(17900 + 200 * i, s) for i, s in enumerate(seen)]
+        assert compare_partition(("t", 0), real, emulated, 7000) == [], seen
+    other = compare_partition(("t", 0), start + [(17900, (3, 2, (3,))), (18100, done)], emulated, 7000)
+    assert other and other[0].message.startswith("states differ")
+    unseen = compare_partition(("t", 0), [(0, (1, 0, (1,))), (17900, done)], emulated, 7000)
+    assert unseen and unseen[0].message.startswith("states differ")

@@ -1,8 +1,8 @@
 """The emulator's per-partition (leader, leader epoch, ISR) sequence beside the one observed on real Kafka,
 with the tolerances stated here (docs/fidelity.md):
 
-* the sequences of states must be equal, after dropping emulator states that lasted less than the
-  sampling interval (the sampler cannot see them);
+* the sequences of states must be equal, an emulator state that lasted less than the sampling interval
+  paired when Kafka shows it and left out when not (the sampler may not see it);
 * each change's time may differ by at most `tolerance_ms(config, restart_delay_ms)`: 2,000 ms (ZooKeeper's
   tickTime of session expiry granularity, the controller's processing, the sampling interval) plus half of
   `replica.lag.time.max.ms` (Kafka's ISR shrink check runs every half of it) plus the longest measured
@@ -20,6 +20,7 @@ with the tolerances stated here (docs/fidelity.md):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,13 +55,44 @@ class Mismatch:
 
 def aligned(real: Seq, emulated: Seq, tol_ms: int, interval_ms: int = 200,
             end_ms: int | None = None) -> tuple[Seq, Seq, Seq]:
-    """The visible sequences the comparison pairs up, and the real states past the end it leaves out."""
-    r, e = visible(real, 0), visible(emulated, interval_ms)
+    """The visible sequences the comparison pairs up, and the real states past the end it leaves out.
+
+    An emulator state shorter than `interval_ms` may or may not have been seen on Kafka, where the same
+    step lasts longer (a reassignment's completion: the new replica joins the ISR, the controller elects
+    it, then drops the old one, 0 ms apart in one emulator round, ~235 ms apart on Kafka): it pairs with a
+    real state when Kafka shows it and is left out when not."""
+    r = visible(real, 0)
+    full = visible(emulated, 0)
+    short = [i + 1 < len(full) and full[i + 1][0] - t < interval_ms for i, (t, _) in enumerate(full)]
     cut = len(r)
-    if end_ms is not None:
-        while cut > len(e) and r[cut - 1][0] > end_ms - tol_ms:
-            cut -= 1
-    return r[:cut], e, r[cut:]
+    while True:
+        pairs = _pairs([s for _, s in r[:cut]], [s for _, s in full], short)
+        if pairs is not None or end_ms is None or cut == 0 or r[cut - 1][0] <= end_ms - tol_ms:
+            break
+        cut -= 1
+    if pairs is None:
+        return r[:cut], visible(emulated, interval_ms), r[cut:]
+    return r[:cut], [full[j] for j in pairs], r[cut:]
+
+
+def _pairs(real: list[State], emulated: list[State], short: list[bool]) -> list[int] | None:
+    """For each real state in order, the index of the emulator state it pairs with; every emulator state
+    pairs, or is short, or repeats the state paired before it (a short one between them left out). None when
+    no such pairing exists."""
+    @functools.cache
+    def go(i: int, j: int) -> tuple[int, ...] | None:
+        if j == len(emulated):
+            return () if i == len(real) else None
+        if i < len(real) and real[i] == emulated[j]:
+            rest = go(i + 1, j + 1)
+            if rest is not None:
+                return (j, *rest)
+        if short[j] or (i > 0 and real[i - 1] == emulated[j]):
+            return go(i, j + 1)
+        return None
+
+    found = go(0, 0)
+    return None if found is None else list(found)
 
 
 def allowed_ms(tol_ms: int, restart: tuple[int, int] | None, emulated_ms: int) -> int:
