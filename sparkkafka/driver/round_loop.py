@@ -182,7 +182,15 @@ class RoundLoop(Timeline, IdleJumps):
     def require_resumable(self) -> None:
         if not self.resumable:
             self.run_dir.check_format()
+        self.require_delta_writer()
         self.recover()
+
+    def require_delta_writer(self) -> None:
+        """ScenarioError when the run commits through delta-spark and this session cannot (storage/delta_jvm)."""
+        if self._emulator("delta.writer") == "delta-spark":
+            from ..storage.delta_jvm import require_delta_session
+
+            require_delta_session(self.spark)
 
     def _emulator(self, name: str) -> Any:
         """The scenario's emulator setting `name` (a run saved before the setting existed: its default)."""
@@ -191,8 +199,13 @@ class RoundLoop(Timeline, IdleJumps):
         return self.scenario.emulator.get(name, EMULATOR_DEFAULTS[name])
 
     def _table_writer(self) -> TableWriter:
-        """The run's committer, compacting mid-run as the scenario says."""
-        return TableWriter(self.tables_dir, self.run_id, int(self._emulator("delta.compact.min.files")))
+        """The run's committer, compacting mid-run as the scenario says, through the Delta writer it names."""
+        committer = None
+        if self._emulator("delta.writer") == "delta-spark":
+            from ..storage.delta_jvm import DeltaSparkCommitter
+
+            committer = DeltaSparkCommitter(lambda: self.spark)
+        return TableWriter(self.tables_dir, self.run_id, int(self._emulator("delta.compact.min.files")), committer)
 
     def _transient(self) -> None:
         """What the driver rebuilds rather than saves: table handles, this round's cuts, timings."""
