@@ -5,10 +5,12 @@ worktree on PYTHONPATH), in one SparkSession with Delta's connector.
     python delta_spark_writer.py SPEC.json
 
 SPEC: {"ivy": DIR, "runs": [{"scenario": {...}, "writer": "deltalake"|"delta-spark", "out": DIR}],
-       "recommit": DIR}. Each run is Cluster.from_scenario(...).run() with the scenario's delta.writer set to
+       "recommit": DIR, "reference": {"writers": [...], "workdir": DIR} (optional)}. Each run is Cluster.from_scenario(...).run() with the scenario's delta.writer set to
 the run's writer, timed. `recommit` (a delta-spark run's directory) then gets a round it already committed
-again, through a TableWriter with the delta-spark committer. Prints one JSON line: per run its wall seconds,
-and the recommit's answer and the metrics table's versions before and after.
+again, through a TableWriter with the delta-spark committer. `reference` runs bench.measure_reference (12
+brokers x 3 dirs, 3,000 partitions RF 3, resident) with each writer in turn. Prints one JSON line: per run its
+wall seconds and the Delta commits' count and seconds, the recommit's answer and the metrics table's versions
+before and after, and the reference measurements.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ import os
 import sys
 import time
 from pathlib import Path
-
-import pyarrow as pa
 
 
 def session(ivy: str):
@@ -63,7 +63,20 @@ def recommit(run: str, spark) -> dict:
 def main(spec_path: str) -> None:
     from sparkkafka import Cluster
     from sparkkafka.scenario import parse_scenario
+    from sparkkafka.storage.delta_jvm import DeltaSparkCommitter
 
+    commits = {"n": 0, "s": 0.0}
+    real_commit = DeltaSparkCommitter.commit
+
+    def timed(self, *a, **k):  # the seconds the delta-spark runs spend inside Delta's commits
+        t = time.perf_counter()
+        try:
+            return real_commit(self, *a, **k)
+        finally:
+            commits["n"] += 1
+            commits["s"] += time.perf_counter() - t
+
+    DeltaSparkCommitter.commit = timed
     spec = json.loads(Path(spec_path).read_text())
     t0 = time.perf_counter()
     spark = session(spec["ivy"])
@@ -72,11 +85,22 @@ def main(spec_path: str) -> None:
     for r in spec["runs"]:
         sc = copy.deepcopy(r["scenario"])
         sc["cluster"].setdefault("emulator", {})["delta.writer"] = r["writer"]
-        t = time.perf_counter()
+        t, commits["n"], commits["s"] = time.perf_counter(), 0, 0.0
         Cluster.from_scenario(parse_scenario(sc), spark=spark, out=r["out"]).run()
-        runs.append({"out": r["out"], "writer": r["writer"], "wall_s": round(time.perf_counter() - t, 1)})
+        runs.append({"out": r["out"], "writer": r["writer"], "wall_s": round(time.perf_counter() - t, 1),
+                     "delta_commits": commits["n"], "delta_commit_s": round(commits["s"], 1)})
     out = {"pyspark": spark.version, "session_start_s": round(started, 1), "runs": runs,
-           "recommit": recommit(spec["recommit"], spark), "arrow": pa.__version__}
+           "recommit": recommit(spec["recommit"], spark) if spec.get("recommit") else None}
+    if spec.get("reference"):
+        from sparkkafka.bench import measure_reference
+
+        out["reference"] = []
+        for writer in spec["reference"]["writers"]:
+            commits["n"], commits["s"] = 0, 0.0
+            m = measure_reference(spark, 12, 3000, 60.0, spec["reference"]["workdir"], engine="resident",
+                                  delta_writer=writer)
+            out["reference"].append({"writer": writer, "delta_commits": commits["n"],
+                                     "delta_commit_s": round(commits["s"], 1), **m})
     print(json.dumps(out))
     spark.stop()
 
