@@ -707,7 +707,14 @@ class RoundLoop(Timeline, IdleJumps):
         self.save_meta()
 
     def compact(self) -> None:
-        """Fold each table's small per-round files (reads over many small files are slow)."""
+        """Fold each table's small per-round files (reads over many small files are slow): delta-rs's
+        optimize, or with the delta-spark writer the tiered folds of storage/compaction.py down to one file
+        per tier and partition, committed through Delta's JVM API as OPTIMIZE (dataChange false)."""
+        from ..storage.compaction import compact
+
         for name in T.SCHEMAS:
-            self.writer.table(name).optimize.compact()
+            if self.writer.delta_spark is None:
+                self.writer.table(name).optimize.compact()
+            else:
+                compact(self.writer, name, 2)
         self.writer.refresh()

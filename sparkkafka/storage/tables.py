@@ -319,6 +319,15 @@ def _log_entries(log: str, checksums: bool = False) -> list[tuple[int, bool, str
     return out
 
 
+def _unlink_log_file(log: str, name: str) -> None:
+    """Delete a `_delta_log` file and the checksum sidecar (`.NAME.crc`) Hadoop's local file system writes
+    beside each file Delta's JVM writer makes: a sidecar left behind a name written again (a rolled-back
+    version committed anew, a new `_last_checkpoint`) fails Hadoop's read of it with a checksum error."""
+    os.unlink(os.path.join(log, name))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(log, f".{name}.crc"))
+
+
 def table_versions(tables_dir: str) -> dict[str, int]:
     """Every table's current version (what a run's saved driver state records: its commit point)."""
     return {name: DeltaTable(table_path(tables_dir, name)).version() for name in SCHEMAS}
@@ -342,9 +351,9 @@ def rollback(tables_dir: str, versions: Mapping[str, int]) -> list[str]:
             if os.path.exists(last):
                 with open(last) as f:
                     if int(json.load(f)["version"]) > keep:
-                        os.unlink(last)  # readers list the log for the newest checkpoint instead
+                        _unlink_log_file(log, "_last_checkpoint")  # readers list the log for the newest checkpoint
             for _, _, entry in sorted(late):
-                os.unlink(os.path.join(log, entry))
+                _unlink_log_file(log, entry)
         for folder, _, names in os.walk(root):
             for n in names:
                 if n.endswith(".tmp"):
@@ -377,7 +386,7 @@ def trim_logs(tables_dir: str, versions: Mapping[str, int], keep: int) -> int:
         kept = set(sparse.values())
         for v, cp, entry in sorted(entries):
             if v < base and not (cp and v in kept):
-                os.unlink(os.path.join(log, entry))
+                _unlink_log_file(log, entry)
                 gone += 1
     return gone
 
