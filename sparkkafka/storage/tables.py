@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 from urllib.parse import quote
 
 import numpy as np
@@ -30,6 +30,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+
+if TYPE_CHECKING:
+    from .delta_jvm import DeltaSparkCommitter
 
 LIST = pa.list_(pa.int32())
 
@@ -445,7 +448,7 @@ class TableWriter:
     tables_dir: str
     run_id: str
     compact_min_files: int = 0  # emulator delta.compact.min.files (storage/compaction.py); 0: never mid-run
-    delta_spark: Any = None
+    delta_spark: DeltaSparkCommitter | None = None
 
     def __post_init__(self) -> None:
         self._tables: dict[str, DeltaTable] = {}
