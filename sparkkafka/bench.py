@@ -94,9 +94,11 @@ def measure(spark, brokers: int, partitions: int, rounds: int, workdir: str) -> 
 ENGINE_NAMES = {"rounds": "job per round", "resident": "resident"}
 
 
-def reference_scenario(brokers: int = 12, partitions: int = 3000, seconds: float = 60.0, engine: str = "rounds"):
+def reference_scenario(brokers: int = 12, partitions: int = 3000, seconds: float = 60.0, engine: str = "rounds",
+                       delta_writer: str = "deltalake"):
     """The reference scenario (docs/benchmarks.md): brokers x 3 dirs, RF 3, one 100-byte acks=all record per
-    partition per 100 ms round, a crash of broker 0 at 1/3 of the run and its restart at 2/3, on `engine`."""
+    partition per 100 ms round, a crash of broker 0 at 1/3 of the run and its restart at 2/3, on `engine`,
+    its tables committed by `delta_writer` (emulator delta.writer)."""
     from .scenario import parse_scenario
 
     end = int(seconds * 1000)
@@ -104,7 +106,8 @@ def reference_scenario(brokers: int = 12, partitions: int = 3000, seconds: float
     return parse_scenario({
         "seed": 11,
         "cluster": {"brokers": brokers, "log_dirs": ["d0", "d1", "d2"],
-                    "config": {"min.insync.replicas": 2}, "emulator": {"engine": engine}},
+                    "config": {"min.insync.replicas": 2},
+                    "emulator": {"engine": engine, "delta.writer": delta_writer}},
         "topics": [{"name": "ref", "partitions": partitions, "replication_factor": 3}],
         "timeline": [
             {"at": 0, "produce": {"topic": "ref", "partition": "all", "acks": "all", "value_bytes": 100,
@@ -117,13 +120,13 @@ def reference_scenario(brokers: int = 12, partitions: int = 3000, seconds: float
 
 
 def measure_reference(spark, brokers: int, partitions: int, seconds: float, workdir: str,
-                      progress: bool = False, engine: str = "rounds") -> dict:
+                      progress: bool = False, engine: str = "rounds", delta_writer: str = "deltalake") -> dict:
     """Run the reference scenario on `engine` and time it: setup (run directory, tables, controller), the
     run loop, and the end (save, compaction, audit). A resident window's wall time is spread evenly over
     its rounds for the per-round figures."""
     from .cluster import Cluster
 
-    sc = reference_scenario(brokers, partitions, seconds, engine)
+    sc = reference_scenario(brokers, partitions, seconds, engine, delta_writer)
     peak_of_run = reset_driver_peak()
     t0 = time.perf_counter()
     c = Cluster.from_scenario(sc, spark=spark, out=os.path.join(workdir, sc.name), overwrite=True)

@@ -80,6 +80,14 @@ class _Loop:
         setattr(obj.loop, self.name, value)
 
 
+def _check_delta_writer(sc: Scenario, spark: SparkSession | None) -> None:
+    """ScenarioError when the scenario commits through delta-spark and `spark` cannot (storage/delta_jvm)."""
+    if sc.emulator.get("delta.writer") == "delta-spark":
+        from .storage.delta_jvm import require_delta_session
+
+        require_delta_session(spark)
+
+
 class Cluster:
     """An emulated Kafka cluster whose state lives in a run directory (`out`): create it (from_scenario), reopen
     it (for_path), run it (step, run), act on it (apply, reassign, elect_leaders, ...) and read it (the views).
@@ -120,6 +128,8 @@ class Cluster:
         require_out_dir(out)
         if spark is not None:
             check_worker_python(spark)  # before the run directory exists: a wrong worker Python changes nothing
+        if spark is not None or sc.emulator.get("engine") == "local":  # else: the session started below
+            _check_delta_writer(sc, spark)
         if RunDir(out).is_run() and not overwrite:
             raise run_exists_error(out)
         os.makedirs(out, exist_ok=True)
@@ -131,6 +141,7 @@ class Cluster:
 
                 spark = get_spark(master)
                 check_worker_python(spark)
+                _check_delta_writer(sc, spark)
             for name in os.listdir(out) if overwrite else ():
                 if name != run_lock.LOCK:  # the lock this process holds stays
                     path = os.path.join(out, name)

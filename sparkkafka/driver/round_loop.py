@@ -182,7 +182,15 @@ class RoundLoop(Timeline, IdleJumps):
     def require_resumable(self) -> None:
         if not self.resumable:
             self.run_dir.check_format()
+        self.require_delta_writer()
         self.recover()
+
+    def require_delta_writer(self) -> None:
+        """ScenarioError when the run commits through delta-spark and this session cannot (storage/delta_jvm)."""
+        if self._emulator("delta.writer") == "delta-spark":
+            from ..storage.delta_jvm import require_delta_session
+
+            require_delta_session(self.spark)
 
     def _emulator(self, name: str) -> Any:
         """The scenario's emulator setting `name` (a run saved before the setting existed: its default)."""
@@ -191,8 +199,13 @@ class RoundLoop(Timeline, IdleJumps):
         return self.scenario.emulator.get(name, EMULATOR_DEFAULTS[name])
 
     def _table_writer(self) -> TableWriter:
-        """The run's committer, compacting mid-run as the scenario says."""
-        return TableWriter(self.tables_dir, self.run_id, int(self._emulator("delta.compact.min.files")))
+        """The run's committer, compacting mid-run as the scenario says, through the Delta writer it names."""
+        committer = None
+        if self._emulator("delta.writer") == "delta-spark":
+            from ..storage.delta_jvm import DeltaSparkCommitter
+
+            committer = DeltaSparkCommitter(lambda: self.spark)
+        return TableWriter(self.tables_dir, self.run_id, int(self._emulator("delta.compact.min.files")), committer)
 
     def _transient(self) -> None:
         """What the driver rebuilds rather than saves: table handles, this round's cuts, timings."""
@@ -694,7 +707,14 @@ class RoundLoop(Timeline, IdleJumps):
         self.save_meta()
 
     def compact(self) -> None:
-        """Fold each table's small per-round files (reads over many small files are slow)."""
+        """Fold each table's small per-round files (reads over many small files are slow): delta-rs's
+        optimize, or with the delta-spark writer the tiered folds of storage/compaction.py down to one file
+        per tier and partition, committed through Delta's JVM API as OPTIMIZE (dataChange false)."""
+        from ..storage.compaction import compact
+
         for name in T.SCHEMAS:
-            self.writer.table(name).optimize.compact()
+            if self.writer.delta_spark is None:
+                self.writer.table(name).optimize.compact()
+            else:
+                compact(self.writer, name, 2)
         self.writer.refresh()

@@ -88,6 +88,9 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     # each table's Delta log keeps the last N commits before the saved state whole and one checkpoint per
     # N versions of the older history (storage/tables.trim_logs): delta-rs lists the whole log each commit
     "delta.log.retention.commits": 100,
+    # who commits the tables' transactions: "deltalake" (delta-rs, no JVM part) or "delta-spark" (Delta's own
+    # JVM transaction API over the session's Delta connector, as on Databricks; storage/delta_jvm.py)
+    "delta.writer": "deltalake",
     "spark.partitions": 0,  # Spark partitions the brokers are grouped into (0: spark.sql.shuffle.partitions)
     "tail.records": 1000,  # records per led partition kept in memory for followers' fetches
     "read.max.records": 10000,  # records one catch-up read takes from storage per partition
@@ -114,6 +117,7 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
     "initial.record.bytes": 1048576,
 }
 ENGINES = ("rounds", "resident", "local")
+DELTA_WRITERS = ("deltalake", "delta-spark")
 
 # inter.broker.protocol.version -> profile (ApiVersion.scala; docs/versions.md).
 # Kafka accepts "2.8", "2.8-IV1"...

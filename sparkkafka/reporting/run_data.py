@@ -115,7 +115,7 @@ def log_version_before(tables_dir: str, before_round: int) -> tuple[int, int | N
     """The newest version of the log table committed before round `before_round` started, among the
     versions that still load (storage/tables.loadable_versions: a long run's older history keeps one
     checkpoint per emulator delta.log.retention.commits versions). Commits carry the round they end
-    (``sparkkafka.round``); a commit without one (create, compaction) changes no content and counts as
+    (``sparkkafka.round``, in commitInfo.tags when Delta's JVM writer made them); a commit without one (create, compaction) changes no content and counts as
     the round of the commit before it; a checkpoint's round is its app transaction's. Returns the
     version and, when the thinned history moved the picture off `before_round`, the round it ends
     (None otherwise)."""
@@ -128,7 +128,7 @@ def log_version_before(tables_dir: str, before_round: int) -> tuple[int, int | N
         v = int(h["version"])
         if v not in loadable:
             continue
-        tag = h.get("sparkkafka.round")
+        tag = h.get("sparkkafka.round") or (h.get("tags") or {}).get("sparkkafka.round")  # delta-rs, delta-spark
         current = int(tag) if tag is not None else rounds.get(v, current)
         rounds[v] = current
     before = [v for v in sorted(loadable) if rounds.get(v) is None or rounds[v] < before_round]

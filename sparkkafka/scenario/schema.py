@@ -38,6 +38,7 @@ from pydantic_core import PydanticCustomError
 from sparkkafka.errors import ScenarioError
 from sparkkafka.protocol.config import (
     BROKER_DEFAULTS,
+    DELTA_WRITERS,
     EMULATOR_DEFAULTS,
     ENGINES,
     LONG_MAX,
@@ -386,12 +387,15 @@ BrokerConfigChange = _config_model("BrokerConfigChange", BROKER_DEFAULTS, deleta
 TopicConfigChange = _config_model("TopicConfigChange", TOPIC_CONFIGS, deletable=True)
 
 
+CHOICES = {"engine": ENGINES, "delta.writer": DELTA_WRITERS}  # the emulator settings that name one of a few
+
+
 def _emulator_type(key: str, default: Any) -> Any:
     if isinstance(default, bool):
         return bool
-    if key == "engine":
+    if key in CHOICES:
         return Annotated[str, AfterValidator(
-            lambda v: v if v in ENGINES else fail(f"must be one of {', '.join(ENGINES)}"))]
+            lambda v, choices=CHOICES[key]: v if v in choices else fail(f"must be one of {', '.join(choices)}"))]
     return Int(0 if key == "spark.partitions" else 1, EMULATOR_MAX[key])
 
 

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
 from urllib.parse import quote
 
 import numpy as np
@@ -30,6 +30,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+
+if TYPE_CHECKING:
+    from .delta_jvm import DeltaSparkCommitter
 
 LIST = pa.list_(pa.int32())
 
@@ -304,16 +307,28 @@ def create_tables(tables_dir: str, checkpoint_interval: int | None = None) -> No
 
 
 _LOG_ENTRY = re.compile(r"^(\d{20})\.")
+_CHECKSUM = ".crc"  # a version's checksum file: Delta's JVM writer leaves one beside each commit, delta-rs none
 
 
-def _log_entries(log: str) -> list[tuple[int, bool, str]]:
-    """(version, is a checkpoint, file name) of each commit and checkpoint file in a `_delta_log`."""
+def _log_entries(log: str, checksums: bool = False) -> list[tuple[int, bool, str]]:
+    """(version, is a checkpoint, file name) of each commit and checkpoint file in a `_delta_log`; with
+    `checksums`, each version's checksum file too (as no checkpoint), for those that delete a version's files:
+    a checksum left behind a rolled-back version would describe another commit of that version to Delta."""
     out = []
     for entry in os.listdir(log):
         m = _LOG_ENTRY.match(entry)
-        if m:
+        if m and (checksums or not entry.endswith(_CHECKSUM)):
             out.append((int(m.group(1)), ".checkpoint." in entry, entry))
     return out
+
+
+def _unlink_log_file(log: str, name: str) -> None:
+    """Delete a `_delta_log` file and the checksum sidecar (`.NAME.crc`) Hadoop's local file system writes
+    beside each file Delta's JVM writer makes: a sidecar left behind a name written again (a rolled-back
+    version committed anew, a new `_last_checkpoint`) fails Hadoop's read of it with a checksum error."""
+    os.unlink(os.path.join(log, name))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(log, f".{name}.crc"))
 
 
 def table_versions(tables_dir: str) -> dict[str, int]:
@@ -332,16 +347,16 @@ def rollback(tables_dir: str, versions: Mapping[str, int]) -> list[str]:
     for name, keep in sorted(versions.items()):
         root = table_path(tables_dir, name)
         log = os.path.join(root, "_delta_log")
-        late = [(-v, entry.endswith(".json"), entry) for v, _, entry in _log_entries(log) if v > keep]
+        late = [(-v, entry.endswith(".json"), entry) for v, _, entry in _log_entries(log, checksums=True) if v > keep]
         if late:
             rolled.append(name)
             last = os.path.join(log, "_last_checkpoint")
             if os.path.exists(last):
                 with open(last) as f:
                     if int(json.load(f)["version"]) > keep:
-                        os.unlink(last)  # readers list the log for the newest checkpoint instead
+                        _unlink_log_file(log, "_last_checkpoint")  # readers list the log for the newest checkpoint
             for _, _, entry in sorted(late):
-                os.unlink(os.path.join(log, entry))
+                _unlink_log_file(log, entry)
         for folder, _, names in os.walk(root):
             for n in names:
                 if n.endswith(".tmp"):
@@ -363,7 +378,7 @@ def trim_logs(tables_dir: str, versions: Mapping[str, int], keep: int) -> int:
     gone = 0
     for name, saved in sorted(versions.items()):
         log = os.path.join(table_path(tables_dir, name), "_delta_log")
-        entries = _log_entries(log)
+        entries = _log_entries(log, checksums=True)
         base = max((v for v, cp, _ in entries if cp and v <= saved - keep), default=None)
         if base is None:
             continue
@@ -374,7 +389,7 @@ def trim_logs(tables_dir: str, versions: Mapping[str, int], keep: int) -> int:
         kept = set(sparse.values())
         for v, cp, entry in sorted(entries):
             if v < base and not (cp and v in kept):
-                os.unlink(os.path.join(log, entry))
+                _unlink_log_file(log, entry)
                 gone += 1
     return gone
 
@@ -426,11 +441,14 @@ def checkpoint_round(tables_dir: str, name: str, version: int) -> int | None:
 
 @dataclass
 class TableWriter:
-    """Driver-side committer for one run: one DeltaTable handle per table, reused across rounds."""
+    """Driver-side committer for one run: one DeltaTable handle per table, reused across rounds. With
+    `delta_spark` (a storage.delta_jvm.DeltaSparkCommitter: emulator delta.writer delta-spark) the same
+    actions are committed through Delta's JVM transaction API instead of delta-rs; the handles still read."""
 
     tables_dir: str
     run_id: str
     compact_min_files: int = 0  # emulator delta.compact.min.files (storage/compaction.py); 0: never mid-run
+    delta_spark: DeltaSparkCommitter | None = None
 
     def __post_init__(self) -> None:
         self._tables: dict[str, DeltaTable] = {}
@@ -460,30 +478,34 @@ class TableWriter:
         `removes` are deltalake RemoveActions or remove dicts as returned by log_truncation.truncate.
 
         Refuses (returns False) when this run already committed round_no or a later one, which is
-        what makes a re-run round idempotent.
+        what makes a re-run round idempotent (through delta-spark: Delta's own txnVersion check, inside
+        the transaction).
         """
         adds = list(adds)
         removes = list(removes)
-        if any(isinstance(r, dict) for r in removes):
-            # remove dicts from log_truncation.truncate (JSON-friendly, shipped from executors)
-            for r in removes:
-                if isinstance(r, dict) and r.get("table", name) != name:
-                    raise ValueError(f"remove of table {r['table']!r} given to commit of {name!r}")
-            removes = [remove_actions([r])[0] if isinstance(r, dict) else r for r in removes]
+        for r in removes:  # remove dicts from log_truncation.truncate (JSON-friendly, shipped from executors)
+            if isinstance(r, dict) and r.get("table", name) != name:
+                raise ValueError(f"remove of table {r['table']!r} given to commit of {name!r}")
+        removes = [remove_actions([r])[0] if isinstance(r, dict) else r for r in removes]
         dt = self.table(name)
-        done = dt.transaction_version(self.app_id)
-        if done is not None and done >= round_no:
-            return False
-        if not adds and not removes:
-            return True
-        actions = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], True, a["stats"])
-                   for a in adds] + removes
-        dt.create_write_transaction(
-            actions, mode="append", schema=SCHEMAS[name], partition_by=PARTITION_BY.get(name),
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(self.app_id, round_no)],
-                custom_metadata={"sparkkafka.round": str(round_no)}),
-        )
+        tags = {"sparkkafka.round": str(round_no)}
+        if self.delta_spark is not None and (adds or removes):
+            actions = [delta_add(a, True) for a in adds] + [delta_remove(r) for r in removes]
+            if not self.delta_spark.commit(table_path(self.tables_dir, name), actions, tags, PARTITION_BY.get(name),
+                                           app=(self.app_id, round_no)):
+                return False
+        else:
+            done = dt.transaction_version(self.app_id)
+            if done is not None and done >= round_no:
+                return False
+            if not adds and not removes:
+                return True
+            actions = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], True,
+                                 a["stats"]) for a in adds] + removes
+            dt.create_write_transaction(
+                actions, mode="append", schema=SCHEMAS[name], partition_by=PARTITION_BY.get(name),
+                commit_properties=CommitProperties(app_transactions=[Transaction(self.app_id, round_no)],
+                                                   custom_metadata=tags))
         dt.update_incremental()  # one reload per commit; readers of version() need no other
         self._maybe_compact(name, len(adds))
         return True
@@ -507,12 +529,19 @@ class TableWriter:
         """Commit files that replace others with the same rows (compaction): dataChange = false, and no
         app transaction (the run's committed round stays what it was)."""
         now = int(time.time() * 1000)
-        actions = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], False, a["stats"])
-                   for a in adds] + [RemoveAction(r["path"], False, now, int(r["size"]), dict(r["partition_values"]))
-                                     for r in removes]
+        removed = [RemoveAction(r["path"], False, now, int(r["size"]), dict(r["partition_values"])) for r in removes]
         dt = self.table(name)
-        dt.create_write_transaction(actions, mode="append", schema=SCHEMAS[name], partition_by=PARTITION_BY.get(name),
-                                    commit_properties=CommitProperties(custom_metadata={"sparkkafka.compaction": "1"}))
+        tags = {"sparkkafka.compaction": "1"}
+        if self.delta_spark is not None:
+            self.delta_spark.commit(table_path(self.tables_dir, name), [delta_add(a, False) for a in adds] +
+                                    [delta_remove(r) for r in removed], tags, PARTITION_BY.get(name),
+                                    compaction=True)
+        else:
+            actions = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], False,
+                                 a["stats"]) for a in adds] + removed
+            dt.create_write_transaction(actions, mode="append", schema=SCHEMAS[name],
+                                        partition_by=PARTITION_BY.get(name),
+                                        commit_properties=CommitProperties(custom_metadata=tags))
         dt.update_incremental()
 
     def append(self, name: str, table: pa.Table, round_no: int, tag: str) -> None:
@@ -526,6 +555,27 @@ def remove_actions(removes: list[dict]) -> list[RemoveAction]:
     return [RemoveAction(r["path"], True, int(r["deletion_timestamp"]), int(r["size"]),
                          {k: (None if v is None else str(v)) for k, v in r["partition_values"].items()})
             for r in removes]
+
+
+def delta_path(path: str) -> str:
+    """A data file's relative path as a Delta log holds it: a URI path, so the `%` of the escaped partition
+    folders (path_component) is `%25`; every other character write_file and compaction put in a path
+    (ASCII letters, digits, `_.-~`, `=`, `/`) stands for itself, as delta-rs writes them."""
+    return quote(path, safe="/=")
+
+
+def delta_add(a: Mapping, data_change: bool) -> dict:
+    """A write_file dict as Delta's AddFile JSON action (what delta-rs writes for the same file)."""
+    return {"add": {"path": delta_path(a["path"]), "partitionValues": dict(a["partition_values"]),
+                    "size": int(a["size"]), "modificationTime": int(a["modification_time"]),
+                    "dataChange": data_change, "stats": a["stats"]}}
+
+
+def delta_remove(r: RemoveAction) -> dict:
+    """A deltalake RemoveAction as Delta's RemoveFile JSON action."""
+    return {"remove": {"path": delta_path(r.path), "deletionTimestamp": r.deletion_timestamp,
+                       "dataChange": r.data_change, "extendedFileMetadata": True,
+                       "partitionValues": dict(r.partition_values or {}), "size": r.size}}
 
 
 def read_table(tables_dir: str, name: str, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
