@@ -487,27 +487,36 @@ class TableWriter:
             if isinstance(r, dict) and r.get("table", name) != name:
                 raise ValueError(f"remove of table {r['table']!r} given to commit of {name!r}")
         removes = [remove_actions([r])[0] if isinstance(r, dict) else r for r in removes]
-        dt = self.table(name)
-        tags = {"sparkkafka.round": str(round_no)}
-        if self.delta_spark is not None and (adds or removes):
-            actions = [delta_add(a, True) for a in adds] + [delta_remove(r) for r in removes]
-            if not self.delta_spark.commit(table_path(self.tables_dir, name), actions, tags, PARTITION_BY.get(name),
-                                           app=(self.app_id, round_no)):
+        if not adds and not removes:
+            done = self.table(name).transaction_version(self.app_id)
+            return done is None or done < round_no
+        if not self._transact(name, adds, removes, True, {"sparkkafka.round": str(round_no)}, (self.app_id, round_no)):
+            return False
+        self._maybe_compact(name, len(adds))
+        return True
+
+    def _transact(self, name: str, adds: list[dict], removes: list[RemoveAction], data_change: bool,
+                  tags: dict[str, str], app: tuple[str, int] | None = None) -> bool:
+        """One transaction of `adds` (write_file dicts) and `removes` on table `name`, through delta-rs or
+        the delta-spark committer; with `app` (app id, version) refused (False) when the table already holds
+        that app's version or a later one, else its SetTransaction is committed too. The handle is reloaded
+        after (readers of version() need no other reload)."""
+        if self.delta_spark is not None:
+            if not self.delta_spark.commit(table_path(self.tables_dir, name),
+                                           [delta_add(a, data_change) for a in adds] + [delta_remove(r) for r in removes],
+                                           tags, PARTITION_BY.get(name), app=app, compaction=not data_change):
                 return False
         else:
-            done = dt.transaction_version(self.app_id)
-            if done is not None and done >= round_no:
+            dt = self.table(name)
+            if app is not None and (done := dt.transaction_version(app[0])) is not None and done >= app[1]:
                 return False
-            if not adds and not removes:
-                return True
-            actions = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], True,
+            actions = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], data_change,
                                  a["stats"]) for a in adds] + removes
             dt.create_write_transaction(
                 actions, mode="append", schema=SCHEMAS[name], partition_by=PARTITION_BY.get(name),
-                commit_properties=CommitProperties(app_transactions=[Transaction(self.app_id, round_no)],
+                commit_properties=CommitProperties(app_transactions=[Transaction(*app)] if app else None,
                                                    custom_metadata=tags))
-        dt.update_incremental()  # one reload per commit; readers of version() need no other
-        self._maybe_compact(name, len(adds))
+        self.table(name).update_incremental()
         return True
 
     def _maybe_compact(self, name: str, added: int) -> None:
@@ -530,19 +539,7 @@ class TableWriter:
         app transaction (the run's committed round stays what it was)."""
         now = int(time.time() * 1000)
         removed = [RemoveAction(r["path"], False, now, int(r["size"]), dict(r["partition_values"])) for r in removes]
-        dt = self.table(name)
-        tags = {"sparkkafka.compaction": "1"}
-        if self.delta_spark is not None:
-            self.delta_spark.commit(table_path(self.tables_dir, name), [delta_add(a, False) for a in adds] +
-                                    [delta_remove(r) for r in removed], tags, PARTITION_BY.get(name),
-                                    compaction=True)
-        else:
-            actions = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], False,
-                                 a["stats"]) for a in adds] + removed
-            dt.create_write_transaction(actions, mode="append", schema=SCHEMAS[name],
-                                        partition_by=PARTITION_BY.get(name),
-                                        commit_properties=CommitProperties(custom_metadata=tags))
-        dt.update_incremental()
+        self._transact(name, list(adds), removed, False, {"sparkkafka.compaction": "1"})
 
     def append(self, name: str, table: pa.Table, round_no: int, tag: str) -> None:
         """Write and commit a driver-side batch of rows (small tables: metrics, partition_state)."""
