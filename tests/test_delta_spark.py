@@ -3,7 +3,8 @@
 
 No Delta connector is built for this project's pyspark 4.3 (sparkkafka/delta_spark.py), so the reading
 happens in a side venv with pyspark 4.2.0 + delta-spark 4.4.1 (what ``pip install -e '.[delta-spark]'``
-resolves), made once and kept under ~/.cache/sparkkafka/ keyed by the versions, its Ivy cache (the connector
+resolves) and sparkkafka's other dependencies, made once and kept under ~/.cache/sparkkafka/ keyed by
+the versions (test_delta_writer runs in it too), its Ivy cache (the connector
 JAR from Maven Central) inside it. tests/delta_spark_reader.py runs there: ``spark.read.format("delta")``,
 ``versionAsOf`` and ``DESCRIBE HISTORY`` on three runs: (a) a finished run, (b) one killed at seeded I/O points
 and continued with ``sparkkafka run RUN --until-ms``, (c) one whose Delta logs were thinned (checkpoints,
@@ -42,6 +43,8 @@ from sparkkafka.storage import tables as T
 
 PYSPARK, DELTA_PIP = "4.2.0", "4.4.1"
 READER = Path(__file__).with_name("delta_spark_reader.py")
+#: sparkkafka's dependencies but pyspark, at the versions this project's venv has them
+DEPENDENCIES = ("pandas", "pyarrow", "numpy", "deltalake", "pyyaml", "pydantic", "tqdm")
 CACHE = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sparkkafka"
          / f"delta-spark-py{sys.version_info[0]}.{sys.version_info[1]}-pyspark{PYSPARK}-delta{DELTA_PIP}")
 
@@ -65,17 +68,22 @@ def test_no_connector_for_pyspark_4_3_is_refused_naming_the_version_and_what_wor
 
 
 def side_python() -> Path:
-    """The side venv's python, made the first time (under a lock: two test runs may want it at once)."""
+    """The side venv's python, made the first time (under a lock: two test runs may want it at once):
+    pyspark 4.2.0 + delta-spark 4.4.1 + this venv's versions of sparkkafka's other dependencies, so that
+    both the reader here and test_delta_writer's emulator runs use the one venv."""
+    from importlib.metadata import version
+
     CACHE.parent.mkdir(parents=True, exist_ok=True)
     python, ready = CACHE / "bin" / "python", CACHE / "ready"
+    pins = [f"pyspark=={PYSPARK}", f"delta-spark=={DELTA_PIP}", *(f"{d}=={version(d)}" for d in DEPENDENCIES)]
     with open(CACHE.parent / f"{CACHE.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not ready.exists():
+        if not ready.exists() or ready.read_text().split() != pins:
             shutil.rmtree(CACHE, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(CACHE)], check=True, timeout=300)
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                            f"pyspark=={PYSPARK}", f"delta-spark=={DELTA_PIP}"], check=True, timeout=1800)
-            ready.write_text(f"pyspark=={PYSPARK} delta-spark=={DELTA_PIP}\n")
+            subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],
+                           check=True, timeout=1800)
+            ready.write_text(" ".join(pins) + "\n")
     return python
 
 

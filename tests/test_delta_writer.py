@@ -1,10 +1,9 @@
 """The emulator's tables committed through Delta's own JVM transaction API (emulator ``delta.writer:
 delta-spark``, storage/delta_jvm.py) are the tables delta-rs commits (docs/tables.md, "Who commits").
 
-No Delta connector is built for this project's pyspark 4.3, so the delta-spark runs happen in a side venv with
-pyspark 4.2.0 + delta-spark 4.4.1 and sparkkafka's other dependencies (sparkkafka itself from this tree on
-PYTHONPATH), made once and kept under ~/.cache/sparkkafka/ keyed by the versions; the connector JAR comes from
-test_delta_spark's side venv's Ivy cache. tests/delta_spark_writer.py runs there: the quickstart with each
+No Delta connector is built for this project's pyspark 4.3, so the delta-spark runs happen in test_delta_spark's
+side venv (pyspark 4.2.0 + delta-spark 4.4.1 and sparkkafka's other dependencies; sparkkafka itself from this
+tree on PYTHONPATH), made once and kept under ~/.cache/sparkkafka/, with the connector JAR in its Ivy cache. tests/delta_spark_writer.py runs there: the quickstart with each
 writer in one session, then a round committed again through the delta-spark writer. Compared here: every
 table's rows (test_determinism.tables) and summary.json; the history is Delta's (WRITE per round with the
 round in commitInfo.tags, OPTIMIZE for the compactions, dataChange false). Slow: ~3 min with the
@@ -13,12 +12,9 @@ venv made (measured in docs/tables.md); making it ~2 min more.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,7 +23,7 @@ import yaml
 from deltalake import DeltaTable
 from sparkutil import _INHERITED_SPARK_STATE, _run
 from test_delta_spark import CACHE as READER_CACHE
-from test_delta_spark import DELTA_PIP, PYSPARK, side_python
+from test_delta_spark import PYSPARK, side_python
 from test_determinism import assert_same, tables
 
 from sparkkafka import Cluster
@@ -39,10 +35,6 @@ from sparkkafka.storage import tables as T
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("delta_spark_writer.py")
 QUICKSTART = ROOT / "conf" / "scenarios" / "quickstart.yaml"
-#: sparkkafka's dependencies but pyspark, at the versions this project's venv has them
-DEPENDENCIES = ("pandas", "pyarrow", "numpy", "deltalake", "pyyaml", "pydantic", "tqdm")
-CACHE = READER_CACHE.with_name(f"delta-spark-writer-py{sys.version_info[0]}.{sys.version_info[1]}"
-                               f"-pyspark{PYSPARK}-delta{DELTA_PIP}")
 
 
 def quickstart(**emulator) -> dict:
@@ -107,31 +99,11 @@ def test_the_json_actions_are_what_delta_rs_writes_for_the_same_files(tmp_path):
 # ------------------------------------------------------------------ the side venv and the runs
 
 
-def writer_python() -> Path:
-    """The side venv's python, made the first time (under a lock): pyspark 4.2.0 + delta-spark 4.4.1 + the
-    project venv's versions of sparkkafka's other dependencies."""
-    from importlib.metadata import version
-
-    CACHE.parent.mkdir(parents=True, exist_ok=True)
-    python, ready = CACHE / "bin" / "python", CACHE / "ready"
-    pins = [f"pyspark=={PYSPARK}", f"delta-spark=={DELTA_PIP}", *(f"{d}=={version(d)}" for d in DEPENDENCIES)]
-    with open(CACHE.parent / f"{CACHE.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not ready.exists() or ready.read_text().split() != pins:
-            shutil.rmtree(CACHE, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(CACHE)], check=True, timeout=300)
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],
-                           check=True, timeout=1800)
-            ready.write_text(" ".join(pins) + "\n")
-    return python
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:
     """The quickstart run once with each writer in the side venv (delta-spark first, so it also pays the
     session's first jobs), then one of its rounds committed again; the script's JSON line."""
-    side_python()  # the connector JAR, in the reader venv's Ivy cache
-    python = writer_python()
+    python = side_python()  # the connector JAR is in its Ivy cache
     root = tmp_path_factory.mktemp("delta-writer")
     runs = [{"scenario": quickstart(), "writer": w, "out": str(root / w)} for w in ("delta-spark", "deltalake")]
     spec = {"ivy": str(READER_CACHE / "ivy"), "runs": runs, "recommit": str(root / "delta-spark")}
