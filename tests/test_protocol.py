@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from broker_net import Net, round_cfg
+from harness import Net, round_cfg
 
 from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import errors, fetch, produce
