@@ -15,14 +15,16 @@ def produce(items, at: int = 0, acks: str = "all", value_bytes: int = 100) -> li
 
 
 def scenario(brokers, topics: list[dict], until_ms: int, *, log_dirs=None, config: dict | None = None,
-             timeline: list[dict] = ()) -> dict[str, Any]:
-    """A scenario document: the cluster (brokers, log dirs, broker config), topics, timeline, run length."""
+             emulator: dict | None = None, timeline: list[dict] = (), seed: int | None = None,
+             name: str | None = None) -> dict[str, Any]:
+    """A scenario document: its name and seed, the cluster (brokers, log dirs, broker config, emulator
+    settings), topics, timeline, run length; a part left None is left out (the scenario's default)."""
+    head = {k: v for k, v in (("name", name), ("seed", seed)) if v is not None}
     cluster: dict[str, Any] = {"brokers": brokers}
-    if log_dirs is not None:
-        cluster["log_dirs"] = list(log_dirs)
-    if config is not None:
-        cluster["config"] = config
-    return {"cluster": cluster, "topics": topics, "timeline": list(timeline), "run": {"until_ms": until_ms}}
+    for key, value in (("log_dirs", log_dirs and list(log_dirs)), ("config", config), ("emulator", emulator)):
+        if value is not None:
+            cluster[key] = value
+    return {**head, "cluster": cluster, "topics": topics, "timeline": list(timeline), "run": {"until_ms": until_ms}}
 
 
 def run_to_end(doc: dict[str, Any], name: str, out: str, spark=None) -> str:

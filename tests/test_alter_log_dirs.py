@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from scenarios import scenario
 
 from sparkkafka import Cluster, parse_scenario
 from sparkkafka.protocol import alter_log_dirs as A
@@ -397,11 +398,9 @@ def test_future_log_counts_for_new_replica_placement():
 
 
 def _scenario(timeline, until_ms, config=None):
-    return parse_scenario({
-        "cluster": {"brokers": [1, 2], "log_dirs": ["d0", "d1"], "config": config or {}},
-        "topics": [{"name": "t", "partitions": 1, "replication_factor": 2, "assignment": {0: [1, 2]}}],
-        "timeline": timeline, "run": {"until_ms": until_ms},
-    }, name="move")
+    return parse_scenario(scenario(
+        [1, 2], [{"name": "t", "partitions": 1, "replication_factor": 2, "assignment": {0: [1, 2]}}], until_ms,
+        log_dirs=["d0", "d1"], config=config or {}, timeline=timeline), name="move")
 
 
 def test_e2e_move_while_producing(spark, tmp_out):
