@@ -36,6 +36,25 @@ def apply_log_effects(log: pd.DataFrame, effects) -> pd.DataFrame:
     return log
 
 
+def lai(broker: int, leader: int = 1, isr=(1, 2), replicas=(1, 2), epoch: int = 0, ctrl: int = 1,
+        topic: str = "t", partition: int = 0, is_new: bool = True) -> pd.DataFrame:
+    """One LeaderAndIsr entry the controller sends `broker` (ControllerChannelManager), as a frame."""
+    return F.conform(pd.DataFrame([{
+        "broker": broker, "topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch,
+        "controller_epoch": ctrl, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": is_new, "log_dir": None,
+        "zk_version": 0,
+    }]), F.LEADER_AND_ISR)
+
+
+def batch(n: int, acks: int, now: int = 0, record_id: int = 0, broker: int = 1, topic: str = "t",
+          partition: int = 0) -> pd.DataFrame:
+    """One produce request of `n` records of 10 bytes to `broker`, with a 30 s delivery timeout."""
+    return F.conform(pd.DataFrame([{
+        "broker": broker, "topic": topic, "partition": partition, "record_id": record_id, "count": n,
+        "acks": acks, "value_bytes": 10, "key": None, "sent_ms": now, "deadline_ms": now + 30000,
+    }]), F.PRODUCE)
+
+
 def run_step(state: B.BrokerState, inbox: B.Inbox, now: int, config: B.RoundConfig,
              read: B.Reader = B.no_reads) -> B.Step:
     """One broker round, protocol/broker.step: every test that steps a broker comes through here."""

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
-from harness import Net, round_cfg, run_step
+from harness import Net, batch, lai, round_cfg, run_step
 
 from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import frames as F
@@ -15,21 +15,6 @@ from sparkkafka.protocol import leader_epoch as LE
 from sparkkafka.protocol.config import LONG_MAX
 
 CFG = round_cfg("2.8", **{"replica.high.watermark.checkpoint.interval.ms": 1000})
-
-
-def lai(broker, leader=1, isr=(1, 2), replicas=(1, 2), epoch=0, topic="t", partition=0, is_new=True):
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch,
-        "controller_epoch": 1, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": is_new, "log_dir": None,
-        "zk_version": 0,
-    }]), F.LEADER_AND_ISR)
-
-
-def batch(n, acks, now, record_id=0, broker=1):
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": "t", "partition": 0, "record_id": record_id, "count": n, "acks": acks,
-        "value_bytes": 10, "key": None, "sent_ms": now, "deadline_ms": now + 30000,
-    }]), F.PRODUCE)
 
 
 def values(net: Net) -> tuple[int, int, int, int, int]:
