@@ -37,12 +37,12 @@ def apply_log_effects(log: pd.DataFrame, effects) -> pd.DataFrame:
 
 
 def lai(broker: int, leader: int = 1, isr=(1, 2), replicas=(1, 2), epoch: int = 0, ctrl: int = 1,
-        topic: str = "t", partition: int = 0, is_new: bool = True) -> pd.DataFrame:
+        topic: str = "t", partition: int = 0, is_new: bool = True, zk: int = 0) -> pd.DataFrame:
     """One LeaderAndIsr entry the controller sends `broker` (ControllerChannelManager), as a frame."""
     return F.conform(pd.DataFrame([{
         "broker": broker, "topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch,
         "controller_epoch": ctrl, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": is_new, "log_dir": None,
-        "zk_version": 0,
+        "zk_version": zk,
     }]), F.LEADER_AND_ISR)
 
 

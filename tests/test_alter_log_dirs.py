@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import harness as H
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -36,10 +37,8 @@ def alter(broker, entries) -> pd.DataFrame:
 
 
 def lai(broker, parts, epoch=0, is_new=True) -> pd.DataFrame:
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": t, "partition": p, "leader": broker, "leader_epoch": epoch, "controller_epoch": 1,
-        "isr": str(broker), "replicas": str(broker), "is_new": is_new, "log_dir": None, "zk_version": 0}
-        for t, p in parts]), F.LEADER_AND_ISR)
+    return F.concat([H.lai(broker, broker, (broker,), (broker,), epoch, topic=t, partition=p, is_new=is_new)
+                     for t, p in parts], F.LEADER_AND_ISR)
 
 
 def records(broker, topic, partition, start, end, epoch=0, size=10) -> pd.DataFrame:
