@@ -1,4 +1,4 @@
-"""The one scenario builder for tests: a scenario document (docs/scenario.md) from its parts, parsed,
+"""The one scenario builder for tests: a scenario document (docs/scenario-format.md) from its parts, parsed,
 and, where a test wants a run directory, run to the end on an engine (sparkkafka.Cluster)."""
 
 from __future__ import annotations
