@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import harness as H
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from scenarios import scenario
 
 from sparkkafka import Cluster, parse_scenario
 from sparkkafka.protocol import alter_log_dirs as A
@@ -35,10 +37,8 @@ def alter(broker, entries) -> pd.DataFrame:
 
 
 def lai(broker, parts, epoch=0, is_new=True) -> pd.DataFrame:
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": t, "partition": p, "leader": broker, "leader_epoch": epoch, "controller_epoch": 1,
-        "isr": str(broker), "replicas": str(broker), "is_new": is_new, "log_dir": None, "zk_version": 0}
-        for t, p in parts]), F.LEADER_AND_ISR)
+    return F.concat([H.lai(broker, broker, (broker,), (broker,), epoch, topic=t, partition=p, is_new=is_new)
+                     for t, p in parts], F.LEADER_AND_ISR)
 
 
 def records(broker, topic, partition, start, end, epoch=0, size=10) -> pd.DataFrame:
@@ -397,11 +397,9 @@ def test_future_log_counts_for_new_replica_placement():
 
 
 def _scenario(timeline, until_ms, config=None):
-    return parse_scenario({
-        "cluster": {"brokers": [1, 2], "log_dirs": ["d0", "d1"], "config": config or {}},
-        "topics": [{"name": "t", "partitions": 1, "replication_factor": 2, "assignment": {0: [1, 2]}}],
-        "timeline": timeline, "run": {"until_ms": until_ms},
-    }, name="move")
+    return parse_scenario(scenario(
+        [1, 2], [{"name": "t", "partitions": 1, "replication_factor": 2, "assignment": {0: [1, 2]}}], until_ms,
+        log_dirs=["d0", "d1"], config=config or {}, timeline=timeline), name="move")
 
 
 def test_e2e_move_while_producing(spark, tmp_out):

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
-from broker_net import Net, round_cfg
+from harness import Net, batch, lai, round_cfg, run_step
 
 from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import frames as F
@@ -15,21 +15,6 @@ from sparkkafka.protocol import leader_epoch as LE
 from sparkkafka.protocol.config import LONG_MAX
 
 CFG = round_cfg("2.8", **{"replica.high.watermark.checkpoint.interval.ms": 1000})
-
-
-def lai(broker, leader=1, isr=(1, 2), replicas=(1, 2), epoch=0, topic="t", partition=0, is_new=True):
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch,
-        "controller_epoch": 1, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": is_new, "log_dir": None,
-        "zk_version": 0,
-    }]), F.LEADER_AND_ISR)
-
-
-def batch(n, acks, now, record_id=0, broker=1):
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": "t", "partition": 0, "record_id": record_id, "count": n, "acks": acks,
-        "value_bytes": 10, "key": None, "sent_ms": now, "deadline_ms": now + 30000,
-    }]), F.PRODUCE)
 
 
 def values(net: Net) -> tuple[int, int, int, int, int]:
@@ -159,11 +144,11 @@ def test_reads_come_through_the_reader_and_a_missing_reader_is_an_error():
     asked = []
     current = net.log[~net.log["is_future"]]
     reader = B.read_from(current)
-    s = B.step(net.state, B.Inbox(fetches=req), net.now, net.config, read=lambda r: asked.append(r) or reader(r))
+    s = run_step(net.state, B.Inbox(fetches=req), net.now, net.config, read=lambda r: asked.append(r) or reader(r))
     assert asked and asked[0].ranges[["broker", "from_offset"]].values.tolist() == [[1, 0]]
     assert s.outbox.fetch_records["offset"].tolist()[:1] == [0]
     with pytest.raises(ValueError, match="no reader"):
-        B.step(net.state, B.Inbox(fetches=req), net.now, net.config)
+        run_step(net.state, B.Inbox(fetches=req), net.now, net.config)
     assert state is not None and inbox is not None
 
 
@@ -175,7 +160,7 @@ def test_a_paused_broker_keeps_its_state_and_its_messages():
     s = net.step(produce=batch(1, acks=1, now=net.now))
     assert len(s.outbox.fetch_responses) == 1  # on its way to broker 2
     before = net.state
-    paused = B.step(net.state, net.inbox, net.now, B.RoundConfig(**{**net.config.__dict__, "paused": frozenset({2})}))
+    paused = run_step(net.state, net.inbox, net.now, B.RoundConfig(**{**net.config.__dict__, "paused": frozenset({2})}))
     mine = paused.state.replicas[paused.state.replicas["broker"] == 2].reset_index(drop=True)
     pd.testing.assert_frame_equal(mine, before.replicas[before.replicas["broker"] == 2].reset_index(drop=True))
     assert paused.deferred.fetch_responses["broker"].tolist() == [2] and len(paused.deferred.fetch_records) == 1

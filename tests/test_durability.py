@@ -9,6 +9,7 @@ import random
 
 import pytest
 import yaml
+from scenarios import scenario as document
 
 from sparkkafka import Cluster, parse_scenario
 from sparkkafka.storage import broker_disk
@@ -18,11 +19,10 @@ FAST = {"zookeeper.session.timeout.ms": 1000, "replica.lag.time.max.ms": 1000,
 
 
 def scenario(brokers, assignment, timeline, until_ms, config=None, emulator=None, topic_config=None):
-    return parse_scenario({
-        "cluster": {"brokers": brokers, "config": {**FAST, **(config or {})}, "emulator": emulator or {}},
-        "topics": [{"name": "t", "partitions": 1, "replication_factor": len(assignment),
-                    "assignment": {0: assignment}, "config": topic_config or {}}],
-        "timeline": timeline, "run": {"until_ms": until_ms}}, name="durability")
+    return parse_scenario(document(
+        brokers, [{"name": "t", "partitions": 1, "replication_factor": len(assignment),
+                   "assignment": {0: assignment}, "config": topic_config or {}}], until_ms,
+        config={**FAST, **(config or {})}, emulator=emulator or {}, timeline=timeline), name="durability")
 
 
 def produce(rnd, n=1, acks="all"):

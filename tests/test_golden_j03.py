@@ -13,8 +13,9 @@ import json
 
 import pytest
 from operator_util import cli, copy_run
+from scenarios import produce, run_to_end, scenario
 
-from sparkkafka import Cluster, parse_scenario
+from sparkkafka import Cluster
 
 pytestmark = pytest.mark.slow
 
@@ -22,18 +23,14 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def base_run(spark, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("j03") / "base")
-    produce = [("foo", 0, 100), ("baz", 1, 20), ("baz", 2, 60), ("bar", 0, 10)]
-    sc = parse_scenario({
-        "cluster": {"brokers": 5, "log_dirs": ["d0", "d1", "d2"],
-                    "config": {"replica.lag.time.max.ms": 1000, "auto.leader.rebalance.enable": False}},
-        "topics": [{"name": "foo", "assignment": {0: [0, 1, 2], 1: [1, 2, 3]}},
-                   {"name": "bar", "assignment": {0: [3, 2, 1]}},
-                   {"name": "baz", "assignment": {0: [1, 0, 2], 1: [2, 0, 1], 2: [0, 2, 1]}}],
-        "timeline": [{"at": 0, "produce": {"topic": t, "partition": p, "records": n, "acks": "all",
-                                           "value_bytes": 100}} for t, p, n in produce],
-        "run": {"until_ms": 400}}, name="j03")
-    Cluster.from_scenario(sc, spark=spark, out=out).run()
-    return out
+    items = [("foo", 0, 100), ("baz", 1, 20), ("baz", 2, 60), ("bar", 0, 10)]
+    return run_to_end(scenario(
+        5, [{"name": "foo", "assignment": {0: [0, 1, 2], 1: [1, 2, 3]}},
+            {"name": "bar", "assignment": {0: [3, 2, 1]}},
+            {"name": "baz", "assignment": {0: [1, 0, 2], 1: [2, 0, 1], 2: [0, 2, 1]}}],
+        400, log_dirs=["d0", "d1", "d2"],
+        config={"replica.lag.time.max.ms": 1000, "auto.leader.rebalance.enable": False},
+        timeline=produce(items)), "j03", out, spark)
 
 
 @pytest.fixture

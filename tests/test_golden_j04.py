@@ -24,6 +24,7 @@ from collections import Counter
 
 import pandas as pd
 import pytest
+from scenarios import scenario
 
 from sparkkafka import Cluster, parse_scenario
 from sparkkafka.cli import main
@@ -34,14 +35,11 @@ PRODUCE_MS, END_MS = 5000, 8000
 
 
 def _scenario(name: str):
-    return parse_scenario({
-        "seed": 1,
-        "cluster": {"brokers": 4, "config": {"auto.leader.rebalance.enable": False}},
-        "topics": [{"name": TOPIC, "partitions": PARTITIONS, "replication_factor": 3,
-                    "config": {"min.insync.replicas": 3}}],
-        "timeline": [{"at": 0, "produce": {"topic": TOPIC, "partition": "all", "rate_per_sec": 1000,
-                                           "duration_ms": PRODUCE_MS, "acks": "all"}}],
-        "run": {"until_ms": END_MS}}, name=name)
+    return parse_scenario(scenario(
+        4, [{"name": TOPIC, "partitions": PARTITIONS, "replication_factor": 3, "config": {"min.insync.replicas": 3}}],
+        END_MS, config={"auto.leader.rebalance.enable": False}, seed=1,
+        timeline=[{"at": 0, "produce": {"topic": TOPIC, "partition": "all", "rate_per_sec": 1000,
+                                        "duration_ms": PRODUCE_MS, "acks": "all"}}]), name=name)
 
 
 def _shuffled_plan(current: dict[int, list[int]]) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from scenarios import scenario
 from test_determinism import tables
 
 from sparkkafka import Cluster
@@ -19,18 +20,15 @@ CRASH_SHORT_MS, HOUR_MS, TAIL_MS = 2000, 3_600_000, 1000
 
 
 def _scenario(crash_ms: int, engine: str, jump: bool):
-    return parse_scenario({
-        "name": "idle", "seed": 5,
-        "cluster": {"brokers": [1, 2, 3], "log_dirs": ["d0", "d1"],
-                    "config": {"replica.fetch.wait.max.ms": 200, "replica.high.watermark.checkpoint.interval.ms": 700,
-                               "replica.lag.time.max.ms": 1000, "zookeeper.session.timeout.ms": 600},
-                    "emulator": {"engine": engine, "idle.jump": jump}},
-        "topics": [{"name": "a", "partitions": 3, "replication_factor": 3},
-                   {"name": "b", "partitions": 2, "replication_factor": 2}],
-        "timeline": [{"at": 0, "produce": {"topic": "a", "partition": "all", "records": 30, "acks": "all"}},
-                     {"at": 200, "produce": {"topic": "b", "partition": "all", "records": 10, "acks": 1}},
-                     {"at": crash_ms, "crash": 2}],
-        "run": {"until_ms": crash_ms + TAIL_MS}}, name="idle")
+    return parse_scenario(scenario(
+        [1, 2, 3], [{"name": "a", "partitions": 3, "replication_factor": 3},
+                    {"name": "b", "partitions": 2, "replication_factor": 2}], crash_ms + TAIL_MS,
+        log_dirs=["d0", "d1"], name="idle", seed=5, emulator={"engine": engine, "idle.jump": jump},
+        config={"replica.fetch.wait.max.ms": 200, "replica.high.watermark.checkpoint.interval.ms": 700,
+                "replica.lag.time.max.ms": 1000, "zookeeper.session.timeout.ms": 600},
+        timeline=[{"at": 0, "produce": {"topic": "a", "partition": "all", "records": 30, "acks": "all"}},
+                  {"at": 200, "produce": {"topic": "b", "partition": "all", "records": 10, "acks": 1}},
+                  {"at": crash_ms, "crash": 2}]), name="idle")
 
 
 def _run(spark, path, crash_ms: int, engine: str, jump: bool) -> dict[str, pd.DataFrame]:

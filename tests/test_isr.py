@@ -3,6 +3,7 @@ ISR gauges) on plain pandas."""
 
 from __future__ import annotations
 
+import harness as H
 import pandas as pd
 import pytest
 
@@ -14,11 +15,7 @@ from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_br
 
 
 def lai(broker, leader, isr_, replicas, epoch, zk=0, ctrl=1):
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": "t", "partition": 0, "leader": leader, "leader_epoch": epoch,
-        "controller_epoch": ctrl, "isr": F.csv(isr_), "replicas": F.csv(replicas), "is_new": False,
-        "log_dir": None, "zk_version": zk,
-    }]), F.LEADER_AND_ISR)
+    return H.lai(broker, leader, isr_, replicas, epoch, ctrl, is_new=False, zk=zk)
 
 
 class Part:

@@ -3,6 +3,7 @@ offline replicas (protocol/log_dir_failure.py, produce.py), plus one end-to-end 
 
 from __future__ import annotations
 
+import harness as H
 import pandas as pd
 import pytest
 
@@ -26,15 +27,11 @@ def reps(*rows):
 
 
 def lai(b, t, p, leader, epoch=1, is_new=False, ctrl=1):
-    return F.conform(pd.DataFrame([{
-        "broker": b, "topic": t, "partition": p, "leader": leader, "leader_epoch": epoch, "controller_epoch": ctrl,
-        "isr": str(leader), "replicas": str(leader), "is_new": is_new, "log_dir": None, "zk_version": 0}]),
-        F.LEADER_AND_ISR)
+    return H.lai(b, leader, (leader,), (leader,), epoch, ctrl, t, p, is_new)
 
 
 def batch(b, t, p, acks=1, n=1):
-    return F.conform(pd.DataFrame([{"broker": b, "topic": t, "partition": p, "record_id": 0, "count": n, "acks": acks,
-                                    "value_bytes": 10, "key": None, "sent_ms": 0, "deadline_ms": 30000}]), F.PRODUCE)
+    return H.batch(n, acks, broker=b, topic=t, partition=p)
 
 
 def test_offline_dirs_now_joins_known_and_new_failures():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from broker_net import Net, round_cfg
+from harness import Net, batch, lai, round_cfg
 
 from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import errors, fetch, produce
@@ -15,21 +15,6 @@ from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_br
 
 CFG = {**broker_config({}), "profile": "2.8"}
 MIN_ISR = pd.Series({"t": 1})
-
-
-def lai(broker, leader, isr, replicas, epoch=0, ctrl=1, topic="t", partition=0):
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch,
-        "controller_epoch": ctrl, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": True, "log_dir": None,
-        "zk_version": 0,
-    }]), F.LEADER_AND_ISR)
-
-
-def batch(broker, n, acks, record_id=0, now=0, topic="t", partition=0):
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": topic, "partition": partition, "record_id": record_id, "count": n,
-        "acks": acks, "value_bytes": 10, "key": None, "sent_ms": now, "deadline_ms": now + 30000,
-    }]), F.PRODUCE)
 
 
 class Pair:
@@ -54,7 +39,7 @@ class Pair:
         return (int(lead.leo), max(int(remote.leo), 0), int(lead.hw), int(fol.leo), int(fol.hw))
 
     def produce(self, n=1, acks=1, now=0, record_id=0):
-        self.rep, recs, res, pend = produce.append_to_leader(self.rep, self.rem, batch(1, n, acks, record_id, now), self.min_isr,
+        self.rep, recs, res, pend = produce.append_to_leader(self.rep, self.rem, batch(n, acks, now, record_id), self.min_isr,
                                                                   now, CFG)
         self.tail = F.concat([self.tail, recs], F.RECORD)
         self.pending = F.concat([self.pending, pend], F.PENDING)
@@ -95,9 +80,9 @@ def produced(net: Net) -> pd.DataFrame:
 
 def test_response_carries_hw_read_before_the_fetch_moved_it():
     net = pair()
-    s = net.step(produce=batch(1, 2, 1, now=net.now))  # the fetch at 0 is served with both records
+    s = net.step(produce=batch(2, 1, now=net.now))  # the fetch at 0 is served with both records
     assert s.outbox.fetch_responses.hw.tolist() == [0] and len(s.outbox.fetch_records) == 2
-    net.step(produce=batch(1, 1, 1, record_id=2, now=net.now))  # the follower appends; fetches at 2
+    net.step(produce=batch(1, 1, record_id=2, now=net.now))  # the follower appends; fetches at 2
     assert int(net.replica(2).leo) == 2
     s = net.step()  # fetch at 2 moves the HW to 2 but reports the HW it read (0)
     assert s.outbox.fetch_responses.hw.tolist() == [0]
@@ -115,7 +100,7 @@ def test_acks_1_and_0_answer_at_append(acks):
 
 def test_acks_all_completes_only_when_hw_passes_it():
     net = pair()
-    net.step(produce=batch(1, 2, -1, now=net.now))  # appended and served at once; the HW is still 0
+    net.step(produce=batch(2, -1, now=net.now))  # appended and served at once; the HW is still 0
     assert produced(net).empty and len(net.state.pending) == 1
     net.step()  # the follower appends both and fetches at 2
     assert produced(net).empty
@@ -150,7 +135,7 @@ def test_not_enough_replicas_before_append():
 
 def test_produce_to_follower_is_refused():
     p = Pair()
-    rep, recs, res, _ = produce.append_to_leader(p.rep, p.rem, batch(2, 1, 1), MIN_ISR, 0, CFG)
+    rep, recs, res, _ = produce.append_to_leader(p.rep, p.rem, batch(1, 1, broker=2), MIN_ISR, 0, CFG)
     assert res.error.tolist() == [errors.NOT_LEADER_OR_FOLLOWER] and recs.empty
 
 

@@ -23,14 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "conf" / "scenarios" / "quickstart.yaml"
 
 
-def _refused(capsys, argv: list[str]) -> str:
-    assert main(argv) == 2
+def _refused(capsys, scenario, out, on_kafka: str = "2.8.2") -> str:
+    """`replay SCENARIO --on-kafka VERSION --out OUT` exits 2; what it printed on stderr."""
+    assert main(["replay", str(scenario), "--on-kafka", on_kafka, "--out", str(out)]) == 2
     return capsys.readouterr().err
 
 
 def test_an_unknown_kafka_version_is_refused_before_anything(tmp_path, capsys):
     out = tmp_path / "out"
-    err = _refused(capsys, ["replay", str(QUICKSTART), "--on-kafka", "3.0.0", "--out", str(out)])
+    err = _refused(capsys, QUICKSTART, out, "3.0.0")
     assert "--on-kafka: replay starts real Kafka 2.8.2 only (got '3.0.0')" in err
     assert not out.exists()
 
@@ -40,7 +41,7 @@ def test_an_event_real_kafka_cannot_drive_is_refused_naming_it(tmp_path, capsys)
     sc.write_text("cluster: {brokers: [1, 2]}\ntopics: [{name: t}]\n"
                   "timeline: [{at: 0, crash: 1}, {at: 10, isolate: {brokers: [1]}}]\nrun: {until_ms: 100}\n")
     out = tmp_path / "out"
-    err = _refused(capsys, ["replay", str(sc), "--on-kafka", "2.8.2", "--out", str(out)])
+    err = _refused(capsys, sc, out)
     assert "timeline[1].isolate: replay --on-kafka does not drive 'isolate' events yet" in err
     assert not out.exists()
 
@@ -64,11 +65,11 @@ def test_a_non_empty_out_is_refused_without_overwrite(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "comparison.json").write_text("{}")
-    err = _refused(capsys, ["replay", str(QUICKSTART), "--on-kafka", "2.8.2", "--out", str(out)])
+    err = _refused(capsys, QUICKSTART, out)
     assert "--out: directory is not empty (a previous replay?): replace it with --overwrite" in err
     assert str(out) in err and os.listdir(out) == ["comparison.json"]
     (tmp_path / "file").write_text("x")
-    err = _refused(capsys, ["replay", str(QUICKSTART), "--on-kafka", "2.8.2", "--out", str(tmp_path / "file")])
+    err = _refused(capsys, QUICKSTART, tmp_path / "file")
     assert "--out: is a file, not a directory" in err
 
 

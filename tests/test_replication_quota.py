@@ -8,6 +8,7 @@ Every record is 10 bytes unless a test says otherwise (key None: record_bytes = 
 
 from __future__ import annotations
 
+import harness as H
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,11 +25,7 @@ ROUND_MS = 100
 
 
 def lai(broker, isr, replicas, partition):
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": "t", "partition": partition, "leader": 1, "leader_epoch": 0,
-        "controller_epoch": 1, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": True, "log_dir": None,
-        "zk_version": 0,
-    }]), F.LEADER_AND_ISR)
+    return H.lai(broker, 1, isr, replicas, partition=partition)
 
 
 def throttle(leader_rate=None, follower_rate=None, leader_list="", follower_list="", round_ms=ROUND_MS):

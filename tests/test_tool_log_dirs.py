@@ -19,6 +19,13 @@ from sparkkafka.tools.log_dirs import (
 
 KSE = "org.apache.kafka.common.errors.KafkaStorageException"
 HEAD = "Querying brokers for log directories information\nReceived log directory information from brokers "
+# the text of the cluster fixture up to broker 0's partitions in d1 (its d2 is offline)
+BROKER0_OPEN = (HEAD + "0,1,2\n"
+                '{"version":1,"brokers":['
+                '{"broker":0,"logDirs":['
+                '{"logDir":"/var/kafka/d2","error":"org.apache.kafka.common.errors.KafkaStorageException",'
+                '"partitions":[]},'
+                '{"logDir":"/var/kafka/d1","error":null,"partitions":[')
 
 
 def frames(dirs, logs):
@@ -58,11 +65,7 @@ def cluster():
 def test_multi_broker_with_offline_dir_and_future_log(cluster):
     dirs, logs = cluster
     expected = (
-        HEAD + "0,1,2\n"
-        '{"version":1,"brokers":['
-        '{"broker":0,"logDirs":['
-        '{"logDir":"/var/kafka/d2","error":"org.apache.kafka.common.errors.KafkaStorageException","partitions":[]},'
-        '{"logDir":"/var/kafka/d1","error":null,"partitions":['
+        BROKER0_OPEN +
         '{"partition":"payments-0","size":2048,"offsetLag":0,"isFuture":false},'
         '{"partition":"orders-0","size":1048576,"offsetLag":0,"isFuture":false}]}]},'
         '{"broker":1,"logDirs":['
@@ -83,11 +86,7 @@ def test_multi_broker_with_offline_dir_and_future_log(cluster):
 def test_topic_list_filters_client_side(cluster):
     dirs, logs = cluster
     expected = (
-        HEAD + "0,1,2\n"
-        '{"version":1,"brokers":['
-        '{"broker":0,"logDirs":['
-        '{"logDir":"/var/kafka/d2","error":"org.apache.kafka.common.errors.KafkaStorageException","partitions":[]},'
-        '{"logDir":"/var/kafka/d1","error":null,"partitions":['
+        BROKER0_OPEN +
         '{"partition":"payments-0","size":2048,"offsetLag":0,"isFuture":false}]}]},'
         '{"broker":1,"logDirs":['
         '{"logDir":"/var/kafka/d2","error":null,"partitions":[]},'

@@ -13,8 +13,9 @@ import os
 
 import pytest
 from operator_util import cli, copy_run
+from scenarios import produce, run_to_end, scenario
 
-from sparkkafka import Cluster, parse_scenario
+from sparkkafka import Cluster
 from sparkkafka.tools import reassign_partitions as R
 
 CURRENT_T = ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[0,1],"log_dirs":["any","any"]},'
@@ -25,15 +26,10 @@ CLEARING = "Clearing broker-level throttles on brokers 0,1,2\nClearing topic-lev
 @pytest.fixture(scope="module")
 def base_run(spark, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("reassign-cli") / "base")
-    sc = parse_scenario({
-        "cluster": {"brokers": [0, 1, 2], "log_dirs": ["d0", "d1"],
-                    "config": {"auto.leader.rebalance.enable": False}},
-        "topics": [{"name": "t", "assignment": {0: [0, 1], 1: [1, 0]}}],
-        "timeline": [{"at": 0, "produce": {"topic": "t", "partition": 0, "records": 20, "acks": "all",
-                                           "value_bytes": 100}}],
-        "run": {"until_ms": 500}}, name="reassign-cli")
-    Cluster.from_scenario(sc, spark=spark, out=out).run()
-    return out
+    return run_to_end(scenario(
+        [0, 1, 2], [{"name": "t", "assignment": {0: [0, 1], 1: [1, 0]}}], 500, log_dirs=["d0", "d1"],
+        config={"auto.leader.rebalance.enable": False}, timeline=produce([("t", 0, 20)])),
+        "reassign-cli", out, spark)
 
 
 @pytest.fixture

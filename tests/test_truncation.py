@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import harness as H
 import numpy as np
 import pandas as pd
 import pytest
@@ -49,11 +50,7 @@ def log_frame(broker: int, spec, stamped: bool = True, partition: int = 0) -> pd
 
 
 def lai(broker: int, epoch: int, leader: int = LEADER, isr=(1, 2), replicas=(1, 2)) -> pd.DataFrame:
-    return F.conform(pd.DataFrame([{
-        "broker": broker, "topic": "t", "partition": 0, "leader": leader, "leader_epoch": epoch,
-        "controller_epoch": 1, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": False, "log_dir": None,
-        "zk_version": 0,
-    }]), F.LEADER_AND_ISR)
+    return H.lai(broker, leader, isr, replicas, epoch, is_new=False)
 
 
 def fetch_req(fetch_offset: int, current: int, last_fetched: int = -1, now: int = 0) -> pd.DataFrame:

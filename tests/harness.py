@@ -1,6 +1,7 @@
-"""A harness driving protocol/broker.step with no Spark: brokers whose messages are delivered the next
-round (as the engines deliver them), an in-memory log table kept by executing the AppendRecords and
-TruncateLog effects, and the other effects recorded per round."""
+"""The one test harness for the broker round (protocol/broker.step) with no Spark. `run_step` is the only
+place tests call `step`, so a change of its signature is a one-line edit here. `Net` drives brokers whose
+messages are delivered the next round (as the engines deliver them), an in-memory log table kept by
+executing the AppendRecords and TruncateLog effects, and the other effects recorded per round."""
 
 from __future__ import annotations
 
@@ -33,6 +34,31 @@ def apply_log_effects(log: pd.DataFrame, effects) -> pd.DataFrame:
                 log = log[~(c["offset_cut"].notna() & (c["offset"] >= c["offset_cut"])).to_numpy()]
                 log = log.reset_index(drop=True)
     return log
+
+
+def lai(broker: int, leader: int = 1, isr=(1, 2), replicas=(1, 2), epoch: int = 0, ctrl: int = 1,
+        topic: str = "t", partition: int = 0, is_new: bool = True, zk: int = 0) -> pd.DataFrame:
+    """One LeaderAndIsr entry the controller sends `broker` (ControllerChannelManager), as a frame."""
+    return F.conform(pd.DataFrame([{
+        "broker": broker, "topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch,
+        "controller_epoch": ctrl, "isr": F.csv(isr), "replicas": F.csv(replicas), "is_new": is_new, "log_dir": None,
+        "zk_version": zk,
+    }]), F.LEADER_AND_ISR)
+
+
+def batch(n: int, acks: int, now: int = 0, record_id: int = 0, broker: int = 1, topic: str = "t",
+          partition: int = 0) -> pd.DataFrame:
+    """One produce request of `n` records of 10 bytes to `broker`, with a 30 s delivery timeout."""
+    return F.conform(pd.DataFrame([{
+        "broker": broker, "topic": topic, "partition": partition, "record_id": record_id, "count": n,
+        "acks": acks, "value_bytes": 10, "key": None, "sent_ms": now, "deadline_ms": now + 30000,
+    }]), F.PRODUCE)
+
+
+def run_step(state: B.BrokerState, inbox: B.Inbox, now: int, config: B.RoundConfig,
+             read: B.Reader = B.no_reads) -> B.Step:
+    """One broker round, protocol/broker.step: every test that steps a broker comes through here."""
+    return B.step(state, inbox, now, config, read=read)
 
 
 def round_cfg(profile: str = "2.8", topics=("t",), **overrides) -> dict:
@@ -68,7 +94,7 @@ class Net:
                                        for k, v in messages.items()})
         current = self.log[~self.log["is_future"].to_numpy()]
         reader = B.read_from(current)
-        s = B.step(self.state, inbox, self.now, self.config, read=lambda r: self.reads.append(r) or reader(r))
+        s = run_step(self.state, inbox, self.now, self.config, read=lambda r: self.reads.append(r) or reader(r))
         self.state, self.last = s.state, s
         self.inbox = B.Inbox(**{dst: getattr(s.outbox, src) for src, dst in ROUTES.items()})
         self.log = apply_log_effects(self.log, s.effects)
