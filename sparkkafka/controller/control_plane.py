@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..plaindata import Fields, Plain, from_plain, to_plain
 from ..protocol import frames as F
-from ..protocol.config import broker_config, topic_config
+from ..protocol.config import broker_config, dynamic_broker_value, topic_config
 from ..protocol.rules import rules_for
 from . import events as ev
 from .kafka_controller import KafkaController, Requests
@@ -307,7 +307,7 @@ class ControlPlane:
 
     def broker_value(self, b: int, name: str):
         """A broker's effective config: its own dynamic value, else the cluster default / static one."""
-        return self.dynamic.get(b, {}).get(name, self.broker_cfg[name])
+        return dynamic_broker_value(name, self.dynamic.get(b, {}), {}, self.broker_cfg)  # broker_cfg holds <default>
 
     # ------------------------------------------------------------------ admin requests (AdminClient -> controller)
     def admin(self, event: ev.AdminEvent, now: int) -> dict | None:

@@ -239,3 +239,17 @@ class RoundConfig(Mapping):
 
     def __len__(self) -> int:
         return len(_ROUND_KEYS)
+
+
+def dynamic_broker_value(name: str, own: Mapping[str, Any], default: Mapping[str, Any], static: Mapping[str, Any],
+                         missing: Any = KeyError) -> Any:
+    """A broker config in effect under DynamicBrokerConfig's precedence (KIP-226): the broker's own dynamic
+    value (/config/brokers/<id>), else the cluster-wide dynamic default (/config/brokers/<default>), else the
+    static config (server.properties, else Kafka's default); `missing` when none has it (by default a KeyError)."""
+    if name in own:
+        return own[name]
+    if name in default:
+        return default[name]
+    if missing is KeyError:
+        return static[name]
+    return static.get(name, missing)
