@@ -12,6 +12,7 @@ from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol.config import EMULATOR_DEFAULTS, broker_config, topic_config
 from sparkkafka.protocol.leader_and_isr import new_broker_rows
+from sparkkafka.protocol.rules import rules_of
 
 # outbox field -> the inbox field it arrives in next round (messages between brokers)
 ROUTES = {"fetches": "fetches", "fetch_responses": "fetch_responses", "fetch_records": "fetch_records",
@@ -68,7 +69,7 @@ class Net:
                                        for k, v in messages.items()})
         current = self.log[~self.log["is_future"].to_numpy()]
         reader = B.read_from(current)
-        s = B.step(self.state, inbox, self.now, self.config, read=lambda r: self.reads.append(r) or reader(r))
+        s = B.step(self.state, inbox, self.now, rules_of(self.config.cfg), self.config, read=lambda r: self.reads.append(r) or reader(r))
         self.state, self.last = s.state, s
         self.inbox = B.Inbox(**{dst: getattr(s.outbox, src) for src, dst in ROUTES.items()})
         self.log = apply_log_effects(self.log, s.effects)

@@ -13,6 +13,7 @@ from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol import leader_epoch as LE
 from sparkkafka.protocol.config import LONG_MAX
+from sparkkafka.protocol.rules import rules_of
 
 CFG = round_cfg("2.8", **{"replica.high.watermark.checkpoint.interval.ms": 1000})
 
@@ -159,11 +160,11 @@ def test_reads_come_through_the_reader_and_a_missing_reader_is_an_error():
     asked = []
     current = net.log[~net.log["is_future"]]
     reader = B.read_from(current)
-    s = B.step(net.state, B.Inbox(fetches=req), net.now, net.config, read=lambda r: asked.append(r) or reader(r))
+    s = B.step(net.state, B.Inbox(fetches=req), net.now, rules_of(net.config.cfg), net.config, read=lambda r: asked.append(r) or reader(r))
     assert asked and asked[0].ranges[["broker", "from_offset"]].values.tolist() == [[1, 0]]
     assert s.outbox.fetch_records["offset"].tolist()[:1] == [0]
     with pytest.raises(ValueError, match="no reader"):
-        B.step(net.state, B.Inbox(fetches=req), net.now, net.config)
+        B.step(net.state, B.Inbox(fetches=req), net.now, rules_of(net.config.cfg), net.config)
     assert state is not None and inbox is not None
 
 
@@ -175,7 +176,7 @@ def test_a_paused_broker_keeps_its_state_and_its_messages():
     s = net.step(produce=batch(1, acks=1, now=net.now))
     assert len(s.outbox.fetch_responses) == 1  # on its way to broker 2
     before = net.state
-    paused = B.step(net.state, net.inbox, net.now, B.RoundConfig(**{**net.config.__dict__, "paused": frozenset({2})}))
+    paused = B.step(net.state, net.inbox, net.now, rules_of(net.config.cfg), B.RoundConfig(**{**net.config.__dict__, "paused": frozenset({2})}))
     mine = paused.state.replicas[paused.state.replicas["broker"] == 2].reset_index(drop=True)
     pd.testing.assert_frame_equal(mine, before.replicas[before.replicas["broker"] == 2].reset_index(drop=True))
     assert paused.deferred.fetch_responses["broker"].tolist() == [2] and len(paused.deferred.fetch_records) == 1

@@ -215,3 +215,11 @@ def test_the_delta_write_check_sees_a_write(tmp_path):
     assert _delta_writes(f) == ["write_deltalake"]
     f.write_text("d = {}\nd.create_write_transaction()\n")
     assert _delta_writes(f) == []
+
+
+def test_the_protocol_core_reads_no_clock():
+    """The sans-IO core neither times itself nor reads the wall clock: `now` and a timing clock are the
+    caller's (broker.step's `clock`)."""
+    bad = {m: sorted(t for t in ts if t.split(".")[0] in ("time", "datetime"))
+           for m, ts in _imports().items() if _unit(m) == "protocol"}
+    assert {m: ts for m, ts in bad.items() if ts} == {}
