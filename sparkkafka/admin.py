@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from .controller.events import ApiPartitionReassignment, ReplicaLeaderElection
-from .engine import rows as W
 from .errors import ReassignError
 from .protocol.frames import ALTER_LOG_DIRS, conform
-from .run_dir import DriverState
+from .run_access import ALTER_LOG_DIRS as ALTER_LOG_DIRS_KIND
+from .run_access import DriverState
 
 TP = tuple[str, int]
 
@@ -115,7 +115,7 @@ def clear_throttles(d: DriverState, brokers: list[int], topics: list[str], now: 
 
 def alter_replica_log_dirs(d: DriverState, entries: pd.DataFrame) -> None:
     """AlterReplicaLogDirs requests (broker, topic, partition, log_dir) sent to the brokers now (KIP-113)."""
-    d.send(W.ALTER_LOG_DIRS, conform(entries, ALTER_LOG_DIRS))
+    d.send(ALTER_LOG_DIRS_KIND, conform(entries, ALTER_LOG_DIRS))
 
 
 # --- the throttles --execute --throttle sets (ReassignPartitionsCommand) ---

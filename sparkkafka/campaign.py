@@ -112,11 +112,11 @@ def run_schedules(spark, schedules: Sequence[tuple[str, dict]], tasks: int | Non
 
 def write_results(out: str, results: pd.DataFrame, schedules: Sequence[tuple[str, dict]], summary: dict) -> dict:
     """OUT/tables/campaign (Delta), OUT/failing/<schedule>.yaml, OUT/summary.json; returns the summary."""
-    from deltalake import write_deltalake
+    from .storage.delta_writes import overwrite
 
     os.makedirs(out, exist_ok=True)
     table = pa.Table.from_pandas(results[RESULT.names], schema=RESULT, preserve_index=False)
-    write_deltalake(os.path.join(out, "tables", "campaign"), table, mode="overwrite")
+    overwrite(os.path.join(out, "tables", "campaign"), table)
     bad = results[failing(results)]
     by_id = dict(schedules)
     shutil.rmtree(os.path.join(out, "failing"), ignore_errors=True)

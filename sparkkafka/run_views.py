@@ -126,16 +126,11 @@ VIOLATIONS_ROUND = "sparkkafka.violations.round"  # commit metadata: the run rou
 
 def write_violations(tables_dir: str, found: pd.DataFrame, round_no: int) -> None:
     """Overwrite the `violations` Delta table (created first in run dirs made before it existed)."""
-    from deltalake import DeltaTable, write_deltalake
-    from deltalake.transaction import CommitProperties
-
     from .scenario.checker import violations_table
+    from .storage.delta_writes import overwrite
 
-    path = T.table_path(tables_dir, "violations")
-    if not DeltaTable.is_deltatable(path):
-        DeltaTable.create(path, T.SCHEMAS["violations"], mode="ignore", configuration=T.TABLE_CONFIG)
-    write_deltalake(path, violations_table(found), mode="overwrite",
-                    commit_properties=CommitProperties(custom_metadata={VIOLATIONS_ROUND: str(round_no)}))
+    overwrite(T.table_path(tables_dir, "violations"), violations_table(found), T.SCHEMAS["violations"],
+              T.TABLE_CONFIG, {VIOLATIONS_ROUND: str(round_no)})
 
 
 def violations_current(out: str) -> bool:

@@ -13,6 +13,7 @@ from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol.config import EMULATOR_DEFAULTS, broker_config, topic_config
 from sparkkafka.protocol.leader_and_isr import new_broker_rows
+from sparkkafka.protocol.rules import rules_of
 
 # outbox field -> the inbox field it arrives in next round (messages between brokers)
 ROUTES = {"fetches": "fetches", "fetch_responses": "fetch_responses", "fetch_records": "fetch_records",
@@ -58,7 +59,7 @@ def batch(n: int, acks: int, now: int = 0, record_id: int = 0, broker: int = 1, 
 def run_step(state: B.BrokerState, inbox: B.Inbox, now: int, config: B.RoundConfig,
              read: B.Reader = B.no_reads) -> B.Step:
     """One broker round, protocol/broker.step: every test that steps a broker comes through here."""
-    return B.step(state, inbox, now, config, read=read)
+    return B.step(state, inbox, now, rules_of(config.cfg), config, read=read)
 
 
 def round_cfg(profile: str = "2.8", topics=("t",), **overrides) -> dict:

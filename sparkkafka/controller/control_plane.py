@@ -12,22 +12,44 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from ..plaindata import Fields, Plain, from_plain, to_plain
 from ..protocol import frames as F
-from ..protocol.config import broker_config, topic_config
+from ..protocol.config import broker_config, dynamic_broker_value, topic_config
 from ..protocol.rules import rules_for
-from ..scenario.model import TopicSpec
 from . import events as ev
 from .kafka_controller import KafkaController, Requests
 from .placement import assign_replicas_to_brokers
 from .zookeeper import BadVersionError, ZooKeeper
+
+
+class PartitionStateRequest(Protocol):
+    """An imported partition's state znode and its topic znode's in-flight move (KIP-455): what the
+    controller reads of a scenario's topics[].state entry."""
+
+    leader: int
+    isr: Any
+    adding: Any
+    removing: Any
+
+
+class TopicRequest(Protocol):
+    """What creating a topic carries (AdminZkClient.createTopic: name, partitions, replication factor or an
+    assignment, topic configs) and, for an imported cluster, each partition's state. The scenario's TopicSpec
+    is one; the controller names only what it reads."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    assignment: Mapping[int, Any] | None
+    config: Mapping[str, Any]
+    state: Mapping[int, PartitionStateRequest] | None
 
 ZOOKEEPER = -3  # src of answers from ZooKeeper itself (a leader's own ISR write before 2.7)
 
@@ -70,7 +92,7 @@ class ControlPlane:
     def partition_count(self, topic: str) -> int:
         return len(self.zk.topic_assignment(topic))
 
-    def create_topic(self, spec: TopicSpec, now: int) -> None:
+    def create_topic(self, spec: TopicRequest, now: int) -> None:
         """What AdminZkClient does: place the replicas (Kafka's AdminUtils, over the registered
         brokers, seeded per topic) unless assigned, write the topic znode; the controller's topic
         watch then brings the new partitions online."""
@@ -86,7 +108,7 @@ class ControlPlane:
             self._import_state(spec, now)
         self._enqueue(ev.TopicChange())
 
-    def _import_state(self, spec: TopicSpec, now: int) -> None:
+    def _import_state(self, spec: TopicRequest, now: int) -> None:
         """An imported cluster's znodes, as a previous controller left them: the topic znode's adding and
         removing replicas (KIP-455) and each partition's state znode (leader, ISR; epochs 0)."""
         st = spec.state
@@ -285,7 +307,7 @@ class ControlPlane:
 
     def broker_value(self, b: int, name: str):
         """A broker's effective config: its own dynamic value, else the cluster default / static one."""
-        return self.dynamic.get(b, {}).get(name, self.broker_cfg[name])
+        return dynamic_broker_value(name, self.dynamic.get(b, {}), {}, self.broker_cfg)  # broker_cfg holds <default>
 
     # ------------------------------------------------------------------ admin requests (AdminClient -> controller)
     def admin(self, event: ev.AdminEvent, now: int) -> dict | None:

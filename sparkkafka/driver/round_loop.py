@@ -29,8 +29,7 @@ from pyspark.sql import functions as Fn
 from ..controller.control_plane import ControlPlane
 from ..engine import rows as W
 from ..engine.broker_round import BrokerRound, RoundParams, expand_results
-from ..protocol import errors as kerr
-from ..protocol import idle
+from ..protocol import idle, produce
 from ..protocol.config import LONG_MAX, RoundConfig, broker_config, profile_of
 from ..protocol.frames import PRODUCE, RESULT, concat, conform
 from ..protocol.rules import rules_for
@@ -333,8 +332,7 @@ class RoundLoop(Timeline, IdleJumps):
         down = self._down(b["broker"].to_numpy())
         if down.any():
             failed = b[down]
-            err = ["LEADER_NOT_AVAILABLE" if x < 0 else kerr.NETWORK_EXCEPTION for x in failed["broker"]]
-            res = failed.assign(error=[None if a == 0 else e for a, e in zip(failed["acks"], err, strict=True)],
+            res = failed.assign(error=produce.unsent_batch_errors(failed["broker"], failed["acks"]),
                                 base_offset=-1, acked=False, time_ms=failed["sent_ms"])  # sent in its round
             self._driver_rows["produce_results_batches"].append(conform(res, RESULT))
         if send:

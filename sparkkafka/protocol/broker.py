@@ -1,6 +1,6 @@
 """One broker round as a pure function: Kafka's KafkaApis + ReplicaManager + ReplicaFetcherThread loop.
 
-`step(state, inbox, now, config, read) -> Step(state, outbox, effects)`, in the shape of dask's
+`step(state, inbox, now, rules, config, read) -> Step(state, outbox, effects)`, in the shape of dask's
 worker state machine: the brokers' memory (`BrokerState`: the frames of protocol/frames.py) and the
 messages that reached them (`Inbox`) go in; their new memory, the messages they send (`Outbox`) and
 what they ask of their disks (`effects`: frozen dataclasses of plain data) come out. Nothing here
@@ -31,7 +31,6 @@ Reads. Two kinds of records come from storage:
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, fields, replace
 
@@ -54,7 +53,7 @@ from . import (
 from . import frames as F
 from .high_watermark import maybe_increment_leader_hw
 from .leader_and_isr import become_leader_or_follower, new_broker_rows
-from .rules import rules_of
+from .rules import Rules
 
 # ------------------------------------------------------------------------------------------------ data
 
@@ -503,20 +502,27 @@ def history(replicas: pd.DataFrame, remotes: pd.DataFrame, results: pd.DataFrame
 # ------------------------------------------------------------------------------------------- the round
 
 
-class Laps:
-    """Seconds spent per phase of the round (reported in the round summary for bench)."""
+def no_clock() -> float:
+    """The clock of a round nobody times: every phase takes 0 s."""
+    return 0.0
 
-    def __init__(self) -> None:
+
+class Laps:
+    """Seconds spent per phase of the round (reported in the round summary for bench), read from the caller's
+    `clock` (the engine passes time.perf_counter): the pure core names the phases, it does not time itself."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
         self.laps: dict[str, float] = {}
-        self.t = time.perf_counter()
+        self.t = clock()
 
     def lap(self, name: str) -> None:
-        t = time.perf_counter()
+        t = self.clock()
         self.laps[name] = self.laps.get(name, 0.0) + t - self.t
         self.t = t
 
 
-def _movers(config: RoundConfig, replicas: pd.DataFrame, futures: pd.DataFrame, mem: pd.DataFrame,
+def _movers(config: RoundConfig, rules: Rules, replicas: pd.DataFrame, futures: pd.DataFrame, mem: pd.DataFrame,
             cuts: pd.DataFrame) -> Generator[ReadLog, pd.DataFrame, tuple]:
     """One round of every broker's ReplicaAlterLogDirsThreads (protocol/alter_log_dirs.py): truncation
     after the current logs' cuts, then one copy per thread from the current logs (`mem`: the records the
@@ -525,7 +531,6 @@ def _movers(config: RoundConfig, replicas: pd.DataFrame, futures: pd.DataFrame, 
     if futures.empty:
         return replicas, futures, F.empty(F.RECORD), F.from_rows([], alter_log_dirs.SWAPS), truncation.no_cuts()
     cfg = config.cfg
-    rules = rules_of(cfg)
     futures = alter_log_dirs.mark_for_truncation(futures, cuts)
     futures, c1 = alter_log_dirs.truncate_futures(futures, replicas, rules)
     futures, c2 = alter_log_dirs.out_of_range(futures, replicas)
@@ -587,10 +592,11 @@ def _min_isr_series(items: tuple[tuple[str, int], ...]) -> pd.Series:
     return pd.Series(dict(items), dtype="int64")
 
 
-def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
-                ) -> Generator[ReadLog, pd.DataFrame, Step]:
-    """The round as a generator: it yields ReadLog requests, is sent their records, and returns the Step."""
-    sw = Laps()
+def round_steps(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config: RoundConfig,
+                clock: Callable[[], float] = no_clock) -> Generator[ReadLog, pd.DataFrame, Step]:
+    """The round as a generator: it yields ReadLog requests, is sent their records, and returns the Step.
+    `rules` are the version profile's (rules.rules_of(config.cfg)); `clock` times the phases (Laps)."""
+    sw = Laps(clock)
     present = present_brokers(state, inbox)  # brokers with any row: the round's history file is named after the least
     held = deferred = None
     if config.paused:
@@ -598,7 +604,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
         state, held = _split(state, paused)
         inbox, deferred = _split(inbox, paused)
     k = inbox
-    cfg, rules = config.cfg, rules_of(config.cfg)
+    cfg = config.cfg
     replicas, remotes, tail, brokers = state.replicas, state.remotes, state.tail, state.brokers
     futures, preferred, offline = state.futures, state.preferred, state.offline
     wire_replicas, wire_futures = replicas, futures  # as the round found them: what the disk files already say
@@ -675,7 +681,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig
     sw.lap("serve_fetch")
     # the log-dir movers (ReplicaAlterLogDirsThread, 9.2) copy from the current logs as they now are
     mem = F.concat([tail, appended_f], F.RECORD) if len(futures) else F.empty(F.RECORD)  # only movers read it
-    replicas, futures, copied, swaps, future_cuts = yield from _movers(config, replicas, futures, mem, cuts)
+    replicas, futures, copied, swaps, future_cuts = yield from _movers(config, rules, replicas, futures, mem, cuts)
     tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"], now, cfg)
     sw.lap("log_dir_movers")
     stopping = set(k.shutdown["broker"].tolist())
@@ -753,10 +759,12 @@ def _drop(obj, gone: list[int], message_col: str):
     return replace(obj, **out)
 
 
-def step(state: BrokerState, inbox: Inbox, now: int, config: RoundConfig, read: Reader = no_reads) -> Step:
-    """Run one round for every broker in `state` and `inbox` (a broker in config.paused keeps its state
-    and its messages untouched). `read` answers the round's ReadLog requests."""
-    gen = round_steps(state, inbox, now, config)
+def step(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config: RoundConfig, read: Reader = no_reads,
+         clock: Callable[[], float] = no_clock) -> Step:
+    """Run one round for every broker in `state` and `inbox` under the version profile's `rules` (a broker in
+    config.paused keeps its state and its messages untouched). `read` answers the round's ReadLog requests;
+    `clock` (the caller's, e.g. time.perf_counter) times its phases in the summary's timings."""
+    gen = round_steps(state, inbox, now, rules, config, clock)
     try:
         req = next(gen)
         while True:

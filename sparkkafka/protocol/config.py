@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any
 
+from .versions import PROFILES as PROFILES  # re-exported: the profiles live in versions.py
+from .versions import profile_of as profile_of
+
 if TYPE_CHECKING:
     from .rules import Rules
 
@@ -119,39 +122,10 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
 ENGINES = ("rounds", "resident", "local")
 DELTA_WRITERS = ("deltalake", "delta-spark")
 
-# inter.broker.protocol.version -> profile (ApiVersion.scala; docs/versions.md).
-# Kafka accepts "2.8", "2.8-IV1"...
-PROFILES = ("0.8", "0.10", "0.11", "2.0", "2.1", "2.7", "2.8")
-_ALIASES = {
-    "0.8": "0.8", "0.8.2": "0.8", "0.9": "0.8", "0.9.0": "0.8",
-    "0.10": "0.10", "0.10.0": "0.10", "0.10.1": "0.10", "0.10.2": "0.10",
-    "0.11": "0.11", "0.11.0": "0.11", "1.0": "0.11", "1.1": "0.11",
-    "2.0": "2.0",
-    "2.1": "2.1", "2.2": "2.1", "2.3": "2.1", "2.4": "2.1", "2.5": "2.1", "2.6": "2.1",
-    "2.7": "2.7",
-    "2.8": "2.8",
-}
-
-
-def at_least(profile: str, version: str) -> bool:
-    """Whether `profile` has the behaviour introduced in profile `version` (both from PROFILES).
-    Behaviour code does not call this: it reads a named flag of rules.rules_for(profile)."""
-    return PROFILES.index(profile) >= PROFILES.index(version)
-
-
-def profile_of(ibp: str) -> str | None:
-    """Map an inter.broker.protocol.version string ("2.8", "2.7-IV2", "0.10.2") to a profile."""
-    base = str(ibp).split("-")[0]
-    if base in _ALIASES:
-        return _ALIASES[base]
-    parts = base.split(".")
-    return _ALIASES.get(".".join(parts[:2]))
-
-
 def version_defaults(profile: str) -> dict[str, Any]:
     """Defaults that changed across versions (docs/versions.md), where the profile's differ from
     2.8's (the default_* flags of rules.Rules)."""
-    from .rules import rules_for  # rules.py builds on PROFILES / profile_of
+    from .rules import rules_for  # rules.py imports versions.py, not this module: no circle
 
     r = rules_for(profile)
     values = {"unclean.leader.election.enable": r.default_unclean_leader_election,
@@ -265,3 +239,17 @@ class RoundConfig(Mapping):
 
     def __len__(self) -> int:
         return len(_ROUND_KEYS)
+
+
+def dynamic_broker_value(name: str, own: Mapping[str, Any], default: Mapping[str, Any], static: Mapping[str, Any],
+                         missing: Any = KeyError) -> Any:
+    """A broker config in effect under DynamicBrokerConfig's precedence (KIP-226): the broker's own dynamic
+    value (/config/brokers/<id>), else the cluster-wide dynamic default (/config/brokers/<default>), else the
+    static config (server.properties, else Kafka's default); `missing` when none has it (by default a KeyError)."""
+    if name in own:
+        return own[name]
+    if name in default:
+        return default[name]
+    if missing is KeyError:
+        return static[name]
+    return static.get(name, missing)

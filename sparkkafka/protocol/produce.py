@@ -203,3 +203,11 @@ def complete_delayed_produce(
                       errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, None, errors.REQUEST_TIMED_OUT], dtype=object)[answer]
     res = _results(d, now, error, np.where(ok, d["base_offset"], -1), ok)
     return owned({c: array(pending, c)[~done] for c in PENDING}, PENDING), res
+
+
+def unsent_batch_errors(leaders, acks) -> list[str | None]:
+    """The error a producer's batch gets when it cannot reach a leader (the producer's Sender and
+    NetworkClient): LEADER_NOT_AVAILABLE when its metadata has no leader (-1), NETWORK_EXCEPTION when the
+    leader's connection fails; with acks=0 the producer waits for no response and records no error."""
+    err = ["LEADER_NOT_AVAILABLE" if int(x) < 0 else errors.NETWORK_EXCEPTION for x in leaders]
+    return [None if a == 0 else e for a, e in zip(acks, err, strict=True)]

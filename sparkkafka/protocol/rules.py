@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import ScenarioError
-from .config import PROFILES, profile_of
+from .versions import PROFILES, profile_of
 
 IBP = "inter.broker.protocol.version"
 

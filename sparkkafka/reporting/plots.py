@@ -26,7 +26,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..protocol.config import LONG_MAX
+from ..protocol.config import LONG_MAX, dynamic_broker_value
 
 TITLES = {
     "health": "Under-replicated, offline and under-min-ISR partitions",
@@ -222,7 +222,8 @@ def _rate(value: object) -> float:
 def throttle_series(config_lines: pd.DataFrame, static: dict, brokers: Sequence[int],
                     grid_ms: Sequence[int]) -> pd.DataFrame:
     """Each broker's leader/follower throttled rate (B/s; NaN: none) in effect at each round: its own
-    dynamic config, else the cluster-wide dynamic default, else the static config (KIP-73)."""
+    dynamic config, else the cluster-wide dynamic default, else the static config (KIP-73;
+    config.dynamic_broker_value)."""
     brokers = [int(b) for b in brokers]
     per: dict[int, dict[str, str]] = {b: {} for b in brokers}
     default: dict[str, str] = {}
@@ -231,7 +232,7 @@ def throttle_series(config_lines: pd.DataFrame, static: dict, brokers: Sequence[
         row: dict = {"time_ms": t}
         for kind, key in THROTTLE_KEYS.items():
             for b in brokers:
-                row[(kind, b)] = _rate(per[b].get(key, default.get(key, static.get(key, LONG_MAX))))
+                row[(kind, b)] = _rate(dynamic_broker_value(key, per[b], default, static, LONG_MAX))
         return row
 
     rows = [state(np.iinfo("int64").min)]

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..protocol.consumer import visible_records
-from ..storage import tables as T
+from ..storage import api as T
 
 KINDS: tuple[str, ...] = ("lost", "divergent", "HwWithinLeo", "UniqueLeaderPerEpoch", "LeaderHwMonotonic",
                           "StrongIsr")

@@ -33,8 +33,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..protocol import leader_epoch
-from ..storage import broker_disk
-from ..storage.tables import SCHEMAS, table_path, write_file
+from ..storage import api as storage
 from .model import PartitionStateSpec, TopicSpec
 
 
@@ -110,9 +109,6 @@ def write_initial_logs(tables_dir: str, brokers_dir: str, topics: Iterable[Topic
                        log_dirs: Iterable[str], brokers: Iterable[int]) -> int:
     """Write the imported logs (one Delta commit of the ``log`` table, one file per broker and dir) and their
     log-dir files; returns the number of records laid out (record ids below it are taken)."""
-    from deltalake import DeltaTable
-    from deltalake.transaction import AddAction, CommitProperties
-
     log_dirs = list(log_dirs)
     ranges, records = layout(list(topics), record_bytes)
     if not ranges:
@@ -136,14 +132,10 @@ def write_initial_logs(tables_dir: str, brokers_dir: str, topics: Iterable[Topic
             "value": pa.nulls(n, pa.binary()), "value_bytes": pa.array(g["value_bytes"], pa.int32()),
             "timestamp": pa.array(np.zeros(n, "int64")), "is_future": pa.array(g["is_future"].to_numpy(bool)),
             "append_ms": pa.array(np.zeros(n, "int64")),
-        }).cast(SCHEMAS["log"])
-        adds.append(write_file(tables_dir, "log", t, f"initial-{int(b)}-{log_dirs.index(d)}",
-                               {"broker": int(b), "log_dir": d}))
-    dt = DeltaTable(table_path(tables_dir, "log"))
-    dt.create_write_transaction(
-        [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], True, a["stats"])
-         for a in adds], mode="append", schema=SCHEMAS["log"], partition_by=["broker", "log_dir"],
-        commit_properties=CommitProperties(custom_metadata={"sparkkafka.initial": "imported logs"}))
+        }).cast(storage.SCHEMAS["log"])
+        adds.append(storage.write_file(tables_dir, "log", t, f"initial-{int(b)}-{log_dirs.index(d)}",
+                                       {"broker": int(b), "log_dir": d}))
+    storage.append_files(tables_dir, "log", adds, {"sparkkafka.initial": "imported logs"})
     _write_dir_files(brokers_dir, ranges, log_dirs, list(brokers))
     return len(records)
 
@@ -157,13 +149,13 @@ def _write_dir_files(brokers_dir: str, ranges: list[LogRange], log_dirs: list[st
             here = cur.get(b, {}).get(d, [])
             if not here:
                 continue
-            broker_disk.write_partitions(brokers_dir, b, d, [(r.topic, r.partition) for r in here if not r.is_future])
-            broker_disk.write_partitions(brokers_dir, b, d, [(r.topic, r.partition) for r in here if r.is_future],
-                                         future=True)
-            broker_disk.write_hw_checkpoint(brokers_dir, b, d, [(r.topic, r.partition, r.hw) for r in here])
-            broker_disk.write_flushed(brokers_dir, b, d, [(r.topic, r.partition, r.end) for r in here])
+            storage.write_partitions(brokers_dir, b, d, [(r.topic, r.partition) for r in here if not r.is_future])
+            storage.write_partitions(brokers_dir, b, d, [(r.topic, r.partition) for r in here if r.is_future],
+                                     future=True)
+            storage.write_hw_checkpoint(brokers_dir, b, d, [(r.topic, r.partition, r.hw) for r in here])
+            storage.write_flushed(brokers_dir, b, d, [(r.topic, r.partition, r.end) for r in here])
             for r in here:  # written once before any broker runs: no temporary file and rename needed
-                folder = broker_disk.log_path(brokers_dir, b, d, r.topic, r.partition, r.is_future)
+                folder = storage.log_path(brokers_dir, b, d, r.topic, r.partition, r.is_future)
                 os.makedirs(folder, exist_ok=True)
-                with open(os.path.join(folder, broker_disk.EPOCH_CHECKPOINT), "w") as f:
+                with open(os.path.join(folder, storage.EPOCH_CHECKPOINT), "w") as f:
                     f.write(leader_epoch.format_checkpoint([(0, r.start)] if r.end > r.start else []))

@@ -31,7 +31,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .tables import PARTITION_BY, SCHEMAS, table_path, write_file
+from .data_files import PARTITION_BY, SCHEMAS, table_path, write_file
 
 _TIER = re.compile(r"part-c(\d+)-")
 

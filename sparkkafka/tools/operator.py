@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import admin, run_lock
+from .. import admin, run_access
 from ..errors import ScenarioError
+from ..run_access import DriverState, RunDir
 from ..run_check import check_run
-from ..run_dir import DriverState, RunDir
 from . import reassign_partitions as R
 
 TP = tuple[str, int]
@@ -112,7 +112,7 @@ class Run:
         if self.saver is not None:
             self.saver()
             return
-        with run_lock.writing(self.dir.path, seen=self.seen):
+        with run_access.writing(self.dir.path, seen=self.seen):
             if not self.checked:
                 check_run(self.dir.path, writes=True, tables=not self.tables_checked)
             self.dir.save(self.state)
@@ -198,8 +198,6 @@ def _requested_dirs(c: Run) -> tuple[dict[TPR, str], dict[TPR, str]]:
     A broker creates the future log when it accepts the request, which Kafka's tool sees at once; here the
     request reaches the broker in the next round, and a future log holds no ``log`` rows before its first
     copy, so both count as the replica's future dir while it differs from the current one."""
-    from ..engine import rows as W
-
     accepted: dict[TPR, str] = {}
     for frame in c.state.alter_dir_responses:
         ok = frame[frame["error"].isna()] if "error" in frame.columns else frame
@@ -207,7 +205,7 @@ def _requested_dirs(c: Run) -> tuple[dict[TPR, str], dict[TPR, str]]:
             accepted[(str(r.topic), int(r.partition), int(r.broker))] = str(r.log_dir)
     pending: dict[TPR, str] = {}
     for kind, frame, _ in c.state.outbox:
-        if kind == W.ALTER_LOG_DIRS:
+        if kind == run_access.ALTER_LOG_DIRS:
             for r in frame.itertuples(index=False):
                 pending[(str(r.topic), int(r.partition), int(r.broker))] = str(r.log_dir)
     return accepted, pending
