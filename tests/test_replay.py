@@ -50,12 +50,12 @@ def test_isolate_and_heal_are_refused_with_the_reason(tmp_path, capsys):
     sc = tmp_path / "iso.yaml"
     sc.write_text("cluster: {brokers: [1, 2, 3]}\ntopics: [{name: t}]\n"
                   "timeline: [{at: 10, isolate: {brokers: [1]}}, {at: 20, heal: {}}]\nrun: {until_ms: 100}\n")
-    err = _refused(capsys, ["replay", str(sc), "--on-kafka", "2.8.2", "--out", str(tmp_path / "out")])
+    err = _refused(capsys, sc, tmp_path / "out")
     assert "timeline[0].isolate: replay --on-kafka does not drive 'isolate' events yet" in err
     assert "one loopback interface" in err and "per-connection packet filtering" in err
     sc.write_text("cluster: {brokers: [1, 2, 3]}\ntopics: [{name: t}]\n"
                   "timeline: [{at: 20, heal: {}}]\nrun: {until_ms: 100}\n")
-    err = _refused(capsys, ["replay", str(sc), "--on-kafka", "2.8.2", "--out", str(tmp_path / "out")])
+    err = _refused(capsys, sc, tmp_path / "out")
     assert "timeline[0].heal: replay --on-kafka does not drive 'heal' events yet" in err
     assert "it ends an `isolate`, which is not driven" in err
     assert not (tmp_path / "out").exists()
