@@ -12,7 +12,9 @@ instead of ~7 s, as measured there).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import background
 import pytest
 
 os.environ.setdefault("SPARKKAFKA_TEST_JVM_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
@@ -23,6 +25,41 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "slow: multi-process / spark-submit / Spark Connect tests (still run in CI)"
     )
+    config.addinivalue_line(
+        "markers", "replay(scenario): the test asserts on `sparkkafka replay scenario --on-kafka 2.8.2` (the "
+        "`replayed` fixture), run in the background from the end of collection (tests/background.py)"
+    )
+
+
+def _replay_scenario(item: pytest.Item) -> Path | None:
+    marker = item.get_closest_marker("replay")
+    return Path(marker.args[0]) if marker else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that wait on background work last, so the rest of the run overlaps that work."""
+    waiting = [i for i in items if _replay_scenario(i) or "side_venv" in getattr(i, "fixturenames", ())]
+    items[:] = [i for i in items if i not in waiting] + waiting
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the selected tests' background work (tests/background.py): the side venv, then the replays in
+    the order their tests come."""
+    if session.config.option.collectonly:
+        return
+    items = session.items
+    if any("side_venv" in getattr(i, "fixturenames", ()) for i in items):
+        background.start_side_venv()
+    base = None
+    for item in items:
+        if (scenario := _replay_scenario(item)) is not None:
+            base = base or session.config._tmp_path_factory.mktemp("replays")
+            background.start_replay(scenario, base)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    background.shutdown()
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +70,22 @@ def spark():
     session = get_spark("local[2]")
     yield session
     stop_spark()
+
+
+@pytest.fixture
+def replayed(request, tmp_path):
+    """The replay of the test's `@pytest.mark.replay(SCENARIO)` (realkafka_util.Replayed), waited for; it
+    started at collection's end, or starts now."""
+    scenario = _replay_scenario(request.node)
+    assert scenario is not None, "the replayed fixture needs @pytest.mark.replay(SCENARIO)"
+    return background.start_replay(scenario, tmp_path).result(timeout=1800)
+
+
+@pytest.fixture(scope="session")
+def side_venv() -> Path:
+    """delta-spark's side venv python (test_delta_spark.side_python), made in the background from the end of
+    collection."""
+    return background.start_side_venv().result(timeout=1800)
 
 
 @pytest.fixture

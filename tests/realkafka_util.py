@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,19 @@ def jvms_under(path: Path) -> list[str]:
     return found
 
 
-def replay(tmp_path: Path, scenario: Path, timeout_s: float = 300) -> tuple[dict[str, Any], str, float]:
+@dataclass(frozen=True)
+class Replayed:
+    """What a user has after `sparkkafka replay`: comparison.json, the printed output, the wall time, DIR."""
+
+    cmp: dict[str, Any]
+    stdout: str
+    wall_s: float
+    out: Path
+
+
+def replay(tmp_path: Path, scenario: Path, timeout_s: float = 300) -> Replayed:
     """`sparkkafka replay SCENARIO --on-kafka 2.8.2 --engine local` from a fresh directory; asserts exit 0
-    (every partition agrees within the tolerance) and that no JVM is left. The comparison.json, the
-    printed output and the wall time in seconds."""
+    (every partition agrees within the tolerance) and that no JVM is left."""
     out = tmp_path / "replay"
     t0 = time.perf_counter()
     done = subprocess.run([str(Path(sys.executable).parent / "sparkkafka"), "replay", str(scenario),
@@ -39,4 +49,4 @@ def replay(tmp_path: Path, scenario: Path, timeout_s: float = 300) -> tuple[dict
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-4000:]
     assert "Within tolerance: the sequences and the tools' outputs agree" in done.stdout
     assert jvms_under(out) == []
-    return json.loads((out / "comparison.json").read_text()), done.stdout, wall
+    return Replayed(json.loads((out / "comparison.json").read_text()), done.stdout, wall, out)

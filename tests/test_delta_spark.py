@@ -140,10 +140,10 @@ def refused_versions(tables_dir: str, name: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def read_by_delta_spark(runs, tmp_path_factory) -> tuple[Path, dict]:
+def read_by_delta_spark(runs, tmp_path_factory, side_venv) -> tuple[Path, dict]:
     """Run the reader in the side venv over every table of every run: current snapshot, time travel,
     history, and the parquet-folder count of `log`. Returns the output dir and the reader's timings."""
-    python = side_python()
+    python = side_venv
     out = tmp_path_factory.mktemp("delta-spark-read")
     spec: dict = {"ivy": str(CACHE / "ivy"), "reads": [], "history": [], "parquet_counts": []}
     for run, path in runs.items():

@@ -23,7 +23,7 @@ import yaml
 from deltalake import DeltaTable
 from sparkutil import _INHERITED_SPARK_STATE, _run
 from test_delta_spark import CACHE as READER_CACHE
-from test_delta_spark import PYSPARK, side_python
+from test_delta_spark import PYSPARK
 from test_determinism import assert_same, tables
 
 from sparkkafka import Cluster
@@ -100,10 +100,10 @@ def test_the_json_actions_are_what_delta_rs_writes_for_the_same_files(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict:
+def runs(tmp_path_factory, side_venv) -> dict:
     """The quickstart run once with each writer in the side venv (delta-spark first, so it also pays the
     session's first jobs), then one of its rounds committed again; the script's JSON line."""
-    python = side_python()  # the connector JAR is in its Ivy cache
+    python = side_venv  # the connector JAR is in its Ivy cache
     root = tmp_path_factory.mktemp("delta-writer")
     runs = [{"scenario": quickstart(), "writer": w, "out": str(root / w)} for w in ("delta-spark", "deltalake")]
     spec = {"ivy": str(READER_CACHE / "ivy"), "runs": runs, "recommit": str(root / "delta-spark")}

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realkafka_util import replay
 
 from sparkkafka import parse_scenario
 from sparkkafka.realkafka import replay as R
@@ -97,12 +96,13 @@ def _leaders(part: dict, side: str) -> list[int]:
 
 
 @pytest.mark.slow
-def test_pause_controlled_shutdown_restart_and_the_preferred_leaders_return(tmp_path):
+@pytest.mark.replay(SCENARIOS / "diff-shutdown-restart.yaml")
+def test_pause_controlled_shutdown_restart_and_the_preferred_leaders_return(replayed):
     """diff-shutdown-restart.yaml: broker 3 paused 8 s leaves every ISR and rejoins; broker 2's controlled
     shutdown hands partition 0 to broker 1 and partition 1 to broker 3 (the next ISR replica of each
     assignment) on both sides; after its restart the imbalance check makes it leader of both again."""
-    cmp, out, wall = replay(tmp_path, SCENARIOS / "diff-shutdown-restart.yaml")
-    print(f"diff-shutdown-restart: {wall:.1f} s")
+    cmp, out = replayed.cmp, replayed.stdout
+    print(f"diff-shutdown-restart: {replayed.wall_s:.1f} s")
     assert "controller broker 1" in out
     parts = _by_partition(cmp)
     for side in ("kafka", "emulator"):
@@ -119,12 +119,13 @@ def test_pause_controlled_shutdown_restart_and_the_preferred_leaders_return(tmp_
 
 
 @pytest.mark.slow
-def test_unclean_election_on_and_off_and_min_insync_refusals(tmp_path):
+@pytest.mark.replay(SCENARIOS / "diff-unclean-min-isr.yaml")
+def test_unclean_election_on_and_off_and_min_insync_refusals(replayed):
     """diff-unclean-min-isr.yaml: with broker 2 (the last ISR member) down, the restarted out-of-sync
     broker 3 is elected for unclean-on only, at the records it had (fewer than broker 2's); unclean-off
     stays offline; minisr refuses acks=all writes while its ISR is broker 1 alone, on both sides."""
-    cmp, out, wall = replay(tmp_path, SCENARIOS / "diff-unclean-min-isr.yaml")
-    print(f"diff-unclean-min-isr: {wall:.1f} s")
+    cmp, out = replayed.cmp, replayed.stdout
+    print(f"diff-unclean-min-isr: {replayed.wall_s:.1f} s")
     parts = _by_partition(cmp)
     for side in ("kafka", "emulator"):
         on, off = parts[("unclean-on", 0)][side], parts[("unclean-off", 0)][side]
@@ -141,12 +142,13 @@ def test_unclean_election_on_and_off_and_min_insync_refusals(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_throttled_two_partition_move_and_a_log_dir_move(tmp_path):
+@pytest.mark.replay(SCENARIOS / "diff-throttled-move.yaml")
+def test_a_throttled_two_partition_move_and_a_log_dir_move(replayed):
     """diff-throttled-move.yaml: under one 200 kB/s throttle that broker 2's in-sync fetches of the written
     partition keep exceeded, the new replicas on broker 3 get at most one fetch each (Kafka) or nothing
     (the emulator), the move does not complete; broker 1's replica of `moved` goes to d1 on both sides."""
-    cmp, out, wall = replay(tmp_path, SCENARIOS / "diff-throttled-move.yaml")
-    print(f"diff-throttled-move: {wall:.1f} s")
+    cmp = replayed.cmp
+    print(f"diff-throttled-move: {replayed.wall_s:.1f} s")
     parts = _by_partition(cmp)
     for p in (0, 1):
         [new] = [r for r in parts[("t", p)]["planned_replicas"] if r["added"]]

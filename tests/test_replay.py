@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-from realkafka_util import replay
 
 from sparkkafka import parse_scenario
 from sparkkafka.cli import main
@@ -176,11 +175,11 @@ def test_a_restart_delay_is_until_the_brokers_registration_or_bounded_while_it_h
 
 
 @pytest.mark.slow
-def test_replay_of_the_quickstart_agrees_and_lists_the_leader_change_on_both_sides(tmp_path):
+@pytest.mark.replay(QUICKSTART)
+def test_replay_of_the_quickstart_agrees_and_lists_the_leader_change_on_both_sides(replayed):
     """The quickstart (broker 3, leader of orders-0 and orders-3, crashed at 2 s and restarted at 10 s) on
     real Kafka 2.8.2 and on the emulator, from a fresh directory as a user runs it."""
-    out = tmp_path / "replay"
-    cmp, _, _ = replay(tmp_path, QUICKSTART)
+    cmp, out = replayed.cmp, replayed.out
     assert cmp["mismatches"] == [] and cmp["engine"] == "local"
     parts = {(p["topic"], p["partition"]): p for p in cmp["partitions"]}
     for key in (("orders", 0), ("orders", 3)):  # broker 3 led both: a new leader, epoch 1, on both sides
