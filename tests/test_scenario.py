@@ -10,6 +10,7 @@ import yaml
 
 from sparkkafka.errors import NotYetSupportedError, ScenarioError
 from sparkkafka.scenario import Event, Scenario, TopicSpec, load_scenario, loader, parse_scenario
+from sparkkafka.scenario.event_kind import KINDS
 
 FULL = """
 seed: 3
@@ -110,7 +111,7 @@ def test_full_scenario_normalised(tmp_path, monkeypatch):
         (1200, None, "delete_topic", {"topic": "v"}),
     ]
     assert sc.timeline == tuple(Event(i, *e) for i, e in enumerate(expected))
-    assert {e.type for e in sc.timeline} == set(loader._EVENTS)
+    assert {e.type for e in sc.timeline} == set(KINDS)  # every registered kind
     # no `run`: 10 s after the last event ends (the 2 s steady produce started at 0, not the delete at 1.2 s)
     assert (sc.until_ms, sc.until_round) == (2000 + 10000, None)
 

@@ -11,6 +11,7 @@ from .. import admin
 from ..engine import rows as W
 from ..errors import ScenarioError
 from ..run_dir import CLIENT
+from ..scenario.event_kind import KINDS
 from ..scenario.model import Event
 
 
@@ -36,54 +37,11 @@ class Timeline:
         return parse_scenario(probe, name=sc.name, running=True).timeline[0]
 
     def apply_event(self, kind: str, a: dict, now: int) -> None:
-        c = self.control
-        b = a.get("broker")
-        if kind == "produce":
-            self.workload.add(a, now, c.partition_count(a["topic"]))
-        elif kind == "crash" and b not in self.crashed:
-            self.crashed.add(b)
-            self.paused_until.pop(b, None)
-            c.crash(b, now)
-            if a.get("power_loss"):
-                self._lose_power(b, now)
-        elif kind == "restart" and b in self.crashed:
-            self.crashed.discard(b)
-            self.send(W.START, pd.DataFrame({"broker": [b]}))
-            c.restart(b, now)
-        elif kind == "shutdown" and b not in self.crashed:
-            self.send(W.SHUTDOWN, pd.DataFrame({"broker": [b]}))
-            self.stopping.add(b)
-            c.shutdown(b, now)
-        elif kind == "pause" and b not in self.crashed:
-            self.paused_until[b] = now + int(a["duration_ms"])
-            c.pause(b, now, self.paused_until[b])
-        elif kind == "isolate":
-            other = frozenset([c.controller_id()]) if a["from"] == "controller" else frozenset(a["from"])
-            end = now + a["duration_ms"] if a.get("duration_ms") else None
-            self.isolations.append((frozenset(a["brokers"]), other, end))
-        elif kind == "heal":
-            self.isolations.clear()
-        elif kind == "create_topic":
-            c.create_topic(a["topic"], now)
-        elif kind == "delete_topic":
-            c.delete_topic(a["topic"], now)
-        elif kind == "set_config":
-            c.set_config(a, now)
-        elif kind == "controller_failover":
-            c.controller_failover(now)
-        elif kind == "reassign":
-            admin.reassign(self.driver, a["plan"], a.get("throttle"), a.get("log_dirs_throttle"),
-                           via=a.get("via", "api"), now=now)
-        elif kind == "elect_leaders":
-            parts = None if a.get("partitions") is None else [tuple(x) for x in a["partitions"]]
-            admin.elect_leaders(self.driver, a["election_type"], parts, now=now)
-        elif kind == "fail_log_dir":
-            self.offline_dirs.setdefault(b, set()).add(a["log_dir"])
-            self.send(W.LOG_DIR_FAILURE, pd.DataFrame({"broker": [b], "log_dir": [a["log_dir"]]}))
-        elif kind in ("crash", "restart", "shutdown", "pause"):
-            pass  # crashing a crashed broker, restarting a running one: nothing happens
-        else:  # the loader refuses what this version cannot do, before anything runs
+        """The event's registered action (scenario/event_kind.py) on this run; the loader refuses a kind this
+        version does not have, before anything runs."""
+        if kind not in KINDS:
             raise ScenarioError(kind, a, f"{kind} is not yet supported by this version of sparkkafka")
+        KINDS[kind].apply(Actions(self), a, now)
 
     def _lose_power(self, b: int, now: int) -> None:
         """The broker's machine loses power: its logs keep only what was on disk (protocol/flush.py).
@@ -131,3 +89,72 @@ class Timeline:
             if cut:
                 out[b] = frozenset(cut)
         return out
+
+
+class Actions:
+    """What an event does to the run (scenario/event_kind.RunActions), on the driver's state: the controller,
+    the brokers' inboxes, the workload and the network partitions. Crashing a crashed broker, restarting a
+    running one (and pausing or shutting down a crashed one) does nothing."""
+
+    def __init__(self, run: Timeline) -> None:
+        self.run, self.control = run, run.control
+        self.brokers = tuple(run.scenario.brokers)
+
+    def produce(self, args: dict, now: int) -> None:
+        self.run.workload.add(args, now, self.control.partition_count(args["topic"]))
+
+    def crash(self, broker: int, now: int, power_loss: bool = False) -> None:
+        run = self.run
+        if broker in run.crashed:
+            return
+        run.crashed.add(broker)
+        run.paused_until.pop(broker, None)
+        self.control.crash(broker, now)
+        if power_loss:
+            run._lose_power(broker, now)
+
+    def restart(self, broker: int, now: int) -> None:
+        if broker in self.run.crashed:
+            self.run.crashed.discard(broker)
+            self.run.send(W.START, pd.DataFrame({"broker": [broker]}))
+            self.control.restart(broker, now)
+
+    def shutdown(self, broker: int, now: int) -> None:
+        if broker not in self.run.crashed:
+            self.run.send(W.SHUTDOWN, pd.DataFrame({"broker": [broker]}))
+            self.run.stopping.add(broker)
+            self.control.shutdown(broker, now)
+
+    def pause(self, broker: int, now: int, duration_ms: int) -> None:
+        if broker not in self.run.crashed:
+            self.run.paused_until[broker] = now + duration_ms
+            self.control.pause(broker, now, self.run.paused_until[broker])
+
+    def isolate(self, brokers, other, now: int, duration_ms: int | None) -> None:
+        cut = frozenset([self.control.controller_id()]) if other == "controller" else frozenset(other)
+        self.run.isolations.append((frozenset(brokers), cut, now + duration_ms if duration_ms else None))
+
+    def heal(self, now: int) -> None:
+        self.run.isolations.clear()
+
+    def fail_log_dir(self, broker: int, log_dir: str, now: int) -> None:
+        self.run.offline_dirs.setdefault(broker, set()).add(log_dir)
+        self.run.send(W.LOG_DIR_FAILURE, pd.DataFrame({"broker": [broker], "log_dir": [log_dir]}))
+
+    def controller_failover(self, now: int) -> None:
+        self.control.controller_failover(now)
+
+    def create_topic(self, topic: str, now: int) -> None:
+        self.control.create_topic(topic, now)
+
+    def delete_topic(self, topic: str, now: int) -> None:
+        self.control.delete_topic(topic, now)
+
+    def set_config(self, change: dict, now: int) -> None:
+        self.control.set_config(change, now)
+
+    def reassign(self, plan: dict, throttle: int | None, log_dirs_throttle: int | None, via: str, now: int) -> None:
+        admin.reassign(self.run.driver, plan, throttle, log_dirs_throttle, via=via, now=now)
+
+    def elect_leaders(self, election_type: str, partitions, now: int) -> None:
+        admin.elect_leaders(self.run.driver, election_type, partitions, now=now)

@@ -17,13 +17,15 @@ done before anything is created or Spark starts:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import yaml
 
-from sparkkafka.errors import NotYetSupportedError, ScenarioError
+from sparkkafka.errors import NotYetSupportedError
 from sparkkafka.protocol.config import EMULATOR_DEFAULTS, broker_config
+from sparkkafka.scenario import events as _kafka_kinds  # noqa: F401 - Kafka's event kinds registered
 from sparkkafka.scenario import schema
+from sparkkafka.scenario.event_kind import KINDS, child, refuse
 from sparkkafka.scenario.model import Event, PartitionStateSpec, ReplicaLogSpec, Scenario, TopicSpec
 from sparkkafka.scenario.schema import (  # noqa: F401 - the bounds, as users of this module read them
     INT_MAX,
@@ -43,13 +45,7 @@ NOT_YET_SUPPORTED: set[str] = set()
 DEFAULT_TAIL_MS = 10000  # without `run`: stop this long after the last event (and its duration)
 
 
-def _err(path: str, value: Any, message: str) -> NoReturn:
-    raise ScenarioError(path, value, message)
-
-
-def _at(path: str, key: Any) -> str:
-    """Child path: `a.b` for a name, `a[3]` for an index or an integer key."""
-    return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+_err, _at = refuse, child
 
 
 class _Sequence:
@@ -200,104 +196,18 @@ class _Sequence:
                              f"{self.record_bytes} by here: at most {MAX_RECORDS} (give a larger "
                              "cluster.emulator.initial.record.bytes)")
 
-    # --- events: one per type, (model, path) -> the args the driver reads
-
-    def produce(self, m: schema.Produce, path: str) -> dict:
-        spec = self.topic(m.topic, _at(path, "topic"))
-        partition = m.partition if m.partition == "all" else self.partition(m.partition, _at(path, "partition"), spec)
-        return {"topic": spec.name, "partition": partition, "records": m.records,
-                "rate_per_sec": None if m.rate_per_sec is None else float(m.rate_per_sec),
-                "duration_ms": m.duration_ms, "acks": m.acks, "value_bytes": m.value_bytes, "key": m.key}
-
-    def _broker_event(self, m: schema.Crash | schema.BrokerEvent, path: str) -> int:
-        b = self.broker(m.broker, _at(path, "broker"))
-        self.broker_state(b, path if isinstance(m, schema.Bare) else _at(path, "broker"), path.rsplit(".", 1)[-1])
-        return b
-
-    def crash(self, m: schema.Crash, path: str) -> dict:
-        return {"broker": self._broker_event(m, path), "power_loss": m.power_loss}
-
-    def restart(self, m: schema.BrokerEvent, path: str) -> dict:  # and shutdown
-        return {"broker": self._broker_event(m, path)}
-
-    def pause(self, m: schema.Pause, path: str) -> dict:
-        b = self.broker(m.broker, _at(path, "broker"))
-        self.broker_state(b, _at(path, "broker"), "pause")
-        return {"broker": b, "duration_ms": m.duration_ms}
-
-    def isolate(self, m: schema.Isolate, path: str) -> dict:
-        group = self.brokers_of(m.brokers, _at(path, "brokers"))
-        other = m.from_
-        if other is None:
-            other = tuple(b for b in self.brokers if b not in group)
-            if not other:
-                _err(_at(path, "brokers"), m.brokers, "covers every broker: nothing left to isolate "
-                                                      "them from (give `from: controller`?)")
-        elif other != "controller":
-            other = self.brokers_of(other, _at(path, "from"))
-        return {"brokers": group, "from": other, "duration_ms": m.duration_ms}
+    def delete(self, name: str) -> str:
+        self.live.discard(name)
+        self.partitions -= self.topics[name].partitions
+        return name
 
     def brokers_of(self, ids: list[int], path: str) -> tuple[int, ...]:
         return tuple(self.broker(b, f"{path}[{j}]") for j, b in enumerate(ids))
 
-    def empty(self, m: schema.Empty, path: str) -> dict:  # heal, controller_failover
-        return {}
-
-    def fail_log_dir(self, m: schema.FailLogDir, path: str) -> dict:
-        b = self.broker(m.broker, _at(path, "broker"))
-        self.unknown.add(b)
-        return {"broker": b, "log_dir": self.log_dir(m.log_dir, _at(path, "log_dir"))}
-
-    def create_topic(self, m: schema.NewTopic, path: str) -> dict:
-        return {"topic": self.create(self.topic_spec(m, path), path)}
-
-    def delete_topic(self, m: schema.DeleteTopic, path: str) -> dict:
-        name = self.topic(m.topic, _at(path, "topic")).name
-        self.live.discard(name)
-        self.partitions -= self.topics[name].partitions
-        return {"topic": name}
-
-    def reassign(self, m: schema.Reassign, path: str) -> dict:
-        parts = []
-        for j, e in enumerate(m.plan.partitions):
-            epath = f"{path}.plan.partitions[{j}]"
-            spec = self.topic(e.topic, _at(epath, "topic"))
-            replicas = self.brokers_of(e.replicas, _at(epath, "replicas"))
-            dirs = [self.log_dir(d, f"{epath}.log_dirs[{k}]", any_ok=True)
-                    for k, d in enumerate(e.log_dirs or ["any"] * len(replicas))]
-            parts.append({"topic": spec.name, "partition": self.partition(e.partition, _at(epath, "partition"), spec),
-                          "replicas": list(replicas), "log_dirs": dirs})
-        return {"plan": {"version": 1, "partitions": parts}, "throttle": m.throttle,
-                "log_dirs_throttle": m.log_dirs_throttle, "via": m.via}
-
-    def elect_leaders(self, m: schema.ElectLeaders, path: str) -> dict:
-        parts = None
-        if m.partitions is not None:
-            parts = []
-            for j, e in enumerate(m.partitions):
-                spec = self.topic(e.topic, f"{path}.partitions[{j}].topic")
-                parts.append((spec.name, self.partition(e.partition, f"{path}.partitions[{j}].partition", spec)))
-            parts = tuple(parts)
-        return {"election_type": m.election_type, "partitions": parts}
-
-    def set_config(self, m: schema.SetBrokerConfig | schema.SetTopicConfig, path: str) -> dict:
-        npath = _at(path, "name")
-        if m.entity == "topics":
-            name: Any = self.topic(m.name, npath).name
-        else:
-            name = "default" if m.name == "default" else self.broker(m.name, npath)
-        return {"entity": m.entity, "name": name, "config": m.config.given()}
+    refuse = staticmethod(refuse)
 
 
-_EVENTS = {"produce": _Sequence.produce, "crash": _Sequence.crash, "restart": _Sequence.restart,
-           "shutdown": _Sequence.restart, "pause": _Sequence.pause, "isolate": _Sequence.isolate,
-           "heal": _Sequence.empty, "fail_log_dir": _Sequence.fail_log_dir, "controller_failover": _Sequence.empty,
-           "create_topic": _Sequence.create_topic, "delete_topic": _Sequence.delete_topic,
-           "reassign": _Sequence.reassign, "elect_leaders": _Sequence.elect_leaders,
-           "set_config": _Sequence.set_config}
-
-
-def _timeline(entries: list[schema.Entry], seq: _Sequence, round_ms: int) -> tuple[Event, ...]:
+def _timeline(entries: list[schema.EntryBase], seq: _Sequence, round_ms: int) -> tuple[Event, ...]:
     """The events checked in the order they run (time, then file position), kept in file order."""
     order = sorted(range(len(entries)), key=lambda i: (entries[i].at if entries[i].at is not None
                                                        else entries[i].round * round_ms, i))
@@ -305,7 +215,7 @@ def _timeline(entries: list[schema.Entry], seq: _Sequence, round_ms: int) -> tup
     for i in order:
         e = entries[i]
         kind = e.kind
-        events[i] = Event(i, e.at, e.round, kind, _EVENTS[kind](seq, getattr(e, kind), f"timeline[{i}].{kind}"))
+        events[i] = Event(i, e.at, e.round, kind, KINDS[kind].check(seq, getattr(e, kind), f"timeline[{i}].{kind}"))
     return tuple(events[i] for i in range(len(entries)))
 
 

@@ -47,6 +47,7 @@ from sparkkafka.protocol.config import (
     profile_of,
 )
 from sparkkafka.protocol.rules import unknown_version_message
+from sparkkafka.scenario import event_kind
 
 IBP = "inter.broker.protocol.version"
 INT_MAX = 2**31 - 1  # Kafka's broker ids, partition ids and counts are Java ints
@@ -173,7 +174,7 @@ def scenario_error(exc: ValidationError) -> ScenarioError:
 
 def _model_at(loc: tuple) -> Any:
     """The model a location of the document is validated by (the mapping an unknown key was found in)."""
-    t: Any = Document
+    t: Any = document_model()
     for k in loc:
         t = _below(t, k)
     return _below(t, None)
@@ -486,7 +487,7 @@ class Bare:
     """An event given as its bare value (`crash: 1`): a sequence error names the event itself."""
 
 
-def _shorthand(model: type[Shape], key: str) -> Any:
+def shorthand(model: type[Shape], key: str) -> Any:
     """`crash: 1` = `crash: {broker: 1}`: a mapping is a `model`, any other value its one required `key`."""
     bare = type(f"Bare{model.__name__}", (model, Bare), {"__module__": __name__})
     return _either(lambda v: "map" if isinstance(v, dict) else "bare", map=model,
@@ -654,44 +655,30 @@ class SetTopicConfig(_SetConfig):
 SetConfig = _either(lambda v: "topics" if isinstance(v, dict) and v.get("entity") == "topics" else "brokers",
                     brokers=SetBrokerConfig, topics=SetTopicConfig)
 TIME_KEYS = ("at", "round")
-EVENTS = ("produce", "crash", "restart", "shutdown", "pause", "isolate", "heal", "fail_log_dir",
-          "controller_failover", "create_topic", "delete_topic", "reassign", "elect_leaders", "set_config")
 
 
-class Entry(RawShape):
-    """One timeline entry: exactly one of at (ms) or round, and exactly one event (`heal:` null = `heal: {}`)."""
+class EntryBase(RawShape):
+    """One timeline entry: exactly one of at (ms) or round, and exactly one event (`heal:` null = `heal: {}`).
+    Its event keys are the registered kinds (scenario/event_kind.py): `entry_model()` adds them."""
 
     null_is_absent: ClassVar[bool] = False
 
     at: TimeMs = None
     round: TimeMs = None
-    produce: Produce = None
-    crash: _shorthand(Crash, "broker") = None
-    restart: _shorthand(BrokerEvent, "broker") = None
-    shutdown: _shorthand(BrokerEvent, "broker") = None
-    pause: Pause = None
-    isolate: Isolate = None
-    heal: Empty | None = None
-    fail_log_dir: FailLogDir = None
-    controller_failover: Empty | None = None
-    create_topic: NewTopic = None
-    delete_topic: _shorthand(DeleteTopic, "topic") = None
-    reassign: Reassign = None
-    elect_leaders: ElectLeaders = None
-    set_config: SetConfig = None
 
     @classmethod
     def check_mapping(cls, v: dict) -> None:
         times = [k for k in TIME_KEYS if k in v]
         if len(times) != 1:
             fail("give exactly one of at (ms) or round", {k: v[k] for k in times})
-        events = [k for k in v if k in EVENTS]
+        names = event_kind.names()
+        events = [k for k in v if k in names]
         if len(events) != 1:
-            fail(f"give exactly one event per entry, one of: {', '.join(EVENTS)}", events)
+            fail(f"give exactly one event per entry, one of: {', '.join(names)}", events)
 
     @property
     def kind(self) -> str:
-        return next(k for k in EVENTS if k in self.model_fields_set)
+        return next(k for k in event_kind.names() if k in self.model_fields_set)
 
 
 class Run(Shape):
@@ -707,20 +694,34 @@ class Run(Shape):
         return m
 
 
-class Document(RawShape):
-    """A scenario file."""
+class DocumentBase(RawShape):
+    """A scenario file (`document_model()` gives it its timeline entries' type)."""
 
     name: Text | None = None
     seed: Int() = 0
     cluster: Cluster
     topics: list[Topic]
-    timeline: list[Entry] | None = None
+    timeline: list[Any] | None = None
     run: Run | None = None
 
 
-def validate(data: Any, base_dir: Path | None) -> Document:
+_DOCUMENTS: dict[tuple[str, ...], type[DocumentBase]] = {}
+
+
+def document_model() -> type[DocumentBase]:
+    """The scenario document's model with one key per registered event kind (made once per set of kinds)."""
+    names = event_kind.names()
+    if names not in _DOCUMENTS:
+        entry = create_model("Entry", __base__=EntryBase, __module__=__name__,
+                             **{k.name: (k.shape, None) for k in event_kind.KINDS.values()})
+        _DOCUMENTS[names] = create_model("Document", __base__=DocumentBase, __module__=__name__,
+                                         timeline=(list[entry] | None, None))
+    return _DOCUMENTS[names]
+
+
+def validate(data: Any, base_dir: Path | None) -> DocumentBase:
     """The document's shape checked (reassignment plan files read relative to `base_dir`), or ScenarioError."""
     try:
-        return Document.model_validate(data, context={"base_dir": base_dir})
+        return document_model().model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
         raise scenario_error(exc) from None
