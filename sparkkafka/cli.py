@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import run_lock
+from . import run_lock, whatif_questions
 from .errors import ScenarioError
 from .protocol.config import ENGINES
 
@@ -87,19 +87,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "log dir; unclean election candidates; a KIP-113 dir balancing plan (docs/whatif.md)")
     w.add_argument("snapshot", metavar="SNAPSHOT", help="a directory with topics-describe.txt[, log-dirs.txt, "
                                                         "racks.txt, server.properties, rates.csv]")
-    w.add_argument("--lose-broker", type=int, action="append", default=[], metavar="B", help="repeatable")
-    w.add_argument("--lose-rack", metavar="R")
-    w.add_argument("--lose-dir", metavar="B:DIR")
-    w.add_argument("--unclean", action="store_true", help="for each partition offline after the loss, each "
-                                                          "candidate leader and the acked records it would lose")
-    w.add_argument("--balance-dirs", action="store_true", help="KIP-113 moves evening out each broker's dirs")
-    w.add_argument("--plan", help="--balance-dirs: write the reassignment JSON here (default: print it)")
-    w.add_argument("--reassign", metavar="PLAN", help="a kafka-reassign-partitions --reassignment-json-file: its "
-                                                      "predicted ETA per partition and total, then the emulated move")
-    w.add_argument("--throttle", type=int, metavar="T", help="--reassign: the replication throttle in B/s "
-                                                               "(kafka-reassign-partitions --throttle)")
-    w.add_argument("--until-ms", type=int, help="--reassign: end of the emulated run (default: the plan's time "
-                                                "plus 1.5 x the predicted completion plus 2 s)")
+    whatif_questions.add_arguments(w)  # each question's flags
     w.add_argument("--no-emulate", action="store_true", help="the prediction only, no emulated run")
     w.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="the table's format")
     w.add_argument("--record-bytes", type=int, default=None,
@@ -545,147 +533,9 @@ class _Spark:
             stop_spark()  # a session we started: stopping it lets Python workers exit before the JVM does
 
 
-def _check_whatif_sizes(args: argparse.Namespace) -> None:
-    """whatif's integers that size the emulated run, checked before a snapshot is read or Spark starts: times
-    from 0 to a week (run_dir.check_emulated_ms, as a scenario's), a record size a log row holds."""
-    from .run_dir import check_emulated_ms
-    from .scenario.loader import INT_MAX
-
-    for flag in ("at_ms", "settle_ms", "recover_ms", "until_ms"):
-        if getattr(args, flag) is not None:
-            check_emulated_ms("--" + flag.replace("_", "-"), getattr(args, flag))
-    if args.until_ms is not None and args.until_ms < args.at_ms:
-        raise ScenarioError("--until-ms", args.until_ms, f"is before --at-ms ({args.at_ms}), when the plan is "
-                                                         "submitted: the run would not see the move")
-    if args.record_bytes is not None and not 1 <= args.record_bytes <= INT_MAX:
-        raise ScenarioError("--record-bytes", args.record_bytes, f"must be from 1 to {INT_MAX} (bytes of one "
-                                                                 "record: the log table's value_bytes is an int32)")
-
-
-def _check_run_end(field: str, value: int, end: int, how: str) -> None:
-    """ScenarioError naming `field` when the emulated run its flags make would end past MAX_TIME_MS."""
-    from .scenario.loader import MAX_TIME_MS
-
-    if end > MAX_TIME_MS:
-        raise ScenarioError(field, value, f"the emulated run would end at {end} ms ({how}), past the "
-                                          f"{MAX_TIME_MS} ms a run spans at most (a week)")
-
-
-def _whatif_mapping(args: argparse.Namespace, record_bytes: int) -> dict:
-    """The snapshot's scenario mapping for the emulated run, on ``--engine`` when given
-    (cluster.emulator.engine, as ``run --engine`` overrides it)."""
-    from . import whatif as W
-
-    mapping = W.load_snapshot(args.snapshot, record_bytes=record_bytes)
-    if args.engine:
-        mapping["cluster"].setdefault("emulator", {})["engine"] = args.engine
-    return mapping
-
-
 def _whatif(args: argparse.Namespace) -> int:
-    """Predict from the snapshot, then (unless --no-emulate) confirm on an emulated run; exit 2 on bad input."""
-    from pathlib import Path
-
-    from . import whatif as W
-    from .scenario.loader import INT_MAX, parse_scenario
-
-    _check_whatif_sizes(args)
-    if args.reassign is not None or args.throttle is not None:
-        return _whatif_reassign(args)
-    mapping = _whatif_mapping(args, args.record_bytes or INT_MAX)
-    sc = parse_scenario(mapping, name=mapping["name"])
-    parts = W.partitions_frame(sc)
-    if args.balance_dirs:
-        if args.lose_broker or args.lose_rack or args.lose_dir or args.unclean:
-            raise ScenarioError("--balance-dirs", True, "is asked alone (not with --lose-* or --unclean)")
-        if not any(parts["dirs"].map(len)):
-            raise ScenarioError("--balance-dirs", args.snapshot, "the snapshot has no log-dirs.txt")
-        moves = W.balance_dirs(parts, sc.log_dirs)
-        before, after = W.dir_usage(parts), W.dir_usage(parts, moves, settled=True)
-        print(f"{len(moves)} KIP-113 move(s); the widest gap between a broker's dirs: {W.widest_gap(before)} -> "
-              f"{W.widest_gap(after)} bytes")
-        sys.stdout.write(W.table_text(W.moves_frame(moves), args.format))
-        text = W.plan_json(parts, moves)
-        if args.plan:
-            Path(args.plan).write_text(text + "\n")
-            print(f"Wrote {args.plan}: kafka-reassign-partitions --execute --reassignment-json-file {args.plan}")
-        else:
-            print(text)
-        return 0
-    loss = W.resolve_loss(sc, args.lose_broker, args.lose_rack, args.lose_dir)
-    if args.unclean and args.no_emulate:
-        raise ScenarioError("--unclean", True, "needs the emulated run's logs (drop --no-emulate)")
-    predicted = W.predict_loss(parts, loss)
-    emulated = None
-    if not args.no_emulate:
-        recover = 0 if args.unclean else args.recover_ms
-        end = W.loss_acted_ms(sc, loss, args.at_ms, args.settle_ms) + recover
-        _check_run_end("--at-ms/--settle-ms/--recover-ms", end, end, "the loss at --at-ms, the session timeout, "
-                                                                     "--settle-ms, then at most --recover-ms")
-        out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}")
-        with _Spark(args.master, args.engine) as spark:
-            emulated = W.emulate_loss(mapping, loss, spark=spark, out=out, at_ms=args.at_ms,
-                                      settle_ms=args.settle_ms, recover_ms=recover)
-    sys.stdout.write(W.loss_text(loss, predicted, emulated, W.rates_at_risk(sc, predicted)))
-    sys.stdout.write(W.table_text(W.compare(predicted, emulated.state if emulated else None), args.format))
-    if args.unclean and emulated is not None:
-        cands = W.unclean_of_run(emulated.run_dir, emulated.state)
-        print("Unclean election candidates (acked records absent from each candidate's log):")
-        for (t, p), g in cands.groupby(W.TP, sort=True):
-            best = g[g["best"]]
-            print(f"  {t}-{p}: " + (f"elect {int(best['candidate'].iloc[0])}, losing "
-                                    f"{int(best['lost_if_elected'].iloc[0])} of {int(g['acked'].iloc[0])} acked"
-                                    if len(best) else "no live replica to elect"))
-        sys.stdout.write(W.table_text(cands, args.format))
-    return 0
-
-
-def _whatif_reassign(args: argparse.Namespace) -> int:
-    """whatif --reassign PLAN --throttle T: the predicted ETA per partition and total before the move, then the
-    emulated move and predicted vs emulated completion side by side."""
-    import time
-    from pathlib import Path
-
-    from . import whatif as W
-    from .scenario.loader import parse_scenario
-
-    if args.reassign is None:
-        raise ScenarioError("--throttle", args.throttle, "is asked with --reassign PLAN")
-    if args.lose_broker or args.lose_rack or args.lose_dir or args.unclean or args.balance_dirs:
-        raise ScenarioError("--reassign", args.reassign, "is asked alone (not with --lose-*, --unclean or "
-                                                         "--balance-dirs)")
-    if args.throttle is None or args.throttle <= 0:
-        raise ScenarioError("--throttle", args.throttle, "expected a rate in bytes/s above 0")
-    try:
-        text = Path(args.reassign).read_text()
-    except OSError as e:
-        raise ScenarioError("--reassign", args.reassign, f"cannot read the plan: {e.strerror}") from None
-    probe = parse_scenario(W.load_snapshot(args.snapshot, rates=False), name="snapshot")
-    record_bytes = args.record_bytes or W.reassign_record_bytes(W.partitions_frame(probe), args.throttle,
-                                                                probe.round_ms)
-    mapping = _whatif_mapping(args, record_bytes)
-    sc = parse_scenario(mapping, name=mapping["name"])
-    entries = W.reassign_plan(sc, text)
-    moves = W.reassign_moves(W.partitions_frame(sc), entries, W.ingest_rates(sc))
-    predicted = W.predict_reassign(moves, args.throttle, sc.round_ms, record_bytes=record_bytes)
-    print(f"Predicted before the move (records of {record_bytes} bytes in the emulated logs):")
-    sys.stdout.write(W.reassign_text(predicted, args.throttle, None))
-    sys.stdout.write(W.table_text(W.reassign_table(predicted, None), args.format))
-    if args.no_emulate:
-        return 0
-    p_total = W.total_ms(predicted["eta_ms"])
-    until = args.until_ms or args.at_ms + (int(1.5 * p_total) + 2000 if p_total is not None else 60000)
-    _check_run_end("--throttle", args.throttle, until, "--at-ms plus 1.5 x the predicted move plus 2 s; give "
-                                                       "--until-ms, a larger --throttle or --no-emulate")
-    out = args.run_dir or str(Path("runs") / f"whatif-{mapping['name']}-reassign")
-    t0 = time.perf_counter()
-    with _Spark(args.master, args.engine) as spark:
-        emulated = W.emulate_reassign(mapping, entries, args.throttle, spark=spark, out=out, at_ms=args.at_ms,
-                                      until_ms=until)
-    print("\nPredicted vs emulated:")
-    sys.stdout.write(W.reassign_text(predicted, args.throttle, emulated, time.perf_counter() - t0))
-    sys.stdout.write(W.table_text(W.reassign_table(predicted, emulated), args.format))
-    return 0
+    """The question the flags ask (sparkkafka/whatif_questions.py), answered on stdout; exit 2 on bad input."""
+    return whatif_questions.answer(args, lambda text: sys.stdout.write(text), lambda: _Spark(args.master, args.engine))
 
 
 def _report(args: argparse.Namespace) -> int:
