@@ -56,7 +56,7 @@ def batch(n: int, acks: int, now: int = 0, record_id: int = 0, broker: int = 1, 
     }]), F.PRODUCE)
 
 
-def run_step(state: B.BrokerState, inbox: B.Inbox, now: int, config: B.RoundConfig,
+def run_step(state: B.BrokerState, inbox: B.Inbox, now: int, config: B.RoundFacts,
              read: B.Reader = B.no_reads) -> B.Step:
     """One broker round, protocol/broker.step: every test that steps a broker comes through here."""
     return B.step(state, inbox, now, rules_of(config.cfg), config, read=read)
@@ -78,7 +78,7 @@ class Net:
 
     def __init__(self, cfg: dict, min_isr: dict, brokers=(1, 2), log_dirs=("d0",), round_ms: int = 100,
                  state: B.BrokerState | None = None, log: pd.DataFrame | None = None) -> None:
-        self.config = B.RoundConfig(cfg=cfg, min_isr=min_isr, log_dirs=tuple(log_dirs))
+        self.config = B.RoundFacts(cfg=cfg, min_isr=min_isr, log_dirs=tuple(log_dirs))
         self.state = state if state is not None else B.BrokerState(brokers=new_broker_rows(list(brokers)))
         self.inbox = B.Inbox()
         self.now = 0

@@ -481,9 +481,11 @@ def moving_log(tmp_path):
 
 def _params(tables, brokers, version, offline=None):
     from sparkkafka.engine.broker_round import RoundParams
+    from sparkkafka.protocol.broker import RoundFacts
 
     return RoundParams(run_id="r", round_no=1, now=0, tables_dir=tables, brokers_dir=brokers, log_version=version,
-                       log_dirs=("d0", "d1"), cfg={"profile": PROF}, min_isr={}, offline_dirs=offline or {})
+                       facts=RoundFacts(cfg={"profile": PROF}, min_isr={}, log_dirs=("d0", "d1"),
+                                        offline_dirs=offline or {}))
 
 
 def test_restart_loads_future_logs_idle_until_leader_and_isr(moving_log):

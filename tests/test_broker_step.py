@@ -160,7 +160,7 @@ def test_a_paused_broker_keeps_its_state_and_its_messages():
     s = net.step(produce=batch(1, acks=1, now=net.now))
     assert len(s.outbox.fetch_responses) == 1  # on its way to broker 2
     before = net.state
-    paused = run_step(net.state, net.inbox, net.now, B.RoundConfig(**{**net.config.__dict__, "paused": frozenset({2})}))
+    paused = run_step(net.state, net.inbox, net.now, B.RoundFacts(**{**net.config.__dict__, "paused": frozenset({2})}))
     mine = paused.state.replicas[paused.state.replicas["broker"] == 2].reset_index(drop=True)
     pd.testing.assert_frame_equal(mine, before.replicas[before.replicas["broker"] == 2].reset_index(drop=True))
     assert paused.deferred.fetch_responses["broker"].tolist() == [2] and len(paused.deferred.fetch_records) == 1

@@ -147,14 +147,13 @@ def test_a_fetch_read_in_a_window_takes_the_held_rows_from_memory(tmp_path):
     from test_log_truncation import LAYOUT, _build, _file_table
 
     from sparkkafka.engine.broker_round import RoundParams, WindowFiles, _read
-    from sparkkafka.protocol.broker import ReadLog
+    from sparkkafka.protocol.broker import ReadLog, RoundFacts
     from sparkkafka.storage import tables as T
 
     tmp = str(tmp_path / "tables")
     _build(tmp, LAYOUT)
     p = RoundParams(run_id="test", round_no=7, now=700, tables_dir=tmp, brokers_dir=str(tmp_path / "brokers"),
-                    log_version=T.LogSnapshot(DeltaTable(T.table_path(tmp, "log")).version()), log_dirs=("d0", "d1"),
-                    cfg={}, min_isr={})
+                    log_version=T.LogSnapshot(DeltaTable(T.table_path(tmp, "log")).version()), facts=RoundFacts(cfg={}, min_isr={}, log_dirs=("d0", "d1")))
     held = WindowFiles(writer=0)
     part = ["broker", "log_dir"]
     for r in (4, 5, 6):  # t0-0 offsets 20.. in d0, round by round, and one future row that a read skips

@@ -1,4 +1,4 @@
-"""The typed round configuration (protocol.config.RoundConfig): Kafka's names map to typed fields, the
+"""The typed round configuration (protocol.config.RoundSettings): Kafka's names map to typed fields, the
 executors' protocol functions read it as a Mapping, and no key outside its fields exists."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from sparkkafka.protocol.config import (
     ROUND_DERIVED,
     ROUND_EMULATOR_SETTINGS,
     ROUND_KAFKA_CONFIGS,
-    RoundConfig,
+    RoundSettings,
     broker_config,
 )
 from sparkkafka.protocol.rules import rules_for, rules_of
 
 
-def _cfg(**derived) -> RoundConfig:
+def _cfg(**derived) -> RoundSettings:
     broker = broker_config({"inter.broker.protocol.version": "2.1", "replica.lag.time.max.ms": 7000})
-    return RoundConfig.of(broker, {**EMULATOR_DEFAULTS, "tail.records": 7}, profile="2.1", rules=rules_for("2.1"),
+    return RoundSettings.of(broker, {**EMULATOR_DEFAULTS, "tail.records": 7}, profile="2.1", rules=rules_for("2.1"),
                           round_ms=100, **derived)
 
 

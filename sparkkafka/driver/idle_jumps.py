@@ -6,7 +6,7 @@ many rounds a resident window may run without the driver. A mixin of RoundLoop (
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..controller.control_plane import ControlPlane
 from ..engine import rows as W
@@ -96,8 +96,8 @@ class IdleJumps:
 
         before = (self.round - 1) * self.round_ms
         p = self.params(before)
-        fn = IdleJump(rounds=d, last_ms=before, round_no=self.round, cfg=p.cfg, brokers_dir=self.brokers_dir,
-                      log_dirs=p.log_dirs, offline_dirs=p.offline_dirs, unreachable=self._cut)
+        fn = IdleJump(rounds=d, last_ms=before, round_no=self.round, brokers_dir=self.brokers_dir,
+                      facts=replace(p.facts, unreachable=self._cut))
         self._before_jump = self.state
         if self.local:
             from ..engine import local

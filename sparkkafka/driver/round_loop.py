@@ -30,7 +30,8 @@ from ..controller.control_plane import ControlPlane
 from ..engine import rows as W
 from ..engine.broker_round import BrokerRound, RoundParams, expand_results
 from ..protocol import idle, produce
-from ..protocol.config import LONG_MAX, RoundConfig, broker_config, profile_of
+from ..protocol.broker import RoundFacts
+from ..protocol.config import LONG_MAX, RoundSettings, broker_config, profile_of
 from ..protocol.frames import PRODUCE, RESULT, concat, conform
 from ..protocol.rules import rules_for
 from ..run_dir import CLIENT, RUN_FORMAT_VERSION, DriverState, RunDir
@@ -357,7 +358,7 @@ class RoundLoop(Timeline, IdleJumps):
     def params(self, now: int) -> RoundParams:
         tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
         min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
-        cfg = RoundConfig.of(
+        cfg = RoundSettings.of(
             self.broker_cfg, self.scenario.emulator, profile=self.profile,
             rules=rules_for(self.profile),  # the version flags the executors read (protocol/rules.py)
             round_ms=self.round_ms,
@@ -367,12 +368,10 @@ class RoundLoop(Timeline, IdleJumps):
         log_version = self.writer.table("log").version()
         return RoundParams(
             run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
-            brokers_dir=self.brokers_dir, log_version=log_version, log_dirs=tuple(self.scenario.log_dirs),
-            cfg=cfg, min_isr=min_isr,
-            paused=frozenset(b for b in self.paused_until if b not in self.crashed),
-            unreachable=self._cut,
-            offline_dirs={b: frozenset(d) for b, d in self.offline_dirs.items()},
-        )
+            brokers_dir=self.brokers_dir, log_version=log_version, facts=RoundFacts(
+                cfg=cfg, min_isr=min_isr, log_dirs=tuple(self.scenario.log_dirs),
+                offline_dirs={b: frozenset(d) for b, d in self.offline_dirs.items()},
+                unreachable=self._cut, paused=frozenset(b for b in self.paused_until if b not in self.crashed)))
 
     def outbox_wire(self, outbox: list | None = None) -> pd.DataFrame | None:
         """The driver's messages for this round, packed (None: none), and the outbox emptied; or those of

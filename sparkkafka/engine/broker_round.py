@@ -38,22 +38,16 @@ class RoundParams:
     tables_dir: str
     brokers_dir: str
     log_version: int
-    log_dirs: tuple[str, ...]
-    cfg: Mapping  # protocol.config.RoundConfig (plain dicts in unit tests)
-    min_isr: dict
-    paused: frozenset = frozenset()
-    unreachable: dict = field(default_factory=dict)
-    write_history: bool = True
-    offline_dirs: dict = field(default_factory=dict)  # broker -> frozenset of its failed log dirs (KIP-112)
+    facts: B.RoundFacts  # the settings and the cluster's facts this round (protocol/broker.py)
 
 
 def _recovered(p: RoundParams, starting: list[int]) -> dict[int, B.RecoveredLogs]:
     """The restart pre-pass: each starting broker's checkpoint files and log rows, from its live dirs
-    only (RoundParams.offline_dirs), current and future logs (protocol/broker.recover loads them)."""
+    only (RoundFacts.offline_dirs), current and future logs (protocol/broker.recover loads them)."""
     out = {}
     cols = ["broker", "log_dir", "topic", "partition", "offset", "leader_epoch"]
     for b in starting:
-        live = B.live_dirs(config_of(p), b)
+        live = B.live_dirs(p.facts, b)
         disk = broker_disk.read_disk(p.brokers_dir, b, live, before=p.round_no)
         log = broker_disk.read_log(p.tables_dir, p.log_version, b, cols, future=False).to_pandas()
         fdisk = broker_disk.read_disk(p.brokers_dir, b, live, future=True, before=p.round_no)
@@ -296,11 +290,6 @@ OUTBOX = {"fetches": W.FETCH, "fetch_responses": W.FETCH_RESPONSE, "fetch_record
           "offline_replicas": W.OFFLINE_REPLICA, "alter_log_dirs_responses": W.ALTER_LOG_DIRS_RESPONSE}
 
 
-def config_of(p: RoundParams) -> B.RoundConfig:
-    return B.RoundConfig(cfg=p.cfg, min_isr=p.min_isr, log_dirs=tuple(p.log_dirs), offline_dirs=p.offline_dirs,
-                         unreachable=p.unreachable, paused=frozenset(p.paused), write_history=p.write_history)
-
-
 def process(p: RoundParams, wire: pd.DataFrame, held: WindowFiles | None = None) -> pd.DataFrame:
     """Run one round for every broker present in `wire`; return the output wire rows: unpack, read the
     restarting brokers' logs, step (protocol/broker.py, answering its log reads), execute the effects, pack.
@@ -326,7 +315,7 @@ def stepped(p: RoundParams, state: B.BrokerState, inbox: B.Inbox, held: WindowFi
     """The round's step (protocol/broker.step), its log reads answered, its effects not yet carried out:
     (the Step, the round's parameters as the reads left them, the file actions so far). A resident task
     sends the Step's messages before `executed` writes its files."""
-    starting = sorted(set(inbox.start["broker"].tolist()) - set(p.paused))
+    starting = sorted(set(inbox.start["broker"].tolist()) - set(p.facts.paused))
     adds: list[dict] = []
     if starting:
         p = _flushed(p, held, adds)
@@ -335,8 +324,7 @@ def stepped(p: RoundParams, state: B.BrokerState, inbox: B.Inbox, held: WindowFi
     def read(req: B.ReadLog) -> pd.DataFrame:  # held rows are read where they are: no file written for it
         return _read(p, req, held)
 
-    config = config_of(p)
-    return B.step(state, inbox, p.now, rules_of(config.cfg), config, read=read, clock=time.perf_counter), p, adds
+    return B.step(state, inbox, p.now, rules_of(p.facts.cfg), p.facts, read=read, clock=time.perf_counter), p, adds
 
 
 def executed(p: RoundParams, done: B.Step, tag: str, held: WindowFiles | None, adds: list[dict]) -> list[dict]:

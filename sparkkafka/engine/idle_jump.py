@@ -10,7 +10,7 @@ HWs: nothing moved). Rows of other kinds pass through unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -27,11 +27,8 @@ class IdleJump:
     rounds: int
     last_ms: int
     round_no: int  # the first round skipped: the files the jump writes are its versions (broker_disk)
-    cfg: dict
     brokers_dir: str
-    log_dirs: tuple[str, ...]
-    offline_dirs: dict = field(default_factory=dict)
-    unreachable: dict = field(default_factory=dict)
+    facts: B.RoundFacts  # the settings and the cluster's facts, as the round before the jump had them
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         frames = [b for b in batches if len(b)]
@@ -41,7 +38,7 @@ class IdleJump:
 
 def _checkpoint(j: IdleJump, brokers: list[int], replicas: pd.DataFrame, futures: pd.DataFrame) -> None:
     """replication-offset-checkpoint of every live dir of `brokers`, as their round writes it."""
-    for e in B.hw_checkpoints(j, replicas, futures, brokers):
+    for e in B.hw_checkpoints(j.facts, replicas, futures, brokers):
         broker_disk.write_hw_checkpoint(j.brokers_dir, e.broker, e.log_dir, e.entries, j.round_no)
 
 
@@ -51,7 +48,7 @@ def jump_wire(j: IdleJump, wire: pd.DataFrame) -> pd.DataFrame:
     before = k[W.BROKER]
     (k[W.REPLICA], k[W.REMOTE], k[W.PARKED_FETCH], k[W.FETCH], k[W.FETCH_RESPONSE], k[W.BROKER]) = idle.shift_time(
         k[W.REPLICA], k[W.REMOTE], k[W.PARKED_FETCH], k[W.FETCH], k[W.FETCH_RESPONSE], before, j.rounds,
-        j.last_ms, j.cfg, j.unreachable)
+        j.last_ms, j.facts.cfg, j.facts.unreachable)
     moved = k[W.BROKER]["hw_checkpoint_ms"].to_numpy() != before["hw_checkpoint_ms"].to_numpy()
     _checkpoint(j, sorted(int(b) for b in before["broker"].to_numpy()[moved]), k[W.REPLICA], k[W.FUTURE])
     return W.pack_all(list(k.items()))

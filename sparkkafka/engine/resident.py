@@ -82,7 +82,7 @@ class Window:
     cycle: int = 1  # rounds of the idle fetch cycle (idle.fetch_cycle_rounds)
     meet: str | None = None  # a new folder the tasks meet in (exchange.Mesh.rendezvous_files); None: allGather
     history_rows: int = EMULATOR_DEFAULTS["resident.history.rows"]  # history rows a task holds before writing them
-    # brokers that crash in the window: (round offset, brokers, RoundParams.unreachable from then on), in order
+    # brokers that crash in the window: (round offset, brokers, RoundFacts.unreachable from then on), in order
     # (IdleJumps.plan_window): the tasks drop their memory and what is sent to them from that round on
     crashes: tuple = ()
 
@@ -329,7 +329,7 @@ class ResidentRounds:
                         gone, cut = crashes[k]
                         down = down | frozenset(gone)
                         crashed = _ids(down)
-                        first = replace(first, unreachable=cut)
+                        first = replace(first, facts=replace(first.facts, unreachable=cut))
                         state, inbox = without(state, gone), without(inbox, gone)
                     now = w.first.now + k * w.round_ms
                     p = replace(first, round_no=w.first.round_no + k, now=now, log_version=snap)

@@ -124,9 +124,10 @@ class Outbox:
 
 
 @dataclass(frozen=True)
-class RoundConfig:
-    """The round's configuration: the broker configs (`cfg`, protocol/config.py), min.insync.replicas
-    per topic, the log dirs, and the cluster facts the driver knows (failed dirs, cut links, stalls)."""
+class RoundFacts:
+    """What every broker's round reads besides its state and inbox: the settings (`cfg`, protocol/config.py's
+    RoundSettings; plain dicts in unit tests), min.insync.replicas per topic, the log dirs, and the cluster
+    facts the driver knows (failed dirs, cut links, stalls). The engine's RoundParams and IdleJump carry one."""
 
     cfg: Mapping
     min_isr: Mapping[str, int]
@@ -342,7 +343,7 @@ def _dir_entries(replicas: pd.DataFrame, futures: pd.DataFrame, dirs: list[tuple
     return [tuple(found[int(b), d]) for b, d in dirs]
 
 
-def live_dirs(config: RoundConfig, b: int) -> list[str]:
+def live_dirs(config: RoundFacts, b: int) -> list[str]:
     """Broker b's log dirs less those that failed (KIP-112)."""
     gone = config.offline_dirs.get(int(b), ())
     return [d for d in config.log_dirs if d not in gone]
@@ -356,7 +357,7 @@ def hw_checkpoints(config, replicas: pd.DataFrame, futures: pd.DataFrame, broker
                                                              strict=True)]
 
 
-def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures: pd.DataFrame,
+def checkpoint_hw(config: RoundFacts, now: int, replicas: pd.DataFrame, futures: pd.DataFrame,
                   brokers: pd.DataFrame, force: set[int] = frozenset()) -> tuple[pd.DataFrame, list]:
     """replication-offset-checkpoint (the HW of every current and future log in the dir) for brokers
     whose replica.high.watermark.checkpoint.interval.ms has passed (and, at a clean shutdown or a log-dir
@@ -371,7 +372,7 @@ def checkpoint_hw(config: RoundConfig, now: int, replicas: pd.DataFrame, futures
     return F.with_values(brokers, "hw_checkpoint_ms", due, now), effects
 
 
-def flush_logs(config: RoundConfig, now: int, replicas: pd.DataFrame, before: pd.DataFrame, found: np.ndarray,
+def flush_logs(config: RoundFacts, now: int, replicas: pd.DataFrame, before: pd.DataFrame, found: np.ndarray,
                stopping: set[int], futures: pd.DataFrame, touched: set[tuple[int, str]] = frozenset()
                ) -> tuple[pd.DataFrame, pd.DataFrame, list]:
     """Kafka's flush rules (protocol/flush.py) and a clean shutdown's flush of every log, future logs
@@ -407,7 +408,7 @@ def checkpoint_epochs(before: pd.DataFrame, found: np.ndarray, replicas: pd.Data
             for b, d, t, part, e in zip(*cols, entries, strict=True)]
 
 
-def list_logs(config: RoundConfig, before: pd.DataFrame, after: pd.DataFrame,
+def list_logs(config: RoundFacts, before: pd.DataFrame, after: pd.DataFrame,
               future: bool = False) -> list[WritePartitionsListing]:
     """A dir's `partitions` listing (`future`: `future-partitions`) when logs were created in it or
     deleted from it. A failed dir is not written."""
@@ -522,7 +523,7 @@ class Laps:
         self.t = t
 
 
-def _movers(config: RoundConfig, rules: Rules, replicas: pd.DataFrame, futures: pd.DataFrame, mem: pd.DataFrame,
+def _movers(config: RoundFacts, rules: Rules, replicas: pd.DataFrame, futures: pd.DataFrame, mem: pd.DataFrame,
             cuts: pd.DataFrame) -> Generator[ReadLog, pd.DataFrame, tuple]:
     """One round of every broker's ReplicaAlterLogDirsThreads (protocol/alter_log_dirs.py): truncation
     after the current logs' cuts, then one copy per thread from the current logs (`mem`: the records the
@@ -592,7 +593,7 @@ def _min_isr_series(items: tuple[tuple[str, int], ...]) -> pd.Series:
     return pd.Series(dict(items), dtype="int64")
 
 
-def round_steps(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config: RoundConfig,
+def round_steps(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config: RoundFacts,
                 clock: Callable[[], float] = no_clock) -> Generator[ReadLog, pd.DataFrame, Step]:
     """The round as a generator: it yields ReadLog requests, is sent their records, and returns the Step.
     `rules` are the version profile's (rules.rules_of(config.cfg)); `clock` times the phases (Laps)."""
@@ -759,7 +760,7 @@ def _drop(obj, gone: list[int], message_col: str):
     return replace(obj, **out)
 
 
-def step(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config: RoundConfig, read: Reader = no_reads,
+def step(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config: RoundFacts, read: Reader = no_reads,
          clock: Callable[[], float] = no_clock) -> Step:
     """Run one round for every broker in `state` and `inbox` under the version profile's `rules` (a broker in
     config.paused keeps its state and its messages untouched). `read` answers the round's ReadLog requests;

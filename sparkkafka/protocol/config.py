@@ -160,7 +160,7 @@ def topic_config(broker_cfg: dict[str, Any], overrides: dict[str, Any] | None) -
 
 
 # ---------------------------------------------------------------------------------------- one round's config
-# Kafka's broker configs a round of the brokers reads: Kafka name -> RoundConfig field.
+# Kafka's broker configs a round of the brokers reads: Kafka name -> RoundSettings field.
 ROUND_KAFKA_CONFIGS: dict[str, str] = {
     "inter.broker.protocol.version": "inter_broker_protocol_version",
     "replica.lag.time.max.ms": "replica_lag_time_max_ms",
@@ -189,7 +189,7 @@ _ROUND_KEYS: dict[str, str] = {**ROUND_KAFKA_CONFIGS, **ROUND_EMULATOR_SETTINGS,
 
 
 @dataclass(frozen=True, eq=False)
-class RoundConfig(Mapping):
+class RoundSettings(Mapping):
     """The configuration one round of the brokers reads (the protocol functions' `cfg`), typed: Kafka's
     broker configs as fields, each also read under its Kafka name (ROUND_KAFKA_CONFIGS), the emulator
     settings under "emulator.<name>", and what the driver derives each round under the field's name:
@@ -224,7 +224,7 @@ class RoundConfig(Mapping):
     throttled_replicas: Mapping[str, tuple[str, str]] = dataclass_field(default_factory=dict)
 
     @classmethod
-    def of(cls, broker_cfg: Mapping[str, Any], emulator: Mapping[str, Any], **derived: Any) -> RoundConfig:
+    def of(cls, broker_cfg: Mapping[str, Any], emulator: Mapping[str, Any], **derived: Any) -> RoundSettings:
         """From the effective broker config (broker_config), the scenario's emulator settings and the
         derived values (ROUND_DERIVED)."""
         return cls(**{f: broker_cfg[k] for k, f in ROUND_KAFKA_CONFIGS.items()},

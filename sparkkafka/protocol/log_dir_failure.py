@@ -2,7 +2,7 @@
 LeaderAndIsr handling of offline replicas (ReplicaManager.becomeLeaderOrFollower). Vectorised over every
 broker a task hosts; pure pandas.
 
-A failed dir is offline for good: the driver lists it in RoundParams.offline_dirs from the round its
+A failed dir is offline for good: the driver lists it in RoundFacts.offline_dirs from the round its
 LOG_DIR_FAILURE is sent, and a broker restarting later loads nothing from it. On the failure the broker
 * takes every replica whose current log is in the dir offline: it leaves REPLICA (no fetching, no
   leading, no HW checkpoint; Kafka's HostedPartition.Offline) for the broker's OFFLINE rows, and is
@@ -47,7 +47,7 @@ HALT_COLUMNS = ["broker", "topic", "partition", "message"]
 
 
 def offline_dirs_now(known: Mapping[int, Iterable[str]], failures: pd.DataFrame) -> dict[int, frozenset[str]]:
-    """Every broker's offline dirs: those the driver lists (`known`, RoundParams.offline_dirs) and those
+    """Every broker's offline dirs: those the driver lists (`known`, RoundFacts.offline_dirs) and those
     this round's LOG_DIR_FAILURE rows name."""
     out = {int(b): frozenset(d) for b, d in known.items()}
     for b, d in zip(array(failures, "broker"), array(failures, "log_dir"), strict=True):

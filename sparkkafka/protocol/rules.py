@@ -12,7 +12,7 @@ The emulator groups Kafka versions into profiles (config.PROFILES, docs/versions
 
 Code never compares versions itself: it asks the frozen `Rules` of its profile for a named flag,
 `rules_for(profile_or_version).truncate_to_hw`. The round config handed to the executors carries
-the object as `cfg["rules"]` (config.RoundConfig, built by driver/round_loop.RoundLoop.params); `rules_of(cfg)` reads it, falling back to
+the object as `cfg["rules"]` (config.RoundSettings, built by driver/round_loop.RoundLoop.params); `rules_of(cfg)` reads it, falling back to
 `cfg["profile"]` for configs built by hand (unit tests).
 
 Each flag is declared once with the profile where its value changes and the KIP / Kafka version
