@@ -3,10 +3,11 @@ Kafka 2.8.2 beside the emulator (`sparkkafka replay`, sparkkafka/realkafka/repla
 exit 0 (every partition's leader, leader epoch and ISR sequence agrees within the tolerance) and what a
 user checks for its case on both sides. The quickstart's replay is tests/test_replay.py's.
 
-The unit tests need no JVM: the comparison of the replicas a reassignment plan names and how replay
-reports them. The slow tests start a ZooKeeper and three broker JVMs each (-Xmx256m), the emulator on the
-local engine; 65 to 91 s each, 212 to 237 s for the three, on the shared 2-core machine with a full test
-run beside them (docs/fidelity.md).
+The unit tests need no JVM: the comparison of the replicas a reassignment plan names and of the
+controller epochs, how replay reports them, and how the real side drives the admin events and faults
+(kafka-configs' arguments, a failed log dir, a created topic's placement). The slow tests start a ZooKeeper
+and three broker JVMs each (-Xmx256m), the emulator on the local engine; 60 to 91 s each on the shared
+2-core machine, 212 to 237 s for the first three with a full test run beside them (docs/fidelity.md).
 """
 
 from __future__ import annotations
