@@ -12,7 +12,9 @@ and three broker JVMs each (-Xmx256m), the emulator on the local engine; 60 to 9
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from realkafka_util import replay
@@ -22,6 +24,7 @@ from sparkkafka.errors import NotYetSupportedError
 from sparkkafka.realkafka import replay as R
 from sparkkafka.realkafka.cluster import RealCluster
 from sparkkafka.realkafka.compare import compare_replicas
+from sparkkafka.realkafka.observe import Observer
 from sparkkafka.realkafka.timeline import Timeline, all_topics, check_supported
 from sparkkafka.realkafka.tools import config_args, log_end_offset
 
@@ -122,6 +125,15 @@ def test_set_config_is_kafka_configs_alter_and_an_absent_override_cannot_be_dele
                           "run": {"until_ms": 100}})
     with pytest.raises(NotYetSupportedError, match=r"Invalid config\(s\): retention.ms"):
         check_supported(bad)
+    # the throttles a reassignment set may be deleted (kafka-configs --delete-config, after --verify)
+    check_supported(parse_scenario({**_THROTTLED, "timeline": [*_THROTTLED["timeline"], {"at": 50, "set_config": {
+        "entity": "topics", "name": "t", "config": {"leader.replication.throttled.replicas": None}}}, {
+        "at": 60, "set_config": {"entity": "brokers", "name": 1, "config": {"leader.replication.throttled.rate": None}}}]}))
+
+
+_THROTTLED = {"cluster": {"brokers": [1, 2]}, "topics": [{"name": "t", "assignment": {0: [1]}}],
+              "timeline": [{"at": 10, "reassign": {"throttle": 1000, "plan": {"version": 1, "partitions": [
+                  {"topic": "t", "partition": 0, "replicas": [2]}]}}}], "run": {"until_ms": 100}}
 
 
 def test_a_failed_log_dir_is_a_file_in_its_place_and_holds_no_replica_afterwards(tmp_path):
@@ -148,6 +160,35 @@ def test_the_controller_epochs_are_compared_not_which_broker_won():
     emu.controller_epochs.append((5000, 3))
     assert R.comparison(MOVE, "2.8.2", real, emu, "local")["mismatches"] == [
         "controller epochs differ: Kafka [1, 2], emulator [1, 2, 3]"]
+
+
+class _Znodes:
+    """A kazoo client's exists/get/get_children over a dict of path -> data (the observer's reads)."""
+
+    def __init__(self, nodes: dict[str, object]):
+        self.nodes = nodes
+
+    def exists(self, path: str):
+        return True if path in self.nodes else None
+
+    def get(self, path: str):
+        v = self.nodes[path]
+        return (v if isinstance(v, bytes) else json.dumps(v).encode()), None
+
+    def get_children(self, path: str) -> list[str]:
+        return sorted({k[len(path) + 1:].split("/")[0] for k in self.nodes if k.startswith(path + "/")})
+
+
+def test_the_observer_samples_a_topic_from_its_creation_and_each_controller_epoch():
+    zk = _Znodes({"/brokers/ids/1": b"", "/controller_epoch": b"1"})
+    obs = Observer(SimpleNamespace(zk=lambda: zk), ["t", "fresh"])
+    obs.sample()  # neither topic exists yet
+    zk.nodes.update({"/brokers/topics/fresh": {"partitions": {"0": [1]}},
+                     "/brokers/topics/fresh/partitions/0/state": {"leader": 1, "leader_epoch": 0, "isr": [1]},
+                     "/controller_epoch": b"2"})
+    obs.sample()
+    assert [(c.topic, c.partition, c.leader, c.leader_epoch, c.isr) for c in obs.changes] == [("fresh", 0, 1, 0, (1,))]
+    assert [e for _, e in obs.controller_epochs] == [1, 2]
 
 
 def _by_partition(cmp: dict) -> dict:

@@ -42,6 +42,11 @@ WHY_NOT = {
 }
 
 
+THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                  "replica.alter.log.dirs.io.max.bytes.per.second")
+
+
 def all_topics(scenario) -> list:
     """The scenario's topics, then those its create_topic events make, in timeline order (TopicSpecs)."""
     made = [e.args["topic"] for e in sorted(scenario.timeline, key=lambda e: (e.time_ms(scenario.round_ms), e.index))
@@ -55,12 +60,21 @@ def _check_deleted_configs(scenario) -> None:
     here, before anything starts, rather than mid-run: the overrides are the topics' `config` and the
     earlier set_config events' (a broker's `cluster.config` is static, in server.properties)."""
     overrides: dict[tuple[str, str], set[str]] = {("topics", t.name): set(t.config) for t in scenario.topics}
+    rates = False  # a throttled reassignment set the rates on brokers this check does not follow
     for e in sorted(scenario.timeline, key=lambda e: (e.time_ms(scenario.round_ms), e.index)):
         if e.type == "create_topic":
             overrides[("topics", e.args["topic"].name)] = set(e.args["topic"].config)
+        elif e.type == "reassign" and (e.args.get("throttle") is not None or e.args.get("log_dirs_throttle")):
+            # ReassignPartitionsCommand sets the throttled replica lists on the moved topics, the rates on
+            # the brokers of the moved replicas
+            if e.args.get("throttle") is not None:
+                for p in e.args["plan"]["partitions"]:
+                    overrides.setdefault(("topics", p["topic"]), set()).update(THROTTLED_REPLICAS)
+            rates = True
         elif e.type == "set_config":
             have = overrides.setdefault((e.args["entity"], str(e.args["name"])), set())
-            absent = [k for k, v in e.args["config"].items() if v is None and k not in have]
+            maybe = set(THROTTLE_RATES) if rates and e.args["entity"] == "brokers" else set()
+            absent = [k for k, v in e.args["config"].items() if v is None and k not in have | maybe]
             if absent:
                 raise NotYetSupportedError(f"timeline[{e.index}].set_config.config", e.args["config"],
                                            f"kafka-configs refuses to delete an override the entity does not "
