@@ -47,11 +47,14 @@ THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.thr
                   "replica.alter.log.dirs.io.max.bytes.per.second")
 
 
+def in_run_order(scenario) -> list:
+    """The timeline's events in the order they run: by time, then file position."""
+    return sorted(scenario.timeline, key=lambda e: (e.time_ms(scenario.round_ms), e.index))
+
+
 def all_topics(scenario) -> list:
     """The scenario's topics, then those its create_topic events make, in timeline order (TopicSpecs)."""
-    made = [e.args["topic"] for e in sorted(scenario.timeline, key=lambda e: (e.time_ms(scenario.round_ms), e.index))
-            if e.type == "create_topic"]
-    return [*scenario.topics, *made]
+    return [*scenario.topics, *(e.args["topic"] for e in in_run_order(scenario) if e.type == "create_topic")]
 
 
 def _check_deleted_configs(scenario) -> None:
@@ -61,7 +64,7 @@ def _check_deleted_configs(scenario) -> None:
     earlier set_config events' (a broker's `cluster.config` is static, in server.properties)."""
     overrides: dict[tuple[str, str], set[str]] = {("topics", t.name): set(t.config) for t in scenario.topics}
     rates = False  # a throttled reassignment set the rates on brokers this check does not follow
-    for e in sorted(scenario.timeline, key=lambda e: (e.time_ms(scenario.round_ms), e.index)):
+    for e in in_run_order(scenario):
         if e.type == "create_topic":
             overrides[("topics", e.args["topic"].name)] = set(e.args["topic"].config)
         elif e.type == "reassign" and (e.args.get("throttle") is not None or e.args.get("log_dirs_throttle")):
@@ -146,7 +149,7 @@ class Timeline:
         now unless the caller set it); `tick()` is called between waits, `at_end()` once at `until_ms`,
         before the producers stop. A tool's JVM (a reassignment: ~6 s here) delays the events after it by
         its run time."""
-        events = sorted(self.scenario.timeline, key=lambda e: (e.time_ms(self.scenario.round_ms), e.index))
+        events = in_run_order(self.scenario)
         self.started = self.started or time.monotonic()
         i = 0
         while True:
