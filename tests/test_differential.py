@@ -3,23 +3,30 @@ Kafka 2.8.2 beside the emulator (`sparkkafka replay`, sparkkafka/realkafka/repla
 exit 0 (every partition's leader, leader epoch and ISR sequence agrees within the tolerance) and what a
 user checks for its case on both sides. The quickstart's replay is tests/test_replay.py's.
 
-The unit tests need no JVM: the comparison of the replicas a reassignment plan names and how replay
-reports them. The slow tests start a ZooKeeper and three broker JVMs each (-Xmx256m), the emulator on the
-local engine; 65 to 91 s each, 212 to 237 s for the three, on the shared 2-core machine with a full test
-run beside them (docs/fidelity.md).
+The unit tests need no JVM: the comparison of the replicas a reassignment plan names and of the
+controller epochs, how replay reports them, and how the real side drives the admin events and faults
+(kafka-configs' arguments, a failed log dir, a created topic's placement). The slow tests start a ZooKeeper
+and three broker JVMs each (-Xmx256m), the emulator on the local engine; 60 to 91 s each on the shared
+2-core machine, 212 to 237 s for the first three with a full test run beside them (docs/fidelity.md).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from sparkkafka import parse_scenario
+from sparkkafka.errors import NotYetSupportedError
 from sparkkafka.realkafka import replay as R
 from sparkkafka.realkafka.cluster import RealCluster
 from sparkkafka.realkafka.compare import compare_replicas
-from sparkkafka.realkafka.timeline import Timeline
+from sparkkafka.realkafka.observe import Observer
+from sparkkafka.realkafka.timeline import Timeline, all_topics, check_supported
+from sparkkafka.realkafka.tools import config_args, log_end_offset
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "conf" / "scenarios"
 MIB = 1024 * 1024
@@ -81,6 +88,107 @@ def test_the_comparison_prints_the_planned_replicas_and_each_topics_records():
     real.replicas[("m", 0)][1]["dir"] = "d0"  # the move not done on Kafka
     [m] = R.comparison(MOVE, "2.8.2", real, emu, "local")["mismatches"]
     assert m == "m-0: replica on broker 1 (moved to d1) is in d0 on Kafka, d1 on the emulator"
+
+
+ADMIN = parse_scenario({
+    "cluster": {"brokers": [1, 2, 3], "log_dirs": ["d0", "d1"]},
+    "topics": [{"name": "t", "assignment": {0: [1, 2]}, "config": {"retention.ms": 60000}}],
+    "timeline": [{"at": 100, "controller_failover": {}},
+                 {"at": 200, "fail_log_dir": {"broker": 2, "log_dir": "d0"}},
+                 {"at": 300, "create_topic": {"name": "n", "partitions": 2, "replication_factor": 2}},
+                 {"at": 400, "produce": {"topic": "n", "partition": "all", "records": 10}},
+                 {"at": 500, "set_config": {"entity": "topics", "name": "n", "config": {"min.insync.replicas": 2}}},
+                 {"at": 600, "set_config": {"entity": "topics", "name": "t", "config": {"retention.ms": None}}}],
+    "run": {"until_ms": 1000}})
+
+
+def test_the_admin_events_and_faults_are_driven_and_a_created_topic_gets_the_emulators_placement(tmp_path):
+    check_supported(ADMIN)  # nothing refused
+    placed = R.with_assignment(ADMIN, {"t": {0: (1, 2)}, "n": {0: (3, 1), 1: (1, 2)}})
+    assert [(t.name, t.assignment) for t in all_topics(placed)] == [("t", {0: (1, 2)}), ("n", {0: (3, 1), 1: (1, 2)})]
+    assert Timeline(placed, RealCluster.for_scenario(placed, tmp_path), tmp_path).partitions("n") == [0, 1]
+
+
+def test_set_config_is_kafka_configs_alter_and_an_absent_override_cannot_be_deleted():
+    assert config_args("topics", "t", {"min.insync.replicas": 2, "retention.ms": None}) == [
+        "--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "min.insync.replicas=2",
+        "--delete-config", "retention.ms"]
+    assert config_args("brokers", "default", {"unclean.leader.election.enable": True}) == [
+        "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+        "unclean.leader.election.enable=true"]
+    assert config_args("topics", "t", {"leader.replication.throttled.replicas": ["0:1", "0:2"]})[-1] == (
+        "leader.replication.throttled.replicas=[0:1,0:2]")  # ConfigCommand's form of a value with commas
+    # n has no retention.ms override: kafka-configs would exit 1 ("Invalid config(s)"); refused before any start
+    bad = parse_scenario({"cluster": {"brokers": [1]}, "topics": [{"name": "n", "partitions": 1}],
+                          "timeline": [{"at": 5, "set_config": {"entity": "topics", "name": "n",
+                                                                 "config": {"retention.ms": None}}}],
+                          "run": {"until_ms": 100}})
+    with pytest.raises(NotYetSupportedError, match=r"Invalid config\(s\): retention.ms"):
+        check_supported(bad)
+    # the throttles a reassignment set may be deleted (kafka-configs --delete-config, after --verify)
+    check_supported(parse_scenario({**_THROTTLED, "timeline": [*_THROTTLED["timeline"], {"at": 50, "set_config": {
+        "entity": "topics", "name": "t", "config": {"leader.replication.throttled.replicas": None}}}, {
+        "at": 60, "set_config": {"entity": "brokers", "name": 1, "config": {"leader.replication.throttled.rate": None}}}]}))
+
+
+_THROTTLED = {"cluster": {"brokers": [1, 2]}, "topics": [{"name": "t", "assignment": {0: [1]}}],
+              "timeline": [{"at": 10, "reassign": {"throttle": 1000, "plan": {"version": 1, "partitions": [
+                  {"topic": "t", "partition": 0, "replicas": [2]}]}}}], "run": {"until_ms": 100}}
+
+
+def test_a_failed_log_dir_is_a_file_in_its_place_and_holds_no_replica_afterwards(tmp_path):
+    cluster = RealCluster.for_scenario(ADMIN, tmp_path)
+    for d in cluster.broker_dirs(2):
+        (d / "t-0").mkdir(parents=True)
+    seg = cluster.broker_dirs(2)[0] / "t-0" / "00000000000000000000.log"
+    seg.write_bytes(b"")
+    assert cluster.replica_dir(2, "t", 0) == "d0"
+    path = cluster.fail_log_dir(2, "d0")
+    assert path == tmp_path / "brokers" / "2" / "d0" and path.is_file()  # LogDirFailureTest.causeLogDirFailure
+    assert cluster.replica_dir(2, "t", 0) == "d1" and log_end_offset(cluster, 2, "t", 0) is None
+
+
+def test_the_controller_epochs_are_compared_not_which_broker_won():
+    seq = [(0, (1, 0, (1, 2)))]
+    real = R.Side({("t", 0): seq}, {"acked": 0, "not_acked": 0, "errors": {}}, controller_epochs=[(0, 1), (1163, 2)])
+    emu = R.Side({("t", 0): seq}, {"acked": 0, "not_acked": 0, "errors": {}}, controller_epochs=[(0, 1), (1000, 2)])
+    cmp = R.comparison(MOVE, "2.8.2", real, emu, "local")
+    assert cmp["mismatches"] == []
+    assert cmp["controller_epochs"]["kafka"] == [{"time_ms": 0, "epoch": 1}, {"time_ms": 1163, "epoch": 2}]
+    assert ("Controller epochs (which broker is not compared): Kafka 1 from 0 ms, 2 from 1163 ms; emulator 1 from "
+            "0 ms, 2 from 1000 ms") in R.text(cmp)
+    emu.controller_epochs.append((5000, 3))
+    assert R.comparison(MOVE, "2.8.2", real, emu, "local")["mismatches"] == [
+        "controller epochs differ: Kafka [1, 2], emulator [1, 2, 3]"]
+
+
+class _Znodes:
+    """A kazoo client's exists/get/get_children over a dict of path -> data (the observer's reads)."""
+
+    def __init__(self, nodes: dict[str, object]):
+        self.nodes = nodes
+
+    def exists(self, path: str):
+        return True if path in self.nodes else None
+
+    def get(self, path: str):
+        v = self.nodes[path]
+        return (v if isinstance(v, bytes) else json.dumps(v).encode()), None
+
+    def get_children(self, path: str) -> list[str]:
+        return sorted({k[len(path) + 1:].split("/")[0] for k in self.nodes if k.startswith(path + "/")})
+
+
+def test_the_observer_samples_a_topic_from_its_creation_and_each_controller_epoch():
+    zk = _Znodes({"/brokers/ids/1": b"", "/controller_epoch": b"1"})
+    obs = Observer(SimpleNamespace(zk=lambda: zk), ["t", "fresh"])
+    obs.sample()  # neither topic exists yet
+    zk.nodes.update({"/brokers/topics/fresh": {"partitions": {"0": [1]}},
+                     "/brokers/topics/fresh/partitions/0/state": {"leader": 1, "leader_epoch": 0, "isr": [1]},
+                     "/controller_epoch": b"2"})
+    obs.sample()
+    assert [(c.topic, c.partition, c.leader, c.leader_epoch, c.isr) for c in obs.changes] == [("fresh", 0, 1, 0, (1,))]
+    assert [e for _, e in obs.controller_epochs] == [1, 2]
 
 
 def _by_partition(cmp: dict) -> dict:
@@ -160,3 +268,33 @@ def test_a_throttled_two_partition_move_and_a_log_dir_move(replayed):
     [moved] = [r for r in parts[("moved", 0)]["planned_replicas"] if r["log_dir"] == "d1"]
     assert moved["broker"] == 1 and moved["kafka"]["dir"] == moved["emulator"]["dir"] == "d1", moved
     assert moved["kafka"]["bytes"] >= 2_000_000 and moved["emulator"]["bytes"] == 2_000_000  # all of it
+
+
+@pytest.mark.slow
+def test_a_controller_failover_a_failed_log_dir_a_created_topic_and_a_config_change(tmp_path):
+    """diff-admin-faults.yaml: after the controller fails over (epoch 2 on both sides, no partition state
+    changed), broker 2's failed d0 takes its replica of `disk-0` offline and the new controller moves the
+    leadership to broker 1 (ISR [1], epoch 1), while its replica of `lead-0` in d1 stays in sync; `fresh` gets
+    the emulator's placement and its preferred leaders on Kafka too; `disk`'s min.insync.replicas 2 refuses
+    the acks=all writes its ISR [1] took before, on both sides."""
+    cmp, out, wall = replay(tmp_path, SCENARIOS / "diff-admin-faults.yaml")
+    print(f"diff-admin-faults: {wall:.1f} s")
+    parts = _by_partition(cmp)
+    created = R.emulator_assignment(str(tmp_path / "replay" / "emulator"))["fresh"]
+    for side in ("kafka", "emulator"):
+        assert [e["epoch"] for e in cmp["controller_epochs"][side]] == [1, 2], (side, cmp["controller_epochs"])
+        disk = parts[("disk", 0)][side]
+        assert [(s["leader"], s["leader_epoch"], s["isr"]) for s in disk] == [(2, 0, [1, 2]), (1, 1, [1])], side
+        for p in (0, 1):  # the failover changed no state; broker 2's replica in d1 was not in the failed dir
+            [only] = parts[("lead", p)][side]
+            assert only["leader_epoch"] == 0 and len(only["isr"]) == 2, (side, only)
+        for p, replicas in created.items():
+            assert [(s["leader"], s["isr"]) for s in parts[("fresh", p)][side]] == [
+                (replicas[0], sorted(replicas))], (side, p)
+        by_topic = cmp["records"][side]["by_topic"]["disk"]
+        assert by_topic["acked"] > 0 and by_topic["errors"].get("NOT_ENOUGH_REPLICAS", 0) > 0, (side, by_topic)
+        assert "Topic: disk\tTopicId: <masked>\tPartitionCount: 1\tReplicationFactor: 2\tConfigs: min.insync.replicas=2" \
+            in cmp["tools"][R.DESCRIBE][side]
+    assert "2" not in parts[("disk", 0)]["log_end_offsets"]["kafka"]  # broker 2's replica went with its dir
+    assert re.search(r"Controller epochs \(which broker is not compared\): Kafka 1 from \d+ ms, 2 from \d+ ms; "
+                     r"emulator 1 from 0 ms, 2 from 1000 ms", out), out

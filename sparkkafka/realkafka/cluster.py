@@ -12,6 +12,7 @@ import atexit
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -63,12 +64,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _value(v: Any) -> str:
-    """A YAML value as server.properties writes it (Kafka's booleans are lower case)."""
+def property_value(v: Any) -> str:
+    """A YAML value as server.properties (and Kafka's tools) write it: booleans lower case, a list comma
+    separated."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list | tuple):
-        return ",".join(_value(x) for x in v)
+        return ",".join(property_value(x) for x in v)
     return str(v)
 
 
@@ -91,7 +93,7 @@ def server_properties(broker: int, port: int, zk_port: int, log_dirs: Sequence[s
     })
     if rack is not None:
         props["broker.rack"] = rack
-    return "".join(f"{k}={_value(v)}\n" for k, v in props.items())
+    return "".join(f"{k}={property_value(v)}\n" for k, v in props.items())
 
 
 def zookeeper_properties(port: int, data_dir: Path) -> str:
@@ -238,6 +240,38 @@ class RealCluster:
                 self.procs[b].start()
         self.wait_registered(self.brokers, timeout_s)
         return self
+
+    def fail_log_dir(self, broker: int, name: str) -> Path:
+        """Make the log dir the scenario calls `name` fail as Kafka sees a dead disk, the way Kafka's
+        LogDirFailureTest.causeLogDirFailure does: delete the dir and create a file in its place. The broker
+        notices at its next IO on the dir (its open segment files still work): at the latest the
+        high-watermark checkpoint, every replica.high.watermark.checkpoint.interval.ms (5,000 ms by default,
+        ReplicaManager.startHighWatermarkCheckPointThread), whose write fails and hands the dir to the
+        LogDirFailureChannel, then ReplicaManager.handleLogDirFailure takes its replicas offline and tells the
+        controller (/log_dir_event_notification). The path of the file."""
+        path = self.broker_dirs(broker)[list(self.log_dirs).index(name)]
+        for _ in range(5):  # the broker may create a file in the dir while it is being deleted
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                break
+        path.touch()
+        return path
+
+    def controller_failover(self) -> int:
+        """Delete /controller, as Kafka's ControllerIntegrationTest moves the controller
+        (zkClient.deleteController): every broker's watch on the znode fires, each tries to create it
+        (KafkaController.elect), one wins and increments /controller_epoch; the others, the old controller
+        included if it lost, resign. The broker that held it (-1: none)."""
+        old = self.controller()
+        zk = self.zk()
+        if zk.exists("/controller") is not None:
+            zk.delete("/controller")
+        return old
+
+    def controller_epoch(self) -> int:
+        """/controller_epoch now (0: none yet; the first controller makes it 1)."""
+        zk = self.zk()
+        return int(zk.get("/controller_epoch")[0]) if zk.exists("/controller_epoch") else 0
 
     def controller(self) -> int:
         """The broker id in /controller now (-1: none)."""

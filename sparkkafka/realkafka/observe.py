@@ -1,7 +1,7 @@
 """Samples of each partition's leader, leader epoch and ISR on real Kafka, read from the controller's own
 record of them: the /brokers/topics/T/partitions/P/state znodes (leader, leader_epoch, isr; what the
 emulator's `partition_state` table holds) and /brokers/topics/T (replicas, adding/removing replicas of
-KIP-455), polled every `interval_ms` with a kazoo client. A znode read costs well under a millisecond on
+KIP-455), and /controller_epoch, polled every `interval_ms` with a kazoo client. A znode read costs well under a millisecond on
 loopback, where `kafka-topics --describe` would start a JVM per sample (seconds)."""
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ class Observer:
     reassigning: set[tuple[str, int]] = field(default_factory=set)
     reassign_done: dict[tuple[str, int], int] = field(default_factory=dict)
     registered: list[tuple[int, int]] = field(default_factory=list)  # (time_ms, broker) of each registration
+    # (time_ms, epoch) of each controller epoch seen (a new controller elected: KafkaController.elect)
+    controller_epochs: list[tuple[int, int]] = field(default_factory=list)
     _ids: set[int] = field(default_factory=set)
     _last: dict[tuple[str, int], tuple] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -51,6 +53,10 @@ class Observer:
         ids = {int(b) for b in zk.get_children("/brokers/ids")}
         self.registered += [(now, b) for b in sorted(ids - self._ids)]
         self._ids = ids
+        if zk.exists("/controller_epoch") is not None:
+            epoch = int(zk.get("/controller_epoch")[0])
+            if not self.controller_epochs or self.controller_epochs[-1][1] != epoch:
+                self.controller_epochs.append((now, epoch))
         for t in self.topics:
             if zk.exists(f"/brokers/topics/{t}") is None:
                 continue

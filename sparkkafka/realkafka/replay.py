@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import ScenarioError
 from . import compare as C
 from . import jars
+from .timeline import all_topics
 
 SAMPLE_MS = 200  # observe.py's znode polling interval, and the shortest emulator state compared
 RESTART_WAIT_MS = 30_000  # how long past the end a restarted broker's registration is waited for
@@ -76,6 +77,8 @@ class Side:
     replicas: dict[tuple[str, int], dict[int, dict[str, Any]]] = field(default_factory=dict)
     # a tool's output at the end, by the Kafka command it is: "kafka-topics --describe" -> its stdout
     tools: dict[str, str] = field(default_factory=dict)
+    # (time_ms, epoch) of each controller epoch: Kafka's /controller_epoch, the emulator's metrics
+    controller_epochs: list[tuple[int, int]] = field(default_factory=list)
 
 
 DESCRIBE = "kafka-topics --describe"
@@ -96,6 +99,17 @@ def compare_tools(real: Mapping[str, str], emulated: Mapping[str, str]) -> dict[
         k, e = masked(real[name]), masked(emulated[name])
         diff = list(difflib.unified_diff(k.splitlines(), e.splitlines(), "Kafka", "emulator", lineterm=""))
         out[name] = {"kafka": k, "emulator": e, "equal": k == e, "diff": diff}
+    return out
+
+
+def compare_epochs(real: list[tuple[int, int]], emulated: list[tuple[int, int]]) -> dict[str, Any]:
+    """The controller epochs both sides went through, with their times: one more epoch per controller
+    election (KafkaController.elect increments /controller_epoch). Judged is the sequence of epochs, not
+    which broker won (on Kafka every broker races to create /controller) nor when."""
+    out: dict[str, Any] = {side: [{"time_ms": t, "epoch": e} for t, e in seq]
+                           for side, seq in (("kafka", real), ("emulator", emulated))}
+    k, e = [x for _, x in real], [x for _, x in emulated]
+    out["mismatches"] = [] if k == e else [f"controller epochs differ: Kafka {k}, emulator {e}"]
     return out
 
 
@@ -127,7 +141,19 @@ def emulator_side(run_dir: str, wall_s: float = 0.0, planned_keys: dict | None =
                "by_topic": _emulator_by_topic(tables)}
     return Side(C.from_changes(list(ps.itertuples())), records, leo, int(summary["time_ms"]), wall_s=wall_s,
                 replicas=_emulator_replicas(tables, rs_dirs(tables), planned_keys or {}),
-                tools={DESCRIBE: emulator_describe(run_dir)})
+                tools={DESCRIBE: emulator_describe(run_dir)}, controller_epochs=_emulator_epochs(tables))
+
+
+def _emulator_epochs(tables: str) -> list[tuple[int, int]]:
+    """(time_ms, controller epoch) of each epoch in the emulator's per-round metrics."""
+    from ..storage.tables import read_table
+
+    m = read_table(tables, "metrics", columns=["time_ms", "controller_epoch"]).to_pandas()
+    out: list[tuple[int, int]] = []
+    for r in m.sort_values("time_ms", kind="stable").itertuples():
+        if int(r.controller_epoch) > 0 and (not out or out[-1][1] != int(r.controller_epoch)):
+            out.append((max(int(r.time_ms), 0), int(r.controller_epoch)))
+    return out
 
 
 def emulator_describe(run_dir: str) -> str:
@@ -187,10 +213,14 @@ def emulator_assignment(run_dir: str) -> dict[str, dict[int, tuple[int, ...]]]:
 
 
 def with_assignment(scenario, assignment: Mapping[str, Mapping[int, tuple[int, ...]]]):
-    """The scenario with each topic's assignment set to `assignment`'s (topics it does not name keep theirs)."""
-    topics = tuple(dataclasses.replace(t, assignment=dict(assignment[t.name])) if t.name in assignment else t
-                   for t in scenario.topics)
-    return dataclasses.replace(scenario, topics=topics)
+    """The scenario with each topic's assignment set to `assignment`'s, the topics of its create_topic events
+    included (topics it does not name keep theirs)."""
+    def placed(t):
+        return dataclasses.replace(t, assignment=dict(assignment[t.name])) if t.name in assignment else t
+
+    timeline = tuple(dataclasses.replace(e, args={**e.args, "topic": placed(e.args["topic"])})
+                     if e.type == "create_topic" else e for e in scenario.timeline)
+    return dataclasses.replace(scenario, topics=tuple(placed(t) for t in scenario.topics), timeline=timeline)
 
 
 def _restarts(restarted: list[tuple[int, ...]], registered: list[tuple[int, int]], now_ms: int,
@@ -265,7 +295,7 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     t0 = time.perf_counter()
     cluster = RealCluster.for_scenario(scenario, workdir, version)
     timeline = Timeline(scenario, cluster, workdir)
-    observer = Observer(cluster, [t.name for t in scenario.topics], SAMPLE_MS)
+    observer = Observer(cluster, list(dict.fromkeys(t.name for t in all_topics(scenario))), SAMPLE_MS)
     plans = planned(scenario)
     try:
         cluster.start()
@@ -287,11 +317,11 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
             p.halt()  # after an exception: no flush to wait for
         cluster.stop()
     leo = {(t.name, p): {b: o for b in replicas if (o := log_end_offset(cluster, b, t.name, p)) is not None}
-           for t in scenario.topics for p, replicas in t.assignment.items()}
+           for t in all_topics(scenario) for p, replicas in (t.assignment or {}).items()}
     reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": sizes.get((*key, b), 0)} for b, _ in named}
             for key, named in plans.items()}
     return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
-                time.perf_counter() - t0, reps, {DESCRIBE: described})
+                time.perf_counter() - t0, reps, {DESCRIBE: described}, observer.controller_epochs)
 
 
 # ------------------------------------------------------------------ the comparison
@@ -310,7 +340,8 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
     restart = (min(starts), delay) if starts and delay > 0 else None
     end = scenario.end_ms
     plans = planned(scenario)
-    emu_replicas = {(t.name, p): tuple(r) for t in scenario.topics for p, r in (t.assignment or {}).items()}  # at 0
+    # each partition's replicas at its creation
+    emu_replicas = {(t.name, p): tuple(r) for t in all_topics(scenario) for p, r in (t.assignment or {}).items()}
     max_bytes = int(scenario.config.get("replica.fetch.max.bytes", 1048576))
     parts = []
     for key in sorted(set(real.changes) | set(emu.changes)):
@@ -332,6 +363,7 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
                                             "emulator": emu.replicas.get(key, {}).get(b)} for b, d in named]})
     lag = int(scenario.config.get("replica.lag.time.max.ms", 30000))
     tools = compare_tools(real.tools, emu.tools)
+    epochs = compare_epochs(real.controller_epochs, emu.controller_epochs)
     return {
         "scenario": scenario.name, "kafka_version": version, "engine": engine, "until_ms": end,
         "kafka_observed_until_ms": real.observed_until_ms, "sampling_interval_ms": SAMPLE_MS,
@@ -341,8 +373,10 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
         "restarts": real.restarts,
         "partitions": parts,
         "mismatches": [f"{p['topic']}-{p['partition']}: {m}" for p in parts for m in p["mismatches"]]
-        + [f"{name}: the outputs differ (TopicIds masked)" for name, t in tools.items() if not t["equal"]],
+        + [f"{name}: the outputs differ (TopicIds masked)" for name, t in tools.items() if not t["equal"]]
+        + epochs["mismatches"],
         "tools": tools,
+        "controller_epochs": {"kafka": epochs["kafka"], "emulator": epochs["emulator"]},
         "records": {"kafka": real.records, "emulator": emu.records},
         "wall_s": {"kafka": round(real.wall_s, 1), "emulator": round(emu.wall_s, 1)},
     }
@@ -399,6 +433,13 @@ def text(cmp: dict[str, Any]) -> str:
         k, e = rk.get("by_topic", {}).get(topic, none), re_.get("by_topic", {}).get(topic, none)
         lines.append(f"  {topic}: Kafka acked {k['acked']}, failed {k['errors']}; "
                      f"emulator acked {e['acked']}, failed {e['errors']}")
+    ce = cmp.get("controller_epochs", {"kafka": [], "emulator": []})
+    if len(ce["kafka"]) > 1 or len(ce["emulator"]) > 1:
+        def seq(side: str) -> str:
+            return ", ".join(f"{x['epoch']} from {x['time_ms']} ms" for x in ce[side]) or "-"
+
+        lines.append(f"\nController epochs (which broker is not compared): Kafka {seq('kafka')}; "
+                     f"emulator {seq('emulator')}")
     for name, t in cmp.get("tools", {}).items():
         lines.append(f"\n{name} at the end (TopicIds masked): " + (
             f"identical on both sides ({len(t['kafka'].splitlines())} lines)" if t["equal"] else "MISMATCH"))

@@ -11,6 +11,10 @@ start), in (time, file position) order, as Kafka's own tools and signals do it.
 | reassign | kafka.admin.ReassignPartitionsCommand --execute [--throttle] (KIP-455; log dirs, KIP-113, as paths) |
 | elect_leaders | kafka.admin.LeaderElectionCommand |
 | delete_topic | kafka.admin.TopicCommand --delete |
+| create_topic | kafka.admin.TopicCommand --create --replica-assignment (the emulator run's assignment, replay.py) |
+| set_config | kafka.admin.ConfigCommand --alter --entity-type topics|brokers (--add-config, --delete-config) |
+| fail_log_dir | the dir replaced by a file (LogDirFailureTest); the broker notices at its next IO on it |
+| controller_failover | /controller deleted through ZooKeeper (ControllerIntegrationTest) |
 
 Any other event is refused (NotYetSupportedError naming it) before anything starts.
 """
@@ -24,9 +28,10 @@ from pathlib import Path
 
 from ..errors import NotYetSupportedError
 from .cluster import RealCluster
-from .tools import SteadyProducer, create_topic, reassign, run_tool
+from .tools import SteadyProducer, alter_config, create_topic, reassign, run_tool
 
-SUPPORTED = ("produce", "crash", "restart", "shutdown", "pause", "reassign", "elect_leaders", "delete_topic")
+SUPPORTED = ("produce", "crash", "restart", "shutdown", "pause", "reassign", "elect_leaders", "delete_topic",
+             "create_topic", "set_config", "fail_log_dir", "controller_failover")
 
 # Why each event kind the emulator runs is not driven on real Kafka yet (docs/fidelity.md).
 WHY_NOT = {
@@ -34,11 +39,51 @@ WHY_NOT = {
                "groups of brokers apart (and a broker from ZooKeeper when `from` is the controller) needs "
                "per-connection packet filtering between ports, which replay has no robust way to do",
     "heal": "it ends an `isolate`, which is not driven",
-    "fail_log_dir": "not driven yet (Kafka's own LogDirFailureTest replaces the dir by a file)",
-    "controller_failover": "not driven yet (deleting /controller through ZooKeeper's client)",
-    "create_topic": "not driven yet",
-    "set_config": "not driven yet",
 }
+
+
+THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                  "replica.alter.log.dirs.io.max.bytes.per.second")
+
+
+def in_run_order(scenario) -> list:
+    """The timeline's events in the order they run: by time, then file position."""
+    return sorted(scenario.timeline, key=lambda e: (e.time_ms(scenario.round_ms), e.index))
+
+
+def all_topics(scenario) -> list:
+    """The scenario's topics, then those its create_topic events make, in timeline order (TopicSpecs)."""
+    return [*scenario.topics, *(e.args["topic"] for e in in_run_order(scenario) if e.type == "create_topic")]
+
+
+def _check_deleted_configs(scenario) -> None:
+    """A set_config's null value deletes an override; kafka-configs refuses to delete one the entity does
+    not have (ConfigCommand.alterConfig: "Invalid config(s): k"), where the emulator does nothing. Refused
+    here, before anything starts, rather than mid-run: the overrides are the topics' `config` and the
+    earlier set_config events' (a broker's `cluster.config` is static, in server.properties)."""
+    overrides: dict[tuple[str, str], set[str]] = {("topics", t.name): set(t.config) for t in scenario.topics}
+    rates = False  # a throttled reassignment set the rates on brokers this check does not follow
+    for e in in_run_order(scenario):
+        if e.type == "create_topic":
+            overrides[("topics", e.args["topic"].name)] = set(e.args["topic"].config)
+        elif e.type == "reassign" and (e.args.get("throttle") is not None or e.args.get("log_dirs_throttle")):
+            # ReassignPartitionsCommand sets the throttled replica lists on the moved topics, the rates on
+            # the brokers of the moved replicas
+            if e.args.get("throttle") is not None:
+                for p in e.args["plan"]["partitions"]:
+                    overrides.setdefault(("topics", p["topic"]), set()).update(THROTTLED_REPLICAS)
+            rates = True
+        elif e.type == "set_config":
+            have = overrides.setdefault((e.args["entity"], str(e.args["name"])), set())
+            maybe = set(THROTTLE_RATES) if rates and e.args["entity"] == "brokers" else set()
+            absent = [k for k, v in e.args["config"].items() if v is None and k not in have | maybe]
+            if absent:
+                raise NotYetSupportedError(f"timeline[{e.index}].set_config.config", e.args["config"],
+                                           f"kafka-configs refuses to delete an override the entity does not "
+                                           f"have (Invalid config(s): {','.join(absent)})")
+            have |= {k for k, v in e.args["config"].items() if v is not None}
+            have -= {k for k, v in e.args["config"].items() if v is None}
 
 
 def check_supported(scenario) -> None:
@@ -58,6 +103,7 @@ def check_supported(scenario) -> None:
         if e.type == "reassign" and e.args.get("via") == "zookeeper":
             raise NotYetSupportedError(f"timeline[{e.index}].reassign.via", "zookeeper",
                                        "replay --on-kafka reassigns through the AdminClient only")
+    _check_deleted_configs(scenario)
     for t in scenario.topics:
         if t.state is not None:
             raise NotYetSupportedError(f"topics[{t.name}].state", "...",
@@ -85,11 +131,14 @@ class Timeline:
 
     def create_topics(self) -> None:
         for t in self.scenario.topics:
-            create_topic(self.cluster, t.name, t.partitions, t.replication_factor,
-                         {p: list(r) for p, r in t.assignment.items()} if t.assignment else None, t.config)
+            self._create(t)
+
+    def _create(self, t) -> str:
+        """kafka-topics --create of a TopicSpec, with its assignment when it has one."""
+        return create_topic(self.cluster, t.name, t.partitions, t.replication_factor, t.assignment, t.config)
 
     def partitions(self, topic: str) -> list[int]:
-        spec = next(t for t in self.scenario.topics if t.name == topic)
+        spec = [t for t in all_topics(self.scenario) if t.name == topic][-1]
         return sorted(spec.assignment) if spec.assignment else list(range(spec.partitions))
 
     def now_ms(self) -> int:
@@ -100,7 +149,7 @@ class Timeline:
         now unless the caller set it); `tick()` is called between waits, `at_end()` once at `until_ms`,
         before the producers stop. A tool's JVM (a reassignment: ~6 s here) delays the events after it by
         its run time."""
-        events = sorted(self.scenario.timeline, key=lambda e: (e.time_ms(self.scenario.round_ms), e.index))
+        events = in_run_order(self.scenario)
         self.started = self.started or time.monotonic()
         i = 0
         while True:
@@ -147,6 +196,14 @@ class Timeline:
         elif e.type == "delete_topic":
             out = run_tool(c, "kafka.admin.TopicCommand", "--bootstrap-server", c.bootstrap, "--delete",
                            "--topic", a if isinstance(a, str) else a["topic"])
+        elif e.type == "create_topic":
+            out = self._create(a["topic"])
+        elif e.type == "set_config":
+            out = alter_config(c, a["entity"], a["name"], a["config"])
+        elif e.type == "fail_log_dir":
+            c.fail_log_dir(a["broker"], a["log_dir"])
+        elif e.type == "controller_failover":
+            out = f"/controller of broker {c.controller_failover()} deleted"
         self.done.append((self.now_ms(), e.type, out))
 
     def _real_plan(self, plan: dict) -> dict:

@@ -8,10 +8,11 @@ import json
 import subprocess
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import RealCluster
+from .cluster import RealCluster, property_value
 from .jars import KafkaSetupError
 
 TOOL_HEAP = ("-Xmx128m", "-XX:TieredStopAtLevel=1")  # a tool runs seconds: C1 only starts it faster
@@ -40,17 +41,45 @@ def reassign(cluster: RealCluster, plan: dict, throttle: int | None, workdir: Pa
 
 
 def create_topic(cluster: RealCluster, name: str, partitions: int, replication_factor: int,
-                 assignment: dict[int, list[int]] | None = None, config: dict | None = None) -> None:
+                 assignment: Mapping[int, Sequence[int]] | None = None, config: Mapping | None = None) -> str:
     """kafka-topics --create (kafka.admin.TopicCommand, CreateTopics through the AdminClient); with an
-    assignment, `--replica-assignment` in its "1:2,2:3" form."""
+    assignment, `--replica-assignment` in its "1:2,2:3" form. The tool's output."""
     args = ["--bootstrap-server", cluster.bootstrap, "--create", "--topic", name]
     if assignment:
         args += ["--replica-assignment", ",".join(":".join(str(b) for b in assignment[p]) for p in sorted(assignment))]
     else:
         args += ["--partitions", str(partitions), "--replication-factor", str(replication_factor)]
     for k, v in (config or {}).items():
-        args += ["--config", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
-    run_tool(cluster, "kafka.admin.TopicCommand", *args)
+        args += ["--config", f"{k}={property_value(v)}"]
+    return run_tool(cluster, "kafka.admin.TopicCommand", *args)
+
+
+def config_args(entity: str, name: int | str, config: Mapping[str, object]) -> list[str]:
+    """kafka-configs --alter arguments of a set_config event (kafka.admin.ConfigCommand): `--entity-type
+    topics|brokers`, `--entity-name NAME` or, for the brokers' cluster-wide default, `--entity-default`;
+    the set keys in one `--add-config k=v,...` (a value holding commas in ConfigCommand's `[a,b]` form), the
+    null ones in `--delete-config`."""
+    args = ["--alter", "--entity-type", entity]
+    args += ["--entity-default"] if name == "default" else ["--entity-name", str(name)]
+    added = []
+    for k, v in config.items():
+        if v is not None:
+            text = property_value(v)
+            added.append(f"{k}=[{text}]" if "," in text else f"{k}={text}")
+    if added:
+        args += ["--add-config", ",".join(added)]
+    deleted = [k for k, v in config.items() if v is None]
+    if deleted:
+        args += ["--delete-config", ",".join(deleted)]
+    return args
+
+
+def alter_config(cluster: RealCluster, entity: str, name: int | str, config: Mapping[str, object]) -> str:
+    """kafka-configs --bootstrap-server ... --alter (IncrementalAlterConfigs for a topic, AlterConfigs for a
+    broker or the default, as ConfigCommand 2.8 sends them); the tool's output ("Completed updating
+    config for topic t.")."""
+    return run_tool(cluster, "kafka.admin.ConfigCommand", "--bootstrap-server", cluster.bootstrap,
+                    *config_args(entity, name, config))
 
 
 _IDS = itertools.count()
