@@ -271,16 +271,17 @@ def test_a_throttled_two_partition_move_and_a_log_dir_move(replayed):
 
 
 @pytest.mark.slow
-def test_a_controller_failover_a_failed_log_dir_a_created_topic_and_a_config_change(tmp_path):
+@pytest.mark.replay(SCENARIOS / "diff-admin-faults.yaml")
+def test_a_controller_failover_a_failed_log_dir_a_created_topic_and_a_config_change(replayed):
     """diff-admin-faults.yaml: after the controller fails over (epoch 2 on both sides, no partition state
     changed), broker 2's failed d0 takes its replica of `disk-0` offline and the new controller moves the
     leadership to broker 1 (ISR [1], epoch 1), while its replica of `lead-0` in d1 stays in sync; `fresh` gets
     the emulator's placement and its preferred leaders on Kafka too; `disk`'s min.insync.replicas 2 refuses
     the acks=all writes its ISR [1] took before, on both sides."""
-    cmp, out, wall = replay(tmp_path, SCENARIOS / "diff-admin-faults.yaml")
-    print(f"diff-admin-faults: {wall:.1f} s")
+    cmp, out = replayed.cmp, replayed.stdout
+    print(f"diff-admin-faults: {replayed.wall_s:.1f} s")
     parts = _by_partition(cmp)
-    created = R.emulator_assignment(str(tmp_path / "replay" / "emulator"))["fresh"]
+    created = R.emulator_assignment(str(replayed.out / "emulator"))["fresh"]
     for side in ("kafka", "emulator"):
         assert [e["epoch"] for e in cmp["controller_epochs"][side]] == [1, 2], (side, cmp["controller_epochs"])
         disk = parts[("disk", 0)][side]
