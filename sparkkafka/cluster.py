@@ -7,6 +7,7 @@ tables (run_views.py). A Cluster method that changes the run holds the run direc
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -24,6 +25,7 @@ from . import run_views as V
 from .driver import RoundLoop
 from .engine.session import check_worker_python
 from .errors import ScenarioError
+from .protocol.config import ENGINES
 from .run_check import check_run
 from .run_dir import (
     RUN_FORMAT_VERSION,
@@ -113,17 +115,24 @@ class Cluster:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_scenario(cls, scenario: str | os.PathLike | Scenario | dict, spark: SparkSession | None = None,
-                      out: str | None = None, overwrite: bool = False, master: str | None = None) -> Cluster:
+                      out: str | None = None, overwrite: bool = False, master: str | None = None,
+                      engine: str | None = None) -> Cluster:
         """Validate the scenario (a YAML path, a parsed Scenario, or the same mapping as a dict), then
         create its run directory and tables (nothing is written when the scenario is invalid or `out`
-        already holds a run and overwrite is False). The in-process engine (emulator.engine: local)
-        starts no SparkSession: its cluster's views that return DataFrames need one passed in."""
+        already holds a run and overwrite is False). `engine` overrides cluster.emulator.engine, as
+        `sparkkafka run --engine` does (all three give the same tables). The in-process engine
+        (emulator.engine: local) starts no SparkSession: its cluster's views that return DataFrames need one
+        passed in."""
         if isinstance(scenario, Scenario):
             sc = scenario
         elif isinstance(scenario, dict):
             sc = parse_scenario(scenario)
         else:
             sc = load_scenario(scenario)
+        if engine is not None:
+            if engine not in ENGINES:
+                raise ScenarioError("engine", engine, f"expected one of: {', '.join(ENGINES)}")
+            sc = dataclasses.replace(sc, emulator={**sc.emulator, "engine": engine})
         out = out or os.path.join("runs", sc.name)
         require_out_dir(out)
         if spark is not None:

@@ -410,7 +410,7 @@ def test_e2e_move_while_producing(spark, tmp_out):
     sc = _scenario([{"at": 0, "produce": {"topic": "t", "partition": 0, "rate_per_sec": 50, "duration_ms": 2500,
                                           "acks": "all"}}], 3000,
                    {"replica.alter.log.dirs.io.max.bytes.per.second": 20000})
-    c = Cluster.from_scenario(sc, spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=tmp_out)
     c.step(8)
     before = c.log().toPandas()
     assert set(before["log_dir"]) == {"d0"} and len(before[before["broker"] == 1]) > 10

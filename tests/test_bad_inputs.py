@@ -160,3 +160,17 @@ def test_for_path_on_a_directory_with_only_run_json_is_refused(base, tmp_path, c
     code, _, err = cli(capsys, "run", only, "--no-progress")
     assert code == 2 and "not a complete run directory" in err, err
     assert snapshot(str(only)) == before
+
+
+def test_from_scenario_engine_overrides_the_scenarios_and_an_unknown_one_is_refused_naming_it(tmp_path):
+    from sparkkafka import Cluster
+
+    quickstart = Path(__file__).resolve().parents[1] / "conf" / "scenarios" / "quickstart.yaml"
+    with pytest.raises(ScenarioError) as e:
+        Cluster.from_scenario(quickstart, out=str(tmp_path / "bad"), engine="fast")
+    assert (e.value.field, e.value.value) == ("engine", "fast")
+    assert "expected one of: rounds, resident, local" in str(e.value) and not (tmp_path / "bad").exists()
+    c = Cluster.from_scenario(quickstart, out=str(tmp_path / "run"), engine="local")  # quickstart says resident
+    assert c.spark is None and c.scenario.emulator["engine"] == "local"
+    c.run(until_ms=1000)
+    assert c.summary()["acked"] > 0

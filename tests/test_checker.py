@@ -273,7 +273,7 @@ def g01(spark, tmp_path_factory):
                      {"at": 2500, "restart": 1}, produce(3500), {"at": 4000, "restart": 0}],
         "run": {"until_ms": 5000}}
     out = str(tmp_path_factory.mktemp("g01") / "run")
-    c = Cluster.from_scenario(sc, spark=spark, out=out)
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=out)
     c.step(5)
     stepped = c.summary(), c.violations().count(), os.path.exists(os.path.join(out, "summary.json"))
     c.run()

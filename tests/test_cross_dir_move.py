@@ -49,7 +49,7 @@ def base(spark, tmp_path_factory):
         "timeline": [{"at": 0, "produce": {"topic": t, "partition": 0, "records": RECORDS, "acks": "all",
                                            "value_bytes": 100}} for t in ("topic1", "topic2")],
         "run": {"until_ms": 500}}, name="cross-dir")
-    c = Cluster.from_scenario(sc, spark=spark, out=out).run()
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=out).run()
     logs = {t: rows(c, t) for t in ("topic1", "topic2")}
     rs = c.replica_state().toPandas()
     last = rs[rs["round"] == rs["round"].max()]

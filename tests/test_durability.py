@@ -67,7 +67,7 @@ def kip101_scenario_1(ibp, unclean=True):
 
 @pytest.mark.parametrize("ibp, lost", [("0.10", [1]), ("0.11", []), ("2.0", []), ("2.1", []), ("2.8", [])])
 def test_kip101_scenario_1_hw_truncation_then_election(spark, tmp_out, ibp, lost):
-    c = Cluster.from_scenario(kip101_scenario_1(ibp), spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(kip101_scenario_1(ibp), spark=spark, engine="local", out=tmp_out)
     c.run()
     s = c.summary()
     assert s["acked"] == 2
@@ -94,7 +94,7 @@ def test_kip101_scenario_1_hw_truncation_then_election(spark, tmp_out, ibp, lost
 def test_kip101_scenario_1_old_follower_exits_when_truncation_not_allowed(spark, tmp_out):
     """C-TR-05 old behaviour: under 0.10 with unclean election disabled, B (ahead of its new leader)
     exits instead of truncating; m2 is still lost from the committed log."""
-    c = Cluster.from_scenario(kip101_scenario_1("0.10", unclean=False), spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(kip101_scenario_1("0.10", unclean=False), spark=spark, engine="local", out=tmp_out)
     c.run()
     fatal = c.state_change_log().where("message like '%Exiting because log truncation is not allowed%'").collect()
     assert len(fatal) == 1 and fatal[0]["broker"] == 2
@@ -113,7 +113,7 @@ def kip101_scenario_2(ibp):
 
 @pytest.mark.parametrize("ibp", ["0.10", "0.11", "2.0", "2.8"])
 def test_kip101_scenario_2_divergence_after_power_loss(spark, tmp_out, ibp):
-    c = Cluster.from_scenario(kip101_scenario_2(ibp), spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(kip101_scenario_2(ibp), spark=spark, engine="local", out=tmp_out)
     c.run()
     lost_line = c.state_change_log().where("message like 'Power loss%'").collect()
     assert [(r["broker"], r["message"].endswith("from offset 1")) for r in lost_line] == [(2, True)]
@@ -141,7 +141,7 @@ def test_kip101_scenario_2_divergence_after_power_loss(spark, tmp_out, ibp):
 # ------------------------------------------------------------------------------------------------
 def test_epoch_cache_basic_workflow(spark, tmp_out):
     """Broker 99 is the controller, the partition lives on [100, 101]."""
-    c = Cluster.from_scenario(scenario([99, 100, 101], [100, 101], [], 100), spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(scenario([99, 100, 101], [100, 101], [], 100), spark=spark, engine="local", out=tmp_out)
 
     def settle(rounds=30):
         c.step(rounds)
@@ -181,7 +181,7 @@ def test_epoch_answers_across_leader_restarts(spark, tmp_out):
     leader checkpointed, including for epochs that never had data."""
     from sparkkafka.protocol.leader_epoch import offsets_for_leader_epoch
 
-    c = Cluster.from_scenario(scenario([100, 101], [101], [], 100), spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(scenario([100, 101], [101], [], 100), spark=spark, engine="local", out=tmp_out)
     one = {"produce": {"topic": "t", "partition": 0, "records": 1, "acks": "all"}}
 
     def answers(*epochs):
@@ -217,7 +217,7 @@ def e02(ibp):
 
 @pytest.mark.parametrize("ibp", ["0.10", "2.8"])
 def test_leader_that_lost_data_on_disk(spark, tmp_out, ibp):
-    c = Cluster.from_scenario(e02(ibp), spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(e02(ibp), spark=spark, engine="local", out=tmp_out)
     c.run()
     s = c.summary()
     lg = logs(c)
@@ -250,7 +250,7 @@ def test_last_replica_standing_loses_committed_records(spark, tmp_out):
         {"round": 45, "restart": 1}, {"round": 45, "restart": 2},
         {"round": 55, "restart": 3},
     ], 8000, config={"min.insync.replicas": 2}, emulator={"page.cache.writeback.ms": 3000}),
-        spark=spark, out=tmp_out)
+        spark=spark, engine="local", out=tmp_out)
     c.run()
     assert lost_ids(c) == [3, 4]
     lg = logs(c)
@@ -269,7 +269,7 @@ def test_epochs_do_not_save_acks_with_min_isr_1_and_unclean_election(spark, tmp_
         produce(5, 5),
         {"round": 10, "isolate": {"brokers": [2], "from": [1], "duration_ms": 5000}},
         produce(40, 4), {"round": 45, "crash": 1},
-    ], 8000, config={"unclean.leader.election.enable": True}), spark=spark, out=tmp_out)
+    ], 8000, config={"unclean.leader.election.enable": True}), spark=spark, engine="local", out=tmp_out)
     c.run()
     s = c.summary()
     assert c.metrics().agg({"unclean_elections": "sum"}).first()[0] == 1
@@ -299,7 +299,7 @@ def test_safe_configuration_loses_nothing(spark, tmp_path, seed):
                                            "duration_ms": 3500, "acks": "all"}},
                      {"at": at, "crash": crash}, {"at": at + rnd.randrange(200, 1600, 200), "restart": broker}],
         "run": {"until_ms": 6000}}, name=f"safe-{seed}")
-    c = Cluster.from_scenario(sc, spark=spark, out=str(tmp_path / "out"))
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=str(tmp_path / "out"))
     c.run()
     s = c.summary()
     assert s["acked"] > 0 and s["lost_acked"] == 0 and s["divergent_replicas"] == 0, (crash, at, s)
@@ -336,7 +336,7 @@ def zombie(ibp):
 # current_leader_epoch flag as one of the two (protocol/rules.py, test_rules)
 @pytest.mark.parametrize("ibp", ["2.0", "2.1"])
 def test_zombie_replica_diverges_until_epoch_fencing(spark, tmp_out, ibp):
-    c = Cluster.from_scenario(zombie(ibp), spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(zombie(ibp), spark=spark, engine="local", out=tmp_out)
     c.run()
     s = c.summary()
     lg = {b: {o: (e, r) for o, e, r in rows} for b, rows in logs(c).items()}

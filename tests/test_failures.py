@@ -14,7 +14,7 @@ FAST = {"zookeeper.session.timeout.ms": 1000, "replica.lag.time.max.ms": 1000}
 def run(spark, out, brokers, topics, timeline, until_ms, config=None, name="t"):
     sc = parse_scenario({"cluster": {"brokers": brokers, "config": {**FAST, **(config or {})}},
                          "topics": topics, "timeline": timeline, "run": {"until_ms": until_ms}}, name=name)
-    c = Cluster.from_scenario(sc, spark=spark, out=out)
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=out)
     c.run()
     m = c.metrics()  # exactly one controller in every round that has a live broker, none otherwise
     assert m.where("active_controller != if(live_brokers > 0, 1, 0)").count() == 0

@@ -18,7 +18,7 @@ def _cluster(spark, out, brokers, topics, config=None, timeline=(), until_ms=300
     emu = {"round.ms": 200, **(emulator or {})}  # 200 ms rounds: half the cost, same outcomes
     sc = parse_scenario({"cluster": {"brokers": brokers, "config": {**FAST, **(config or {})}, "emulator": emu},
                          "topics": topics, "timeline": list(timeline), "run": {"until_ms": until_ms}}, name="balance")
-    return Cluster.from_scenario(sc, spark=spark, out=out).run()
+    return Cluster.from_scenario(sc, spark=spark, engine="local", out=out).run()
 
 
 def test_i01_preferred_election_back_to_back_and_offline_no_op(spark, tmp_out):

@@ -150,7 +150,7 @@ def test_e2e_leader_dir_fails(spark, tmp_out, fail_log_dir_supported):
         ],
         "run": {"until_ms": 3000},
     }, name="dirfail")
-    c = Cluster.from_scenario(sc, spark=spark, out=tmp_out)
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=tmp_out)
     c.run()
     res = c.produce_results().toPandas()
     failed = res[res["error"] == "KAFKA_STORAGE_ERROR"]

@@ -25,7 +25,7 @@ def test_seed_walkthrough_moves_123_to_456(spark, tmp_out):
         "timeline": [{"at": 0, "produce": {"topic": "t", "partition": 0, "records": 50, "acks": "all"}},
                      {"at": 1000, "reassign": {"plan": _plan(("t", 0, [4, 5, 6]))}}],
         "run": {"until_ms": 3500}}, name="walk")
-    c = Cluster.from_scenario(sc, spark=spark, out=tmp_out).run()
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=tmp_out).run()
     h = _history(c)
     steps = [(reps, leader, sorted(isr)) for reps, leader, isr, *_ in h]
     full = [4, 5, 6, 1, 2, 3]
@@ -52,7 +52,7 @@ def test_j01_controller_to_other_broker_three_epoch_bumps(spark, tmp_out):
         "timeline": [{"at": 0, "produce": {"topic": "t", "partition": 0, "records": 5, "acks": 1}},
                      {"at": 500, "reassign": {"plan": _plan(("t", 0, [1]))}}],
         "run": {"until_ms": 2500}}, name="j01")
-    c = Cluster.from_scenario(sc, spark=spark, out=tmp_out).run()
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=tmp_out).run()
     assert c.control.controller_id() == 0
     last = _history(c)[-1]
     assert last[:4] == ([1], 1, [1], 3)
@@ -72,7 +72,7 @@ def test_move_waits_for_a_dead_target_then_completes_and_run_continues(spark, tm
                      {"at": 200, "crash": 2},
                      {"at": 2000, "reassign": {"plan": _plan(("t", 0, [2, 1])), "via": "zookeeper"}}],
         "run": {"until_ms": 3000}}, name="stall")
-    Cluster.from_scenario(sc, spark=spark, out=tmp_out).run()
+    Cluster.from_scenario(sc, spark=spark, engine="local", out=tmp_out).run()
     c = Cluster.for_path(spark, tmp_out)
     assert c.control.reassignments() == {("t", 0): ([2, 1, 0], [2], [0])}
     assert c.control.zk.reassign_partitions() is not None
@@ -97,7 +97,7 @@ def test_cancel_restores_the_original_replicas_and_deletes_the_added_one(spark, 
                      {"at": 300, "pause": {"broker": 3, "duration_ms": 800}},
                      {"at": 400, "reassign": {"plan": _plan(("foo", 0, [0, 1, 3]))}}],
         "run": {"until_ms": 600}}, name="cancel")
-    c = Cluster.from_scenario(sc, spark=spark, out=tmp_out).run()
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=tmp_out).run()
     assert c.control.reassignments() == {("foo", 0): ([0, 1, 3, 2], [3], [2])}
     assert c.cancel_reassignments([("foo", 0)]) == {("foo", 0): None}
     assert c.cancel_reassignments([("foo", 0)])[("foo", 0)][0] == "NO_REASSIGNMENT_IN_PROGRESS"
@@ -114,7 +114,7 @@ def test_api_refuses_invalid_targets_and_changes_nothing(spark, tmp_out):
         "cluster": {"brokers": [0, 1, 2], "config": {"zookeeper.session.timeout.ms": 1000}},
         "topics": [{"name": "t", "assignment": {0: [0, 1]}}],
         "timeline": [{"at": 0, "crash": 2}], "run": {"until_ms": 1500}}, name="invalid")
-    c = Cluster.from_scenario(sc, spark=spark, out=tmp_out).run()
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=tmp_out).run()
     before = c.control.zk.to_dict()
     res = c.reassign(_plan(("t", 0, [2, 1]), ("t", 5, [0, 1])))
     assert res[("t", 0)][0] == "INVALID_REPLICA_ASSIGNMENT"

@@ -46,7 +46,7 @@ def test_a_throttled_move_takes_at_least_n_over_t_and_completes(spark, tmp_path,
         "timeline": [{"at": 0, "produce": {"topic": "t", "partition": 0, "records": 20, "acks": "all",
                                            "value_bytes": 100}}],
         "run": {"until_ms": 200}}, name="throttled-move")
-    Cluster.from_scenario(sc, spark=spark, out=run).run()
+    Cluster.from_scenario(sc, spark=spark, engine="local", out=run).run()
     n = _bytes(run, 0)
     assert n == 2000
     rate = 2000
@@ -96,7 +96,7 @@ def test_the_same_move_unthrottled_is_faster(spark, tmp_path):
                      {"at": 200, "reassign": {"plan": {"version": 1, "partitions": [
                          {"topic": "t", "partition": 0, "replicas": [1, 2]}]}}}],
         "run": {"until_ms": 1500}}, name="unthrottled-move")
-    Cluster.from_scenario(sc, spark=spark, out=run).run()
+    Cluster.from_scenario(sc, spark=spark, engine="local", out=run).run()
     start, done = _move_window(run, [1, 2])
     assert done is not None and done - start < 1000
 
@@ -113,7 +113,7 @@ def test_a_throttle_below_the_producers_rate_never_lets_the_move_complete(spark,
                      {"at": 100, "reassign": {"plan": {"version": 1, "partitions": [
                          {"topic": "t", "partition": 0, "replicas": [1, 2]}]}, "throttle": 1000}}],
         "run": {"until_ms": 4000}}, name="never-catches-up")
-    c = Cluster.from_scenario(sc, spark=spark, out=run).run()
+    c = Cluster.from_scenario(sc, spark=spark, engine="local", out=run).run()
     start, done = _move_window(run, [1, 2])
     assert done is None
     h = _history(run)

@@ -179,7 +179,7 @@ def requests_run(spark, tmp_path_factory):
                          {"topic": "t", "partition": 1, "replicas": [3, 1]}]}}},
                      {"at": 1200, "controller_failover": {}}],
         "run": {"until_ms": 2500}}, name="scl-ids")
-    Cluster.from_scenario(sc, spark=spark, out=out).run()
+    Cluster.from_scenario(sc, spark=spark, engine="local", out=out).run()
     return out
 
 
