@@ -7,7 +7,9 @@ The unit tests need no JVM: the comparison of the replicas a reassignment plan n
 controller epochs, how replay reports them, and how the real side drives the admin events and faults
 (kafka-configs' arguments, a failed log dir, a created topic's placement). The slow tests start a ZooKeeper
 and three broker JVMs each (-Xmx256m), the emulator on the local engine; 60 to 91 s each on the shared
-2-core machine, 212 to 237 s for the first three with a full test run beside them (docs/fidelity.md).
+2-core machine (docs/fidelity.md). Their replays run one after another in the background from the end of
+collection (`@pytest.mark.replay`, tests/background.py), while the rest of the suite runs; the tests come
+last and assert on the results.
 """
 
 from __future__ import annotations
