@@ -5,7 +5,7 @@ user checks for its case on both sides. The quickstart's replay is tests/test_re
 
 The unit tests need no JVM: the comparison of the replicas a reassignment plan names and how replay
 reports them. The slow tests start a ZooKeeper and three broker JVMs each (-Xmx256m), the emulator on the
-local engine; 65 to 91 s each, 212 to 237 s for the three, on the shared 2-core machine with a full test
+local engine (diff-isolate's in network namespaces of their own); 65 to 91 s each, 212 to 237 s for three, on the shared 2-core machine with a full test
 run beside them (docs/fidelity.md).
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sparkkafka import parse_scenario
+from sparkkafka.realkafka import netns
 from sparkkafka.realkafka import replay as R
 from sparkkafka.realkafka.cluster import RealCluster
 from sparkkafka.realkafka.compare import compare_replicas
@@ -160,3 +161,29 @@ def test_a_throttled_two_partition_move_and_a_log_dir_move(replayed):
     [moved] = [r for r in parts[("moved", 0)]["planned_replicas"] if r["log_dir"] == "d1"]
     assert moved["broker"] == 1 and moved["kafka"]["dir"] == moved["emulator"]["dir"] == "d1", moved
     assert moved["kafka"]["bytes"] >= 2_000_000 and moved["emulator"]["bytes"] == 2_000_000  # all of it
+
+
+@pytest.mark.slow
+@pytest.mark.replay(SCENARIOS / "diff-isolate.yaml")
+def test_a_leader_cut_off_from_its_peers_keeps_its_leadership_and_rejoins_the_isrs_after_the_heal(replayed):
+    """diff-isolate.yaml: broker 2, cut off from brokers 1 and 3 for 8 s (its own network namespace on
+    Kafka), keeps its ZooKeeper session, so no new leader is elected for iso-0, which it leads; the leaders
+    of iso-1 (the controller) and iso-2 take it out of their ISR while it is cut off and back in after the
+    heal, on both sides; every acks=1 write is acked; the replay leaves no network namespace behind."""
+    cmp, out = replayed.cmp, replayed.stdout
+    print(f"diff-isolate: {replayed.wall_s:.1f} s")
+    assert "controller broker 1" in out
+    parts = _by_partition(cmp)
+    isolate_ms, heal_ms = 2000, 10000
+    for side in ("kafka", "emulator"):
+        led = parts[("iso", 0)][side]
+        assert [(s["leader"], s["leader_epoch"], s["isr"]) for s in led] == [(2, 0, [1, 2, 3])], (side, led)
+        for p, leader in ((1, 1), (2, 3)):
+            states = parts[("iso", p)][side]
+            assert [s["leader"] for s in states] == [leader] * 3, (side, states)  # the leader stays
+            assert [s["isr"] for s in states] == [[1, 2, 3], [1, 3], [1, 2, 3]], (side, states)
+            shrink, rejoin = states[1]["time_ms"], states[2]["time_ms"]
+            assert isolate_ms < shrink < heal_ms < rejoin, (side, states)  # out while cut off, back after
+        assert cmp["records"][side]["not_acked"] == 0, cmp["records"]
+    assert netns.stale(netns.namespaces(), netns.alive) == []  # the replay deleted its namespaces
+

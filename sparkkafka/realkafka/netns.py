@@ -2,11 +2,11 @@
 
 ZooKeeper and each broker JVM run in a network namespace of their own (`ip netns exec NS java ...`), linked
 to the root namespace by a veth pair holding a /30 of 198.18.0.0/15 (RFC 2544's benchmark range): the
-root end is the namespace's gateway to the range (no default route), and forwarding is switched on for the root ends only (per interface,
-`net.ipv4.conf.VETH.forwarding`), so the namespaces reach each other through the root namespace, where the
-clients (the producers, the kazoo observer, Kafka's tools) reach every node directly, and nothing else on
-the machine is forwarded. Each replay takes one /24 of the range (a "slot"), free when no root address of
-it is in use.
+root end is the namespace's gateway to the range (it has no default route), and forwarding is switched on
+for the root ends only (per interface, `net.ipv4.conf.VETH.forwarding`), so the namespaces reach each other
+through the root namespace, where the clients (the producers, the kazoo observer, Kafka's tools) reach
+every node directly, and nothing else on the machine is forwarded. Each replay takes one /24 of the range
+(a "slot"), free when no root address of it is in use.
 
 A network partition between two groups of brokers is, as the emulator cuts it (engine/resident.py
 `partitioned`: every message between the two sides, both ways; ZooKeeper and the clients are not cut), a
@@ -168,7 +168,8 @@ def _run(cmd: Command, check: bool = True) -> subprocess.CompletedProcess:
     return done
 
 
-def _namespaces() -> list[str]:
+def namespaces() -> list[str]:
+    """The network namespaces `ip netns` names (this module's and any other)."""
     done = _run(["ip", "netns", "list"], check=False)
     return [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
 
@@ -176,11 +177,12 @@ def _namespaces() -> list[str]:
 def _used_slots() -> set[int]:
     done = _run(["ip", "-o", "-4", "addr", "show"], check=False)
     addrs = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", done.stdout)
-    named = {int(m.group(1)) for n in _namespaces() if (m := _NAME.match(n))}
+    named = {int(m.group(1)) for n in namespaces() if (m := _NAME.match(n))}
     return {s for a in addrs if (s := slot_of(a)) is not None} | named
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process `pid` exists (signal 0)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -220,7 +222,7 @@ class Network:
         after deleting the namespaces of replays whose process is gone."""
         with open(LOCK, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            for ns in stale(_namespaces(), _alive):
+            for ns in stale(namespaces(), alive):
                 _run(["ip", "netns", "delete", ns], check=False)
             net = cls(plan(free_slot(_used_slots()), brokers, os.getpid()))
             net.up()
