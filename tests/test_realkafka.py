@@ -78,6 +78,8 @@ def test_isolate_is_refused_where_network_namespaces_cannot_be_made(monkeypatch)
                                "permitted)")
     monkeypatch.setattr(netns, "unavailable", lambda: None)
     check_supported(sc)  # allowed: isolate and heal are driven
+    with pytest.raises(NotYetSupportedError, match="at most 63 brokers in network namespaces"):
+        check_supported(parse_scenario({**ISOLATE, "cluster": {"brokers": 64}}))
     heal_only = parse_scenario({**ISOLATE, "timeline": [{"at": 20, "heal": {}}]})
     monkeypatch.setattr(netns, "unavailable", lambda: pytest.fail("a heal alone needs no namespace"))
     check_supported(heal_only)

@@ -63,7 +63,7 @@ def check_supported(scenario) -> None:
     if isolate is not None:
         if len(scenario.brokers) >= netns.MAX_NODES:
             raise NotYetSupportedError(f"timeline[{isolate.index}].isolate", isolate.args,
-                                       f"replay --on-kafka isolates at most {netns.MAX_NODES - 1} brokers' network "
+                                       f"replay --on-kafka runs at most {netns.MAX_NODES - 1} brokers in network "
                                        f"namespaces (one /24 of {netns.RANGE} per replay)")
         reason = netns.unavailable()
         if reason is not None:
