@@ -5,8 +5,9 @@ user checks for its case on both sides. The quickstart's replay is tests/test_re
 
 The unit tests need no JVM: the comparison of the replicas a reassignment plan names and how replay
 reports them. The slow tests start a ZooKeeper and three broker JVMs each (-Xmx256m; diff-isolate's each in
-a network namespace of its own), the emulator on the local engine; 45 to 91 s each, 212 to 237 s for the
-first three, on the shared 2-core machine with a full test run beside them (docs/fidelity.md).
+a network namespace of its own), the emulator on the local engine; 65 to 91 s each, 212 to 237 s for the
+first three, on the shared 2-core machine with a full test run beside them, diff-isolate 55 s alone
+(docs/fidelity.md).
 """
 
 from __future__ import annotations
