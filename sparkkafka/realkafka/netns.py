@@ -192,9 +192,32 @@ def alive(pid: int) -> bool:
     return True
 
 
+# Run in the probe namespace: a loopback connection, `ss -K` on it, then whether the client side saw it
+# aborted (the kernel needs CONFIG_INET_DIAG_DESTROY; without it the sockets stay and a cut hangs).
+_ABORT_PROBE = """
+import socket, subprocess
+server = socket.create_server(("127.0.0.1", 0))
+client = socket.create_connection(server.getsockname(), timeout=2)
+peer, _ = server.accept()
+subprocess.run(["ss", "-K", "dst", "127.0.0.1", "dport", "=", str(server.getsockname()[1])], capture_output=True)
+client.settimeout(1)
+try:
+    client.sendall(b"x")
+    client.recv(1)
+    print("kept")
+except TimeoutError:  # no answer, but the connection is there
+    print("kept")
+except OSError:  # ECONNABORTED
+    print("aborted")
+"""
+
+
 def unavailable() -> str | None:
-    """Why network namespaces cannot be made here (None: they can): no iproute2 or ss, or `ip netns add`
-    refused (it needs CAP_NET_ADMIN). Tried with a namespace made and deleted at once."""
+    """Why network partitions cannot be made here (None: they can): no iproute2 or ss, `ip netns add`
+    refused (it needs CAP_NET_ADMIN), or `ss -K` not aborting a connection (the kernel's socket destroy,
+    CONFIG_INET_DIAG_DESTROY). Tried in a namespace made and deleted at once."""
+    import sys
+
     for tool in ("ip", "ss", "sysctl"):
         if shutil.which(tool) is None:
             return f"no `{tool}` command (iproute2, procps) on this machine"
@@ -203,7 +226,14 @@ def unavailable() -> str | None:
     if done.returncode != 0:
         return f"`ip netns add` is not permitted ({done.stderr.strip() or f'exit {done.returncode}'}; it needs " \
                "root or CAP_NET_ADMIN)"
-    _run(["ip", "netns", "delete", probe], check=False)
+    try:
+        _run(["ip", "-n", probe, "link", "set", "lo", "up"], check=False)
+        done = _run(["ip", "netns", "exec", probe, sys.executable, "-c", _ABORT_PROBE], check=False)
+    finally:
+        _run(["ip", "netns", "delete", probe], check=False)
+    if done.stdout.strip() != "aborted":
+        return ("`ss -K` does not abort TCP connections here (the kernel lacks CONFIG_INET_DIAG_DESTROY), so a "
+                f"cut would leave established connections hanging ({(done.stdout + done.stderr).strip()[-200:]})")
     return None
 
 
