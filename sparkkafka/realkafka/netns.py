@@ -162,6 +162,7 @@ def stale(namespaces: Iterable[str], alive) -> list[str]:
 
 
 def _run(cmd: Command, check: bool = True) -> subprocess.CompletedProcess:
+    """One command; with `check`, KafkaSetupError with its stderr when it fails."""
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     if check and done.returncode != 0:
         raise KafkaSetupError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()}")
@@ -175,6 +176,8 @@ def namespaces() -> list[str]:
 
 
 def _used_slots() -> set[int]:
+    """Slots with a root address in use (a live replay's veths, or ones still being deleted) or named by a
+    namespace."""
     done = _run(["ip", "-o", "-4", "addr", "show"], check=False)
     addrs = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", done.stdout)
     named = {int(m.group(1)) for n in namespaces() if (m := _NAME.match(n))}
