@@ -6,10 +6,10 @@ user checks for its case on both sides. The quickstart's replay is tests/test_re
 The unit tests need no JVM: the comparison of the replicas a reassignment plan names and of the
 controller epochs, how replay reports them, and how the real side drives the admin events and faults
 (kafka-configs' arguments, a failed log dir, a created topic's placement). The slow tests start a ZooKeeper
-and three broker JVMs each (-Xmx256m), the emulator on the local engine; 60 to 91 s each on the shared
-2-core machine (docs/fidelity.md). Their replays run one after another in the background from the end of
-collection (`@pytest.mark.replay`, tests/background.py), while the rest of the suite runs; the tests come
-last and assert on the results.
+and three broker JVMs each (-Xmx256m; diff-isolate's each in a network namespace of its own), the emulator
+on the local engine; 55 to 91 s each on the shared 2-core machine (docs/fidelity.md). Their replays run one
+after another in the background from the end of collection (`@pytest.mark.replay`, tests/background.py),
+while the rest of the suite runs; the tests come last and assert on the results.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import pytest
 
 from sparkkafka import parse_scenario
 from sparkkafka.errors import NotYetSupportedError
+from sparkkafka.realkafka import netns
 from sparkkafka.realkafka import replay as R
 from sparkkafka.realkafka.cluster import RealCluster
 from sparkkafka.realkafka.compare import compare_replicas
@@ -301,3 +302,32 @@ def test_a_controller_failover_a_failed_log_dir_a_created_topic_and_a_config_cha
     assert "2" not in parts[("disk", 0)]["log_end_offsets"]["kafka"]  # broker 2's replica went with its dir
     assert re.search(r"Controller epochs \(which broker is not compared\): Kafka 1 from \d+ ms, 2 from \d+ ms; "
                      r"emulator 1 from 0 ms, 2 from 1000 ms", out), out
+
+
+@pytest.mark.slow
+@pytest.mark.replay(SCENARIOS / "diff-isolate.yaml")
+def test_a_leader_cut_off_from_its_peers_keeps_its_leadership_and_rejoins_the_isrs_after_the_heal(replayed):
+    """diff-isolate.yaml: broker 2, cut off from brokers 1 and 3 (each JVM in a network namespace of its own
+    on Kafka) from 2 to 10 s, keeps its ZooKeeper session, so no new leader is elected for iso-0, which it
+    leads; the leaders of iso-1 (the controller) and iso-2 take it out of their ISR while it is cut off and
+    back in after the heal. Broker 3, cut off from the controller from 12 to 20 s (`from: controller`,
+    `duration_ms`), leaves iso-1's ISR and rejoins when the cut ends. The same on both sides; every acks=1
+    write acked; the replay leaves no network namespace behind."""
+    cmp, out = replayed.cmp, replayed.stdout
+    print(f"diff-isolate: {replayed.wall_s:.1f} s")
+    assert "controller broker 1" in out
+    parts = _by_partition(cmp)
+    for side in ("kafka", "emulator"):
+        led = parts[("iso", 0)][side]
+        assert [(s["leader"], s["leader_epoch"], s["isr"]) for s in led] == [(2, 0, [1, 2, 3])], (side, led)
+        for p, leader, isrs, cuts in (
+                (1, 1, [[1, 2, 3], [1, 3], [1, 2, 3], [1, 2], [1, 2, 3]], [(2000, 10000), (12000, 20000)]),
+                (2, 3, [[1, 2, 3], [1, 3], [1, 2, 3]], [(2000, 10000)])):
+            states = parts[("iso", p)][side]
+            assert [(s["leader"], s["leader_epoch"]) for s in states] == [(leader, 0)] * len(isrs), (side, states)
+            assert [s["isr"] for s in states] == isrs, (side, states)
+            for i, (cut, end) in enumerate(cuts):  # out while cut off, back after the cut ends
+                shrink, rejoin = states[1 + 2 * i]["time_ms"], states[2 + 2 * i]["time_ms"]
+                assert cut < shrink < end < rejoin, (side, states)
+        assert cmp["records"][side]["not_acked"] == 0, cmp["records"]
+    assert netns.stale(netns.namespaces(), netns.alive) == []  # the replay deleted its namespaces

@@ -6,13 +6,18 @@ tests/test_replay.py and tests/test_differential.py (the throttle case of docs/f
 
 from __future__ import annotations
 
+import ipaddress
+from dataclasses import dataclass, field
+
 import pytest
+import toy_event
 
 from sparkkafka import parse_scenario
 from sparkkafka.errors import NotYetSupportedError
-from sparkkafka.realkafka import jars
+from sparkkafka.realkafka import jars, netns
 from sparkkafka.realkafka.cluster import RealCluster, server_properties
-from sparkkafka.realkafka.timeline import check_supported
+from sparkkafka.realkafka.timeline import SUPPORTED, Timeline, check_supported
+from sparkkafka.scenario.event_kind import KINDS, unregister
 
 
 def _props(text: str) -> dict[str, str]:
@@ -50,13 +55,143 @@ def test_the_pom_names_kafkas_distribution_artifacts():
         jars.classpath("3.0.0")
 
 
-def test_events_real_kafka_cannot_drive_are_refused_naming_them():
-    sc = parse_scenario({"cluster": {"brokers": [1, 2]}, "topics": [{"name": "t"}],
-                         "timeline": [{"at": 0, "crash": 1}, {"at": 10, "isolate": {"brokers": [1]}}],
-                         "run": {"until_ms": 100}})
+def test_an_event_kind_real_kafka_has_no_driver_for_is_refused_naming_it():
+    """Every kind Kafka has is driven; a kind registered beside them (tests/toy_event.py) is not."""
+    kind = toy_event.install()
+    try:
+        sc = parse_scenario({"cluster": {"brokers": [1, 2]}, "topics": [{"name": "t"}],
+                             "timeline": [{"at": 0, "crash": 1}, {"at": 10, "restart": 1},
+                                          {"at": 20, "crash_all_but": {"keep": 1}}], "run": {"until_ms": 100}})
+        with pytest.raises(NotYetSupportedError) as e:
+            check_supported(sc)
+    finally:
+        unregister(kind.name)
+    assert e.value.field == "timeline[2].crash_all_but" and "'crash_all_but'" in e.value.message
+    assert set(SUPPORTED) == set(KINDS)  # every one of Kafka's kinds is driven on real Kafka
+
+
+ISOLATE = {"cluster": {"brokers": [1, 2, 3]}, "topics": [{"name": "t"}],
+           "timeline": [{"at": 0, "crash": 3}, {"at": 10, "isolate": {"brokers": [1]}}, {"at": 20, "heal": {}}],
+           "run": {"until_ms": 100}}
+
+
+def test_isolate_is_refused_where_network_namespaces_cannot_be_made(monkeypatch):
+    sc = parse_scenario(ISOLATE)
+    monkeypatch.setattr(netns, "unavailable", lambda: "`ip netns add` is not permitted (Operation not permitted)")
     with pytest.raises(NotYetSupportedError) as e:
         check_supported(sc)
-    assert e.value.field == "timeline[1].isolate" and "'isolate'" in e.value.message
+    assert e.value.field == "timeline[1].isolate"
+    assert e.value.message == ("replay --on-kafka cuts brokers apart with Linux network namespaces, one per JVM, "
+                               "which this machine does not allow: `ip netns add` is not permitted (Operation not "
+                               "permitted)")
+    monkeypatch.setattr(netns, "unavailable", lambda: None)
+    check_supported(sc)  # allowed: isolate and heal are driven
+    with pytest.raises(NotYetSupportedError, match="at most 63 brokers in network namespaces"):
+        check_supported(parse_scenario({**ISOLATE, "cluster": {"brokers": 64}}))
+    heal_only = parse_scenario({**ISOLATE, "timeline": [{"at": 20, "heal": {}}]})
+    monkeypatch.setattr(netns, "unavailable", lambda: pytest.fail("a heal alone needs no namespace"))
+    check_supported(heal_only)
+
+
+def test_only_a_scenario_that_isolates_runs_its_jvms_in_network_namespaces(tmp_path):
+    c = RealCluster.for_scenario(parse_scenario(ISOLATE), tmp_path)
+    assert c.namespaces and c.net is None  # made by start(), not before
+    plain = RealCluster.for_scenario(parse_scenario({**ISOLATE, "timeline": [{"at": 20, "heal": {}}]}), tmp_path)
+    assert not plain.namespaces
+    plain.ports = {1: 9001, 2: 9002}
+    assert plain.bootstrap == "127.0.0.1:9001,127.0.0.1:9002"  # today's loopback start, unchanged
+    c.net = netns.Network(netns.plan(3, [1, 2, 3], 4242))
+    c.zk_port, c.ports = netns.ZK_PORT, {b: netns.BROKER_PORT for b in (1, 2, 3)}
+    assert c.bootstrap == "198.18.3.6:9092,198.18.3.10:9092,198.18.3.14:9092"
+    assert c.zk_connect == "198.18.3.2:2181"
+    assert c._in_ns(2, ["java", "kafka.Kafka"]) == ["ip", "netns", "exec", "sparkkafka-s3-p4242-b2", "java",
+                                                    "kafka.Kafka"]
+    p = _props(server_properties(2, 9092, 2181, ["/x"], None, {}, 3, c.host(2), c.host(netns.ZK)))
+    assert p["listeners"] == p["advertised.listeners"] == "PLAINTEXT://198.18.3.10:9092"
+    assert p["zookeeper.connect"] == "198.18.3.2:2181"
+
+
+def test_each_node_gets_a_namespace_and_a_30_of_the_benchmark_range():
+    p = netns.plan(511, [3, 1, 2], 77)
+    assert list(p.nodes) == ["zk", 1, 2, 3]
+    assert [(n.gateway, n.addr) for n in p.nodes.values()] == [
+        ("198.19.255.1", "198.19.255.2"), ("198.19.255.5", "198.19.255.6"), ("198.19.255.9", "198.19.255.10"),
+        ("198.19.255.13", "198.19.255.14")]
+    assert all(ipaddress.ip_address(n.addr) in netns.RANGE for n in p.nodes.values())
+    assert [n.ns for n in p.nodes.values()] == [f"sparkkafka-s511-p77-{k}" for k in ("zk", "b1", "b2", "b3")]
+    assert max(len(n.veth) for n in p.nodes.values()) <= 15  # IFNAMSIZ
+    with pytest.raises(ValueError, match="at most 63 fit"):
+        netns.plan(0, range(64), 77)
+    with pytest.raises(ValueError, match="slot 512 outside"):
+        netns.plan(512, [1], 77)
+    assert netns.slot_of("198.19.255.14") == 511 and netns.slot_of("10.0.0.1") is None
+    assert netns.free_slot([0, 1, 3]) == 2
+
+
+def test_a_namespace_reaches_only_the_range_through_its_root_end():
+    p = netns.plan(0, [1], 77)
+    cmds = [" ".join(c) for c in netns.setup_commands(p)]
+    b1 = p.nodes[1]
+    assert f"ip link add {b1.veth} type veth peer name eth0 netns {b1.ns}" in cmds
+    assert f"sysctl -q -w net.ipv4.conf.{b1.veth}.forwarding=1" in cmds  # the root end only, not ip_forward
+    assert f"ip -n {b1.ns} route add 198.18.0.0/15 via 198.18.0.5" in cmds
+    assert not any("default" in c or "ip_forward" in c for c in cmds)
+    assert netns.teardown_commands(p)[:2] == [["ip", "netns", "delete", "sparkkafka-s0-p77-zk"],
+                                              ["ip", "netns", "delete", "sparkkafka-s0-p77-b1"]]
+
+
+def test_an_isolation_blackholes_both_directions_and_a_heal_removes_exactly_its_routes():
+    p = netns.plan(0, [1, 2, 3], 77)
+    cut = netns.cut_pairs([({2}, {1, 3})])
+    assert cut == {(2, 1), (1, 2), (2, 3), (3, 2)}
+    cmds = [" ".join(c) for c in netns.cut_commands(p, frozenset(), cut)]
+    assert cmds == ["ip -n sparkkafka-s0-p77-b1 route add blackhole 198.18.0.10/32",
+                    "ip -n sparkkafka-s0-p77-b2 route add blackhole 198.18.0.6/32",
+                    "ip -n sparkkafka-s0-p77-b2 route add blackhole 198.18.0.14/32",
+                    "ip -n sparkkafka-s0-p77-b3 route add blackhole 198.18.0.10/32",
+                    "ip netns exec sparkkafka-s0-p77-b1 ss -K dst 198.18.0.10",
+                    "ip netns exec sparkkafka-s0-p77-b2 ss -K dst 198.18.0.6",
+                    "ip netns exec sparkkafka-s0-p77-b2 ss -K dst 198.18.0.14",
+                    "ip netns exec sparkkafka-s0-p77-b3 ss -K dst 198.18.0.10"]
+    # a second isolation overlapping the first: its end keeps what the first still cuts
+    both = netns.cut_pairs([({2}, {1, 3}), ({3}, {2})])
+    assert both == cut
+    assert netns.cut_commands(p, both, netns.cut_pairs([({3}, {2})])) == [
+        ["ip", "-n", "sparkkafka-s0-p77-b1", "route", "delete", "blackhole", "198.18.0.10/32"],
+        ["ip", "-n", "sparkkafka-s0-p77-b2", "route", "delete", "blackhole", "198.18.0.6/32"]]
+    assert len(netns.cut_commands(p, cut, frozenset())) == 4  # heal: every route deleted, ZooKeeper never cut
+
+
+def test_namespaces_of_a_replay_whose_process_is_gone_are_stale():
+    names = ["sparkkafka-s0-p10-zk", "sparkkafka-s0-p10-b1", "sparkkafka-s1-p20-b1", "other", "sparkkafka-probe-p10"]
+    assert netns.stale(names, lambda pid: pid == 20) == ["sparkkafka-s0-p10-zk", "sparkkafka-s0-p10-b1"]
+
+
+@dataclass
+class _Cluster:
+    """What Timeline's isolate and heal use of a RealCluster."""
+
+    net: object = True
+    cuts: list = field(default_factory=list)
+
+    def controller(self) -> int:
+        return 3
+
+    def isolate(self, pairs) -> None:
+        self.cuts.append(pairs)
+
+
+def test_isolations_end_at_their_duration_or_a_heal_and_from_controller_is_the_controller_then(tmp_path):
+    sc = parse_scenario({"cluster": {"brokers": [1, 2, 3]}, "topics": [{"name": "t"}],
+                         "timeline": [{"at": 0, "isolate": {"brokers": [1], "from": "controller", "duration_ms": 60}},
+                                      {"at": 0, "isolate": {"brokers": [2]}}, {"at": 150, "heal": {}}],
+                         "run": {"until_ms": 200}})
+    cluster = _Cluster()
+    Timeline(sc, cluster, tmp_path).run(200)
+    assert cluster.cuts == [frozenset({(1, 3), (3, 1)}),
+                            netns.cut_pairs([({1}, {3}), ({2}, {1, 3})]),
+                            netns.cut_pairs([({2}, {1, 3})]),  # the first ended after its 60 ms
+                            frozenset()]  # the heal
 
 
 def test_the_comparison_holds_within_its_tolerance_and_names_what_differs():

@@ -1,9 +1,11 @@
 """A real ZooKeeper and real Kafka brokers as local JVM processes on loopback, laid out from a scenario's
 `cluster` section: one broker per id, one log dir folder per `cluster.log_dirs` entry, `broker.rack` from
-`cluster.racks`, the scenario's broker configs in server.properties.
+`cluster.racks`, the scenario's broker configs in server.properties. A scenario with an `isolate` event
+runs each JVM in a network namespace of its own instead (netns.py), where it listens on its own address.
 
 Processes run in their own session (Ctrl-C reaches only Python, which then kills them); `RealCluster` is a
-context manager whose exit, an atexit hook and SIGTERM/SIGHUP handlers SIGKILL every process it started.
+context manager whose exit, an atexit hook and SIGTERM/SIGHUP handlers SIGKILL every process it started
+and delete the namespaces it made.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import jars
+from . import jars, netns
 from .jars import KafkaSetupError
 
 BROKER_HEAP = ["-Xmx256m", "-Xms64m"]
@@ -75,10 +77,11 @@ def property_value(v: Any) -> str:
 
 
 def server_properties(broker: int, port: int, zk_port: int, log_dirs: Sequence[str | Path],
-                      rack: str | None, config: Mapping[str, Any], brokers: int) -> str:
-    """server.properties of one broker: identity, loopback listener, ZooKeeper, its log dir folders, its
-    rack, the small-machine settings, then the scenario's `cluster.config` (which wins over all but the
-    identity keys)."""
+                      rack: str | None, config: Mapping[str, Any], brokers: int, host: str = "127.0.0.1",
+                      zk_host: str = "127.0.0.1") -> str:
+    """server.properties of one broker: identity, listener on `host` (loopback, or its namespace's address),
+    ZooKeeper, its log dir folders, its rack, the small-machine settings, then the scenario's
+    `cluster.config` (which wins over all but the identity keys)."""
     props: dict[str, Any] = dict(SMALL_MACHINE)
     rf = min(3, brokers)  # Kafka's default 3 cannot be met by fewer brokers; the offsets topic would not exist
     props.update({"offsets.topic.replication.factor": rf, "transaction.state.log.replication.factor": rf,
@@ -86,9 +89,9 @@ def server_properties(broker: int, port: int, zk_port: int, log_dirs: Sequence[s
     props.update(config)
     props.update({
         "broker.id": broker,
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "zookeeper.connect": f"127.0.0.1:{zk_port}",
+        "listeners": f"PLAINTEXT://{host}:{port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+        "zookeeper.connect": f"{zk_host}:{zk_port}",
         "log.dirs": ",".join(str(d) for d in log_dirs),
     })
     if rack is not None:
@@ -96,9 +99,9 @@ def server_properties(broker: int, port: int, zk_port: int, log_dirs: Sequence[s
     return "".join(f"{k}={property_value(v)}\n" for k, v in props.items())
 
 
-def zookeeper_properties(port: int, data_dir: Path) -> str:
-    """zoo.cfg of a standalone ZooKeeper (Kafka's config/zookeeper.properties, on loopback)."""
-    return (f"dataDir={data_dir}\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\n"
+def zookeeper_properties(port: int, data_dir: Path, host: str = "127.0.0.1") -> str:
+    """zoo.cfg of a standalone ZooKeeper (Kafka's config/zookeeper.properties, on loopback or `host`)."""
+    return (f"dataDir={data_dir}\nclientPort={port}\nclientPortAddress={host}\nmaxClientCnxns=0\n"
             f"admin.enableServer=false\ntickTime=2000\n")
 
 
@@ -157,12 +160,19 @@ class RealCluster:
     zk_port: int = 0
     ports: dict[int, int] = field(default_factory=dict)
     procs: dict[Any, Proc] = field(default_factory=dict)
+    namespaces: bool = False  # each JVM in a network namespace of its own (netns.py), for `isolate`
+    net: netns.Network | None = None
 
     @classmethod
     def for_scenario(cls, scenario, workdir: str | Path, version: str = "2.8.2") -> RealCluster:
         # absolute: Kafka compares an AlterReplicaLogDirs path with its log.dirs as written (LogManager)
         return cls(brokers=list(scenario.brokers), workdir=Path(workdir).absolute(), log_dirs=list(scenario.log_dirs),
-                   racks=scenario.racks, config=dict(scenario.config), version=version)
+                   racks=scenario.racks, config=dict(scenario.config), version=version,
+                   namespaces=any(e.type == "isolate" for e in scenario.timeline))
+
+    def host(self, key: str | int) -> str:
+        """Where ZooKeeper (key "zk") or a broker listens: its namespace's address, or loopback."""
+        return self.net.plan.addr(key) if self.net is not None else "127.0.0.1"
 
     # ------------------------------------------------------------------ layout
     def broker_dirs(self, broker: int) -> list[Path]:
@@ -183,11 +193,11 @@ class RealCluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
+        return ",".join(f"{self.host(b)}:{p}" for b, p in self.ports.items())
 
     @property
     def zk_connect(self) -> str:
-        return f"127.0.0.1:{self.zk_port}"
+        return f"{self.host(netns.ZK)}:{self.zk_port}"
 
     def java(self, main: str, *args: str, heap: Sequence[str] = ("-Xmx128m",), log4j: Path | None = None) -> list[str]:
         """A java command line running `main` of Kafka's classpath (tools included); without `log4j` the
@@ -199,23 +209,29 @@ class RealCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         zk_dir = self.workdir / "zookeeper"
         (zk_dir / "data").mkdir(parents=True, exist_ok=True)
-        (zk_dir / "zookeeper.properties").write_text(zookeeper_properties(self.zk_port, zk_dir / "data"))
+        (zk_dir / "zookeeper.properties").write_text(zookeeper_properties(self.zk_port, zk_dir / "data",
+                                                                          self.host(netns.ZK)))
         (zk_dir / "log4j.properties").write_text(LOG4J.format(log=zk_dir / "zookeeper.log"))
         (self.workdir / "tools-log4j.properties").write_text(TOOLS_LOG4J)
-        self.procs["zk"] = Proc("zookeeper", self.java(
+        self.procs["zk"] = Proc("zookeeper", self._in_ns(netns.ZK, self.java(
             "org.apache.zookeeper.server.ZooKeeperServerMain", str(zk_dir / "zookeeper.properties"), heap=ZK_HEAP,
-            log4j=zk_dir / "log4j.properties"), zk_dir / "stdout.log")
+            log4j=zk_dir / "log4j.properties")), zk_dir / "stdout.log")
         for b in self.brokers:
             home = self.workdir / "brokers" / str(b)
             for d in self.broker_dirs(b):
                 d.mkdir(parents=True, exist_ok=True)
             rack = (self.racks or {}).get(b)
             (home / "server.properties").write_text(server_properties(
-                b, self.ports[b], self.zk_port, self.broker_dirs(b), rack, self.config, len(self.brokers)))
+                b, self.ports[b], self.zk_port, self.broker_dirs(b), rack, self.config, len(self.brokers),
+                self.host(b), self.host(netns.ZK)))
             (home / "log4j.properties").write_text(LOG4J.format(log=home / "server.log"))
-            cmd = self.java("kafka.Kafka", str(home / "server.properties"), heap=BROKER_HEAP,
-                            log4j=home / "log4j.properties")
+            cmd = self._in_ns(b, self.java("kafka.Kafka", str(home / "server.properties"), heap=BROKER_HEAP,
+                                           log4j=home / "log4j.properties"))
             self.procs[b] = Proc(f"broker {b}", cmd, home / "stdout.log")
+
+    def _in_ns(self, key: str | int, cmd: list[str]) -> list[str]:
+        """`cmd` run in the node's network namespace, when the cluster has them."""
+        return [*netns.exec_prefix(self.net.plan, key), *cmd] if self.net is not None else cmd
 
     # ------------------------------------------------------------------ life cycle
     def start(self, timeout_s: float = 90.0) -> RealCluster:
@@ -226,10 +242,14 @@ class RealCluster:
         on the controller (its AlterIsr handling stalled by a pause, a failover after a crash) would then
         differ from the emulator's run for that reason alone."""
         self.classpath = self.classpath or jars.classpath(self.version)
-        self.zk_port = free_port()
-        self.ports = {b: free_port() for b in self.brokers}
+        _register(self)  # from here on an exit or a signal undoes what is made
+        if self.namespaces:  # every node has an address of its own: Kafka's default ports
+            self.net = netns.Network.allocate(self.brokers)
+            self.zk_port, self.ports = netns.ZK_PORT, {b: netns.BROKER_PORT for b in self.brokers}
+        else:
+            self.zk_port = free_port()
+            self.ports = {b: free_port() for b in self.brokers}
         self._layout()
-        _register(self)
         self.procs["zk"].start()
         self._wait(lambda zk: zk.exists("/") is not None, timeout_s, "ZooKeeper to answer")
         first = min(self.brokers)
@@ -340,8 +360,13 @@ class RealCluster:
         self.procs[broker].signal(signal.SIGCONT)
         self.procs[broker].paused = False
 
+    def isolate(self, pairs: frozenset[tuple[int, int]]) -> None:
+        """Cut exactly the (from, to) broker pairs `pairs` (netns.cut_pairs), healing the others."""
+        self.net.cut(pairs)
+
     def stop(self) -> None:
-        """Kill every process (brokers first, then ZooKeeper) and close the ZooKeeper client."""
+        """Kill every process (brokers first, then ZooKeeper), close the ZooKeeper client, delete the
+        network namespaces."""
         client = getattr(self, "_zk", None)
         if client is not None:
             try:
@@ -353,6 +378,9 @@ class RealCluster:
         for key in [k for k in self.procs if k != "zk"] + ["zk"]:
             if key in self.procs:
                 self.procs[key].kill()
+        if self.net is not None:
+            self.net.down()
+            self.net = None
         _LIVE.discard(id(self))
         _CLUSTERS.pop(id(self), None)
 

@@ -8,6 +8,8 @@ start), in (time, file position) order, as Kafka's own tools and signals do it.
 | restart | the same JVM command again (same id, port, log dirs) |
 | shutdown | SIGTERM: Kafka's controlled shutdown |
 | pause | SIGSTOP, SIGCONT `duration_ms` later |
+| isolate | blackhole routes between the two groups' network namespaces (netns.py), removed `duration_ms` later |
+| heal | every isolation's routes removed |
 | reassign | kafka.admin.ReassignPartitionsCommand --execute [--throttle] (KIP-455; log dirs, KIP-113, as paths) |
 | elect_leaders | kafka.admin.LeaderElectionCommand |
 | delete_topic | kafka.admin.TopicCommand --delete |
@@ -16,7 +18,8 @@ start), in (time, file position) order, as Kafka's own tools and signals do it.
 | fail_log_dir | the dir replaced by a file (LogDirFailureTest); the broker notices at its next IO on it |
 | controller_failover | /controller deleted through ZooKeeper (ControllerIntegrationTest) |
 
-Any other event is refused (NotYetSupportedError naming it) before anything starts.
+Any other event is refused (NotYetSupportedError naming it) before anything starts, and so is `isolate`
+where network namespaces cannot be made (netns.unavailable).
 """
 
 from __future__ import annotations
@@ -27,19 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import NotYetSupportedError
+from . import netns
 from .cluster import RealCluster
 from .tools import SteadyProducer, alter_config, create_topic, reassign, run_tool
 
-SUPPORTED = ("produce", "crash", "restart", "shutdown", "pause", "reassign", "elect_leaders", "delete_topic",
-             "create_topic", "set_config", "fail_log_dir", "controller_failover")
+SUPPORTED = ("produce", "crash", "restart", "shutdown", "pause", "isolate", "heal", "reassign", "elect_leaders",
+             "delete_topic", "create_topic", "set_config", "fail_log_dir", "controller_failover")
 
-# Why each event kind the emulator runs is not driven on real Kafka yet (docs/fidelity.md).
-WHY_NOT = {
-    "isolate": "the broker JVMs, ZooKeeper and the clients all talk over one loopback interface: cutting two "
-               "groups of brokers apart (and a broker from ZooKeeper when `from` is the controller) needs "
-               "per-connection packet filtering between ports, which replay has no robust way to do",
-    "heal": "it ends an `isolate`, which is not driven",
-}
+# Why an event kind the emulator runs is not driven on real Kafka yet (docs/fidelity.md): none left.
+WHY_NOT: dict[str, str] = {}
 
 
 THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -104,6 +103,17 @@ def check_supported(scenario) -> None:
             raise NotYetSupportedError(f"timeline[{e.index}].reassign.via", "zookeeper",
                                        "replay --on-kafka reassigns through the AdminClient only")
     _check_deleted_configs(scenario)
+    isolate = next((e for e in scenario.timeline if e.type == "isolate"), None)
+    if isolate is not None:
+        if len(scenario.brokers) >= netns.MAX_NODES:
+            raise NotYetSupportedError(f"timeline[{isolate.index}].isolate", isolate.args,
+                                       f"replay --on-kafka runs at most {netns.MAX_NODES - 1} brokers in network "
+                                       f"namespaces (one /24 of {netns.RANGE} per replay)")
+        reason = netns.unavailable()
+        if reason is not None:
+            raise NotYetSupportedError(f"timeline[{isolate.index}].isolate", isolate.args,
+                                       "replay --on-kafka cuts brokers apart with Linux network namespaces, one "
+                                       f"per JVM, which this machine does not allow: {reason}")
     for t in scenario.topics:
         if t.state is not None:
             raise NotYetSupportedError(f"topics[{t.name}].state", "...",
@@ -128,6 +138,8 @@ class Timeline:
     # timeline was held (a shutdown waits for its JVM to exit, a tool for its run)
     restarted: list[tuple[int, int, int]] = field(default_factory=list)
     _resume: list[tuple[int, int]] = field(default_factory=list)  # (due ms, broker) of paused brokers
+    # network partitions in force: (brokers, cut off from, due ms or None until a heal), as the emulator's
+    isolations: list[tuple[frozenset[int], frozenset[int], int | None]] = field(default_factory=list)
 
     def create_topics(self) -> None:
         for t in self.scenario.topics:
@@ -157,6 +169,8 @@ class Timeline:
             for due, b in [r for r in self._resume if r[0] <= now]:
                 self.cluster.resume(b)
                 self._resume.remove((due, b))
+            if any(end is not None and end <= now for _, _, end in self.isolations):
+                self._set_isolations([i for i in self.isolations if i[2] is None or i[2] > now])
             while i < len(events) and events[i].time_ms(self.scenario.round_ms) <= now:
                 self.apply(events[i])
                 i += 1
@@ -189,6 +203,13 @@ class Timeline:
         elif e.type == "pause":
             c.pause(a["broker"])
             self._resume.append((self.now_ms() + int(a["duration_ms"]), a["broker"]))
+        elif e.type == "isolate":
+            # `from: controller` is the controller of the event's time (driver/timeline.py does the same)
+            other = [c.controller()] if a["from"] == "controller" else a["from"]
+            end = self.now_ms() + int(a["duration_ms"]) if a.get("duration_ms") else None
+            self._set_isolations([*self.isolations, (frozenset(a["brokers"]), frozenset(other) - {-1}, end)])
+        elif e.type == "heal":
+            self._set_isolations([])
         elif e.type == "reassign":
             out = reassign(c, self._real_plan(a["plan"]), a.get("throttle"), self.workdir, a.get("log_dirs_throttle"))
         elif e.type == "elect_leaders":
@@ -205,6 +226,12 @@ class Timeline:
         elif e.type == "controller_failover":
             out = f"/controller of broker {c.controller_failover()} deleted"
         self.done.append((self.now_ms(), e.type, out))
+
+    def _set_isolations(self, isolations: list[tuple[frozenset[int], frozenset[int], int | None]]) -> None:
+        """The isolations in force now, their routes set (a heal with none cuts nothing)."""
+        self.isolations = isolations
+        if self.cluster.net is not None:
+            self.cluster.isolate(netns.cut_pairs((a, o) for a, o, _ in isolations))
 
     def _real_plan(self, plan: dict) -> dict:
         """The plan with each named log dir (KIP-113) as the real broker's path for it."""
