@@ -647,7 +647,6 @@ def _whatif_reassign(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from . import whatif as W
-    from .scenario.loader import parse_scenario
 
     if args.reassign is None:
         raise ScenarioError("--throttle", args.throttle, "is asked with --reassign PLAN")
@@ -660,14 +659,10 @@ def _whatif_reassign(args: argparse.Namespace) -> int:
         text = Path(args.reassign).read_text()
     except OSError as e:
         raise ScenarioError("--reassign", args.reassign, f"cannot read the plan: {e.strerror}") from None
-    probe = parse_scenario(W.load_snapshot(args.snapshot, rates=False), name="snapshot")
-    record_bytes = args.record_bytes or W.reassign_record_bytes(W.partitions_frame(probe), args.throttle,
-                                                                probe.round_ms)
-    mapping = _whatif_mapping(args, record_bytes)
-    sc = parse_scenario(mapping, name=mapping["name"])
-    entries = W.reassign_plan(sc, text)
-    moves = W.reassign_moves(W.partitions_frame(sc), entries, W.ingest_rates(sc))
-    predicted = W.predict_reassign(moves, args.throttle, sc.round_ms, record_bytes=record_bytes)
+    mapping, entries, predicted, record_bytes = W.reassign_prediction(args.snapshot, text, args.throttle,
+                                                                      args.record_bytes)
+    if args.engine:
+        mapping["cluster"].setdefault("emulator", {})["engine"] = args.engine
     print(f"Predicted before the move (records of {record_bytes} bytes in the emulated logs):")
     sys.stdout.write(W.reassign_text(predicted, args.throttle, None))
     sys.stdout.write(W.table_text(W.reassign_table(predicted, None), args.format))
