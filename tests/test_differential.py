@@ -224,7 +224,9 @@ def test_unclean_election_on_and_off_and_min_insync_refusals(tmp_path):
 def test_a_throttled_two_partition_move_and_a_log_dir_move(tmp_path):
     """diff-throttled-move.yaml: under one 200 kB/s throttle that broker 2's in-sync fetches of the written
     partition keep exceeded, the new replicas on broker 3 get at most one fetch each (Kafka) or nothing
-    (the emulator), the move does not complete; broker 1's replica of `moved` goes to d1 on both sides."""
+    (the emulator), the move does not complete; broker 1's replica of `moved` goes to d1 on both sides;
+    `quick`, led by broker 3, moves to broker 2 within the tolerance of whatif's ETA on both sides; the
+    tools' outputs at the end agree."""
     cmp, out, wall = replay(tmp_path, SCENARIOS / "diff-throttled-move.yaml")
     print(f"diff-throttled-move: {wall:.1f} s")
     parts = _by_partition(cmp)
@@ -238,3 +240,19 @@ def test_a_throttled_two_partition_move_and_a_log_dir_move(tmp_path):
     [moved] = [r for r in parts[("moved", 0)]["planned_replicas"] if r["log_dir"] == "d1"]
     assert moved["broker"] == 1 and moved["kafka"]["dir"] == moved["emulator"]["dir"] == "d1", moved
     assert moved["kafka"]["bytes"] >= 2_000_000 and moved["emulator"]["bytes"] == 2_000_000  # all of it
+    # quick-0 (1.05 MB, leader 3, no in-sync traffic under the throttle) moves to broker 2 on both sides, in
+    # about 1.05 MB / 200 kB/s, as whatif --reassign predicts from a snapshot of the cluster before the plan
+    moves = {(m["topic"], m["partition"]): m for m in cmp["reassignments"]}
+    quick = moves[("quick", 0)]
+    assert quick["judged"] == ["whatif's ETA", "the emulator's"] and quick["mismatches"] == [], quick
+    assert 5000 <= quick["kafka"]["ms"] <= 8000 and 5000 <= quick["whatif_eta_ms"] <= 6500, quick
+    assert all(moves[("t", p)]["kafka"]["done_ms"] is None and not moves[("t", p)]["judged"] for p in (0, 1))
+    assert _leaders(parts[("quick", 0)], "kafka") == _leaders(parts[("quick", 0)], "emulator") == [3, 2]
+    # the tools at the end, byte for byte once masked: the verify's states and the dirs the plan named
+    tools = cmp["tools"]
+    assert all(t["equal"] for t in tools.values()) and set(tools) == {
+        "kafka-topics --describe", "kafka-log-dirs --describe", "kafka-reassign-partitions --verify timeline[5]"}
+    verified = tools["kafka-reassign-partitions --verify timeline[5]"]["kafka"]
+    assert "Reassignment of partition quick-0 is complete.\nReassignment of partition t-0 is still in progress." \
+        in verified and "Reassignment of replica moved-0-1 completed successfully." in verified
+    assert '"logDir":"d1"' in tools["kafka-log-dirs --describe"]["kafka"] and "/brokers/" not in verified
