@@ -346,8 +346,9 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         for p in timeline.producers:
             p.halt()  # after an exception: no flush to wait for
         cluster.stop()
-    leo = {(t.name, p): {b: o for b in replicas if (o := log_end_offset(cluster, b, t.name, p)) is not None}
-           for t in scenario.topics for p, replicas in t.assignment.items()}
+    leo = {(t.name, p): {b: o for b in sorted({*replicas, *(b for b, _ in plans.get((t.name, p), []))})
+                         if (o := log_end_offset(cluster, b, t.name, p)) is not None}
+           for t in scenario.topics for p, replicas in t.assignment.items()}  # a plan's new replicas included
     reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": sizes.get((*key, b), 0)} for b, _ in named}
             for key, named in plans.items()}
     paths = {(b, d): cluster.real_dir(b, d) for b in scenario.brokers for d in scenario.log_dirs}
@@ -601,8 +602,8 @@ def text(cmp: dict[str, Any]) -> str:
         lines.append(f"\n{name} at the end ({t.get('masked', what_masked(name))}): " + (
             f"identical on both sides ({len(t['kafka'].splitlines())} lines)" if t["equal"] else "MISMATCH"))
         lines += [f"  {d}" for d in t["diff"]]
-    for mv in cmp.get("reassignments", []):
-        lines.append("\n" + move_line(mv))
+    for i, mv in enumerate(cmp.get("reassignments", [])):
+        lines.append(("\n" if i == 0 else "") + move_line(mv))
     n = len(cmp["mismatches"])
     lines.append(f"{n} mismatch(es)" if n else "Within tolerance: the sequences and the tools' outputs agree")
     return "\n".join(lines) + "\n"
