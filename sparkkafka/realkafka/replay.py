@@ -6,6 +6,11 @@ to DIR/comparison.json and printed.
 The emulator runs first: its partition_state says which replicas each partition was created on (the seeded
 placement of AdminUtils.assignReplicasToBrokers), and the real topics are created with that assignment, so
 both sides start from the same preferred leaders. Spark has stopped before the JVMs start.
+
+Beside the sequences: Kafka's tools at the end (kafka-topics --describe, kafka-log-dirs --describe,
+kafka-reassign-partitions --verify of each plan) against the emulator's same verbs, byte for byte once
+`masked`; and each throttled move's duration on Kafka against the emulator's and the ETA `whatif --reassign`
+predicts from a snapshot of the emulated cluster just before the plan (`compare_moves`).
 """
 
 from __future__ import annotations
@@ -425,6 +430,8 @@ def whatif_etas(scenario, out: Path) -> dict[tuple[str, int], int | None]:
     """What `sparkkafka whatif SNAPSHOT --reassign PLAN --throttle T` predicts (whatif.reassign_prediction,
     in-process) for each throttled move, SNAPSHOT the emulated cluster just before its event
     (`snapshot_before`, into OUT/whatif/timeline-I): ms after the plan, None when it predicts `never`."""
+    import pandas as pd
+
     from ..whatif import reassign_prediction
 
     etas: dict[tuple[str, int], int | None] = {}
@@ -434,7 +441,7 @@ def whatif_etas(scenario, out: Path) -> dict[tuple[str, int], int | None]:
         (snap / "plan.json").write_text(plan)
         _, _, predicted, _ = reassign_prediction(snap, plan, int(e.args["throttle"]))
         for r in predicted.itertuples():
-            etas[(r.topic, int(r.partition))] = None if r.eta_ms is None or r.eta_ms != r.eta_ms else int(r.eta_ms)
+            etas[(r.topic, int(r.partition))] = None if pd.isna(r.eta_ms) else int(r.eta_ms)  # None: never
     return etas
 
 
