@@ -39,14 +39,22 @@ def concurrent_hash_map_slots(hashes: np.ndarray, counts: np.ndarray) -> np.ndar
     return ((h ^ (h >> 16)) & 0x7FFFFFFF) & (size - 1)
 
 
-def scala_hash_order(hashes: Sequence[int] | np.ndarray) -> list[int]:
-    """Positions of distinct keys (hash codes `hashes`, inserted in order) in the iteration order of a
-    Scala 2.13 ``mutable.HashMap``/``mutable.HashSet`` (16 slots, doubled before the insertion that
-    reaches 3/4): slot of ``h ^ (h >>> 16)``, then that improved hash as a signed int, then insertion."""
+def scala_hash_keys(hashes: Sequence[int] | np.ndarray, counts: Sequence[int] | np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The iteration keys of each key (hash code `hashes[i]`) in a Scala 2.13 ``mutable.HashMap``/``HashSet``
+    holding `counts[i]` keys (16 slots, doubled before the insertion that reaches 3/4): (its slot, of
+    ``h ^ (h >>> 16)``; that improved hash as a signed int). Keys iterate by slot, then improved hash."""
     h = np.asarray(hashes, dtype=np.int64).reshape(-1) & 0xFFFFFFFF
-    size = 16
-    while len(h) >= int(size * 0.75):
-        size <<= 1
+    n = np.asarray(counts, dtype=np.int64).reshape(-1)
+    size = np.full(len(h), 16, np.int64)
+    while (grow := n >= size * 3 // 4).any():
+        size[grow] <<= 1
     improved = h ^ (h >> 16)
-    signed = np.where(improved & 0x80000000, improved - (1 << 32), improved)
-    return [int(i) for i in np.lexsort((np.arange(len(h)), signed, improved & (size - 1)))]
+    return improved & (size - 1), np.where(improved & 0x80000000, improved - (1 << 32), improved)
+
+
+def scala_hash_order(hashes: Sequence[int] | np.ndarray) -> list[int]:
+    """Positions of distinct keys (hash codes `hashes`, inserted in order) in the iteration order of one
+    Scala 2.13 ``mutable.HashMap``/``mutable.HashSet`` (``scala_hash_keys``; ties in insertion order)."""
+    slot, signed = scala_hash_keys(hashes, np.full(len(hashes), len(hashes)))
+    return [int(i) for i in np.lexsort((np.arange(len(slot)), signed, slot))]

@@ -24,13 +24,15 @@ from .frames import (
     ids,
     new_replicas,
 )
-from .java_hash import partition_hash, scala_hash_order
+from .java_hash import partition_hash, scala_hash_keys
 from .log_manager import choose_log_dir, fewest_first
 
 
 def creation_order(entries: pd.DataFrame) -> pd.DataFrame:
     """LeaderAndIsr entries in the order a broker creates their logs (ReplicaManager.becomeLeaderOrFollower,
-    2.8): per broker, makeLeaders over the partitions it is to lead, then makeFollowers over the others, each
+    2.8): per broker, request by request (correlation id), topic by topic (a topic's creation is one
+    CreateTopics and one LeaderAndIsr on Kafka; the emulator creates a scenario's topics in one request),
+    makeLeaders over the partitions it is to lead, then makeFollowers over the others, each
     iterating a Scala ``mutable.HashMap[Partition, LeaderAndIsrPartitionState]`` filtered from the request's
     (so in the hash order of ``Partition.hashCode``, not partition order). With several log dirs this
     decides which dir each new log gets (LogManager.nextLogDirs: fewest logs first)."""
@@ -40,11 +42,12 @@ def creation_order(entries: pd.DataFrame) -> pd.DataFrame:
     follower = array(entries, "leader") != broker
     topic_hash = {t: partition_hash(t, 0) for t in set(topic.tolist())}
     hashes = np.fromiter((topic_hash[t] for t in topic), np.int64, len(topic)) + 17 * part.astype(np.int64)
-    rank = np.zeros(len(entries), np.int64)
-    for pos in pd.DataFrame({"b": broker, "f": follower}).groupby(["b", "f"]).indices.values():
-        rank[pos[scala_hash_order(hashes[pos])]] = np.arange(len(pos))
-    order = np.lexsort((rank, follower, broker))
-    return entries.iloc[order]
+    request = array(entries, "correlation_id") if "correlation_id" in entries else np.zeros(len(entries), np.int64)
+    tpos = pd.factorize(pd.Series(topic), sort=True)[0]
+    counts = pd.DataFrame({"b": broker, "r": request, "t": tpos, "f": follower}).groupby(
+        ["b", "r", "t", "f"])["b"].transform("size").to_numpy()  # each map's size
+    slot, signed = scala_hash_keys(hashes, counts)
+    return entries.iloc[np.lexsort((signed, slot, follower, tpos, request, broker))]
 
 
 def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: list[str],
