@@ -256,3 +256,22 @@ def test_a_throttled_two_partition_move_and_a_log_dir_move(tmp_path):
     assert "Reassignment of partition quick-0 is complete.\nReassignment of partition t-0 is still in progress." \
         in verified and "Reassignment of replica moved-0-1 completed successfully." in verified
     assert '"logDir":"d1"' in tools["kafka-log-dirs --describe"]["kafka"] and "/brokers/" not in verified
+
+
+def test_a_new_topics_logs_take_the_dirs_kafka_gave_them_in_the_quickstarts_replay(tmp_path):
+    """Kafka 2.8.2 (the quickstart's replay, 2026-12-03: orders' 4 partitions, leaders 3, 1, 2, 3, log dirs
+    d0 and d1) put broker 1's orders-1 and orders-2 in d0 and orders-0 and orders-3 in d1: a broker creates
+    the logs it leads first, then the others, each in a Scala HashMap's order of Partition.hashCode, and
+    each takes the dir with the fewest logs. The emulator's log-dirs --describe places them the same."""
+    from sparkkafka import Cluster
+    from sparkkafka.tools import operator as op
+
+    sc = parse_scenario({"cluster": {"brokers": [1, 2, 3], "log_dirs": ["d0", "d1"], "emulator": {"engine": "local"}},
+                         "topics": [{"name": "orders", "assignment": {0: [3, 1, 2], 1: [1, 2, 3], 2: [2, 3, 1],
+                                                                      3: [3, 2, 1]}}],
+                         "run": {"until_ms": 300}}, name="placement")
+    Cluster.from_scenario(sc, out=str(tmp_path / "run")).run()
+    _, logs, _ = op.log_dirs_frames(str(tmp_path / "run"))
+    placed = {(b, d): sorted(g["partition"]) for (b, d), g in logs.groupby(["broker", "log_dir"])}
+    assert placed == {(1, "d0"): [1, 2], (1, "d1"): [0, 3], (2, "d0"): [1, 2], (2, "d1"): [0, 3],
+                      (3, "d0"): [2, 3], (3, "d1"): [0, 1]}
