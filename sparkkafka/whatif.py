@@ -655,6 +655,22 @@ def predict_reassign(moves: pd.DataFrame, throttle: int, round_ms: int, *,
     return out
 
 
+def reassign_prediction(snapshot: str | Path, text: str, throttle: int, record_bytes: int | None = None
+                        ) -> tuple[dict, list[dict], pd.DataFrame, int]:
+    """`whatif SNAPSHOT --reassign PLAN --throttle T`'s prediction before the move: the snapshot's scenario
+    mapping (its logs expanded to records of `record_bytes`, by default reassign_record_bytes), the plan's
+    entries (validated as the tool does), predict_reassign's frame and the record size used."""
+    from .scenario.loader import parse_scenario
+
+    probe = parse_scenario(load_snapshot(snapshot, rates=False), name="snapshot")
+    rb = record_bytes or reassign_record_bytes(partitions_frame(probe), throttle, probe.round_ms)
+    mapping = load_snapshot(snapshot, record_bytes=rb)
+    sc = parse_scenario(mapping, name=mapping["name"])
+    entries = reassign_plan(sc, text)
+    moves = reassign_moves(partitions_frame(sc), entries, ingest_rates(sc))
+    return mapping, entries, predict_reassign(moves, throttle, sc.round_ms, record_bytes=rb), rb
+
+
 def reassign_times(partition_state: pd.DataFrame, targets: Mapping[tuple[str, int], list[int]], at_ms: int
                    ) -> dict[tuple[str, int], int | None]:
     """Per planned partition, when its reassignment completed in a run (ms after `at_ms`): the first

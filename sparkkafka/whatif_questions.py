@@ -209,7 +209,6 @@ def _reassign(args: argparse.Namespace, out: Out, spark: SparkFor) -> int:
     """The predicted ETA per partition and total before the move, then the emulated move and predicted vs
     emulated completion side by side."""
     from . import whatif as W
-    from .scenario.loader import parse_scenario
 
     if args.reassign is None:
         raise ScenarioError("--throttle", args.throttle, "is asked with --reassign PLAN")
@@ -222,13 +221,10 @@ def _reassign(args: argparse.Namespace, out: Out, spark: SparkFor) -> int:
         text = Path(args.reassign).read_text()
     except OSError as e:
         raise ScenarioError("--reassign", args.reassign, f"cannot read the plan: {e.strerror}") from None
-    probe = parse_scenario(W.load_snapshot(args.snapshot, rates=False), name="snapshot")
-    record_bytes = args.record_bytes or W.reassign_record_bytes(W.partitions_frame(probe), args.throttle,
-                                                                probe.round_ms)
-    mapping, sc = snapshot_scenario(args, record_bytes)
-    entries = W.reassign_plan(sc, text)
-    moves = W.reassign_moves(W.partitions_frame(sc), entries, W.ingest_rates(sc))
-    predicted = W.predict_reassign(moves, args.throttle, sc.round_ms, record_bytes=record_bytes)
+    mapping, entries, predicted, record_bytes = W.reassign_prediction(args.snapshot, text, args.throttle,
+                                                                      args.record_bytes)
+    if args.engine:
+        mapping["cluster"].setdefault("emulator", {})["engine"] = args.engine
     out(f"Predicted before the move (records of {record_bytes} bytes in the emulated logs):\n")
     out(W.reassign_text(predicted, args.throttle, None))
     out(W.table_text(W.reassign_table(predicted, None), args.format))

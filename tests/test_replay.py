@@ -224,3 +224,39 @@ def test_tool_outputs_are_compared_byte_for_byte_with_the_topic_ids_masked():
     cmp = R.comparison(SC, "2.8.2", real, emu, "local")
     assert "kafka-topics --describe: the outputs differ (TopicIds masked)" in cmp["mismatches"]
     assert "kafka-topics --describe at the end (TopicIds masked): MISMATCH" in R.text(cmp)
+
+
+def test_the_emulators_tools_and_whatif_eta_are_its_own_verbs_output(tmp_path, capsys):
+    """The emulator's side of the tools comparison is what `sparkkafka log-dirs RUN --describe --topic-list`
+    and `sparkkafka reassign RUN --verify` print (log-dirs with each broker's dirs named by the real paths
+    when given them), and the ETA is what `sparkkafka whatif SNAPSHOT --reassign PLAN --throttle T` prints
+    for the snapshot replay wrote of the cluster just before the plan."""
+    plan = {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 3]}]}
+    sc = parse_scenario({"cluster": {"brokers": [1, 2, 3], "log_dirs": ["d0", "d1"], "emulator": {"engine": "local"}},
+                         "topics": [{"name": "t", "assignment": {0: [1, 2]}}, {"name": "u", "assignment": {0: [2]}}],
+                         "timeline": [{"at": 0, "produce": {"topic": "t", "partition": 0, "records": 50,
+                                                            "value_bytes": 10000, "acks": "all"}},
+                                      {"at": 300, "reassign": {"throttle": 100000, "plan": plan}}],
+                         "run": {"until_ms": 1000}}, name="tools")
+    run = str(tmp_path / "run")
+    from sparkkafka import Cluster
+
+    Cluster.from_scenario(sc, out=run).run()
+    capsys.readouterr()
+    etas = R.whatif_etas(sc, tmp_path / "replay")
+    snap = tmp_path / "replay" / "whatif" / "timeline-1" / "snapshot"
+    assert main(["whatif", str(snap), "--reassign", str(snap / "plan.json"), "--throttle", "100000",
+                 "--no-emulate"]) == 0
+    assert f"predicted completion: {etas[('t', 0)]} ms" in capsys.readouterr().out and etas[("t", 0)] > 5000
+    assert R.emulator_moves(run, sc) == {("t", 0): (300, None)}  # 500 kB at 100 kB/s: not done by 1000 ms
+    paths = {(b, d): f"/w/kafka/brokers/{b}/{d}" for b in (1, 2, 3) for d in ("d0", "d1")}
+    tools = R.emulator_tools(run, sc, paths)
+    assert main(["log-dirs", run, "--describe", "--topic-list", "t,u"]) == 0
+    own = capsys.readouterr().out
+    assert R.masked(tools[R.LOG_DIRS], {p: d for (_, d), p in paths.items()}).count('"logDir"') == 6
+    assert '"logDir":"/w/kafka/brokers/2/d0"' in tools[R.LOG_DIRS] and '"logDir":"d0"' in own
+    assert R.emulator_tools(run, sc, {})[R.LOG_DIRS] == own
+    assert main(["reassign", run, "--verify", "--reassignment-json-file", str(snap / "plan.json")]) == 0
+    assert tools[R.verify_name(1)] == capsys.readouterr().out
+    assert tools[R.verify_name(1)].startswith(
+        "Status of partition reassignment:\nReassignment of partition t-0 is still in progress.\n")

@@ -24,14 +24,37 @@ from .frames import (
     ids,
     new_replicas,
 )
+from .java_hash import partition_hash, scala_hash_keys
 from .log_manager import choose_log_dir, fewest_first
+
+
+def creation_order(entries: pd.DataFrame) -> pd.DataFrame:
+    """LeaderAndIsr entries in the order a broker creates their logs (ReplicaManager.becomeLeaderOrFollower,
+    2.8): per broker, request by request (correlation id), topic by topic (a topic's creation is one
+    CreateTopics and one LeaderAndIsr on Kafka; the emulator creates a scenario's topics in one request),
+    makeLeaders over the partitions it is to lead, then makeFollowers over the others, each
+    iterating a Scala ``mutable.HashMap[Partition, LeaderAndIsrPartitionState]`` filtered from the request's
+    (so in the hash order of ``Partition.hashCode``, not partition order). With several log dirs this
+    decides which dir each new log gets (LogManager.nextLogDirs: fewest logs first)."""
+    if entries.empty:
+        return entries
+    broker, topic, part = array(entries, "broker"), array(entries, "topic"), array(entries, "partition")
+    follower = array(entries, "leader") != broker
+    topic_hash = {t: partition_hash(t, 0) for t in set(topic.tolist())}
+    hashes = np.fromiter((topic_hash[t] for t in topic), np.int64, len(topic)) + 17 * part.astype(np.int64)
+    request = array(entries, "correlation_id") if "correlation_id" in entries else np.zeros(len(entries), np.int64)
+    tpos = pd.factorize(pd.Series(topic), sort=True)[0]
+    counts = pd.DataFrame({"b": broker, "r": request, "t": tpos, "f": follower}).groupby(
+        ["b", "r", "t", "f"])["b"].transform("size").to_numpy()  # each map's size
+    slot, signed = scala_hash_keys(hashes, counts)
+    return entries.iloc[np.lexsort((signed, slot, follower, tpos, request, broker))]
 
 
 def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: list[str],
                     offline_dirs: Mapping[int, Iterable[str]] | None = None,
                     preferred: pd.DataFrame | None = None, futures: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Create the logs of partitions a broker is told about for the first time, each in the log
-    dir LogManager would pick (LogManager.getOrCreateLog): the dir AlterReplicaLogDirs remembered for it
+    """Create the logs of partitions a broker is told about for the first time, in `creation_order`, each in
+    the log dir LogManager would pick (LogManager.getOrCreateLog): the dir AlterReplicaLogDirs remembered for it
     (`preferred`, PREFERRED_DIR rows), else the entry's requested dir, else the live dir holding fewest
     logs, current and future (`futures`) alike. A log whose dir is not live is not created (Kafka's
     KafkaStorageException; log_dir_failure.screen_leader_and_isr answers those entries)."""
@@ -39,7 +62,8 @@ def _create_missing(replicas: pd.DataFrame, entries: pd.DataFrame, log_dirs: lis
     new = entries[~entries.set_index(["broker", "topic", "partition"]).index.isin(known)]
     if new.empty:
         return replicas
-    new = new.sort_values(["broker", "topic", "partition"])
+    ordered = creation_order(entries)  # the hash order of each whole map, then the logs it lacks
+    new = ordered[~ordered.set_index(["broker", "topic", "partition"]).index.isin(known)]
     offline_dirs = offline_dirs or {}
     remembered = {} if preferred is None or preferred.empty else dict(zip(
         zip(preferred["broker"].astype(int), preferred["topic"], preferred["partition"].astype(int), strict=True),

@@ -29,8 +29,9 @@ class Change:
 @dataclass
 class Observer:
     """Polls the partition state znodes of `topics` in a thread; `changes` in observation order and
-    `reassign_done[(topic, partition)]` = first time its adding replicas were empty again after being
-    set."""
+    `reassign_started[(topic, partition)]` / `reassign_done[...]` = first time its adding replicas (KIP-455)
+    were set / empty again after being set (the controller writes the target replicas with nothing adding
+    or removing once the move is complete)."""
 
     cluster: RealCluster
     topics: list[str]
@@ -38,6 +39,7 @@ class Observer:
     origin: float = 0.0
     changes: list[Change] = field(default_factory=list)
     reassigning: set[tuple[str, int]] = field(default_factory=set)
+    reassign_started: dict[tuple[str, int], int] = field(default_factory=dict)
     reassign_done: dict[tuple[str, int], int] = field(default_factory=dict)
     registered: list[tuple[int, int]] = field(default_factory=list)  # (time_ms, broker) of each registration
     # (time_ms, epoch) of each controller epoch seen (a new controller elected: KafkaController.elect)
@@ -66,6 +68,7 @@ class Observer:
                 key = (t, p)
                 if adding.get(str(p)):
                     self.reassigning.add(key)
+                    self.reassign_started.setdefault(key, now)
                 elif key in self.reassigning and key not in self.reassign_done:
                     self.reassign_done[key] = now
                 path = f"/brokers/topics/{t}/partitions/{p}/state"

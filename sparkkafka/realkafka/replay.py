@@ -6,6 +6,11 @@ to DIR/comparison.json and printed.
 The emulator runs first: its partition_state says which replicas each partition was created on (the seeded
 placement of AdminUtils.assignReplicasToBrokers), and the real topics are created with that assignment, so
 both sides start from the same preferred leaders. Spark has stopped before the JVMs start.
+
+Beside the sequences: Kafka's tools at the end (kafka-topics --describe, kafka-log-dirs --describe,
+kafka-reassign-partitions --verify of each plan) against the emulator's same verbs, byte for byte once
+`masked`; and each throttled move's duration on Kafka against the emulator's and the ETA `whatif --reassign`
+predicts from a snapshot of the emulated cluster just before the plan (`compare_moves`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from .timeline import all_topics
 
 SAMPLE_MS = 200  # observe.py's znode polling interval, and the shortest emulator state compared
 RESTART_WAIT_MS = 30_000  # how long past the end a restarted broker's registration is waited for
-OWN_ENTRIES = ("emulator", "kafka", "comparison.json", "emulator-run.txt")  # what replay writes in DIR
+OWN_ENTRIES = ("emulator", "kafka", "whatif", "comparison.json", "emulator-run.txt")  # what replay writes in DIR
 
 
 def check_version(version: str) -> None:
@@ -79,26 +84,83 @@ class Side:
     tools: dict[str, str] = field(default_factory=dict)
     # (time_ms, epoch) of each controller epoch: Kafka's /controller_epoch, the emulator's metrics
     controller_epochs: list[tuple[int, int]] = field(default_factory=list)
+    # (broker, the scenario's name of a log dir) -> the real broker's path for it (Kafka's side only)
+    log_dir_paths: dict[tuple[int, str], str] = field(default_factory=dict)
+    # each planned partition's move: (topic, partition) -> (started_ms, done_ms or None), ms after the start
+    moves: dict[tuple[str, int], tuple[int, int | None]] = field(default_factory=dict)
+    # whatif --reassign's ETA of each throttled move (the emulator's side: from a snapshot of its cluster)
+    etas: dict[tuple[str, int], int | None] = field(default_factory=dict)
 
 
 DESCRIBE = "kafka-topics --describe"
+LOG_DIRS = "kafka-log-dirs --describe"
+VERIFY = "kafka-reassign-partitions --verify"
 _TOPIC_ID = re.compile(r"(\tTopicId: )[^\t\n]+")
+_SIZE = re.compile(r'("size":)\d+')
 
 
-def masked(output: str) -> str:
+def verify_name(index: int) -> str:
+    """The tools entry of one `reassign` event's --verify: `kafka-reassign-partitions --verify timeline[i]`."""
+    return f"{VERIFY} timeline[{index}]"
+
+
+def what_masked(name: str) -> str:
+    """What `masked` hides in the tool's output, as the comparison says it."""
+    if name == DESCRIBE:
+        return "TopicIds masked"
+    return "log dirs by their scenario names" + (", sizes masked" if name == LOG_DIRS else "")
+
+
+def masked(output: str, paths: Mapping[str, str] | None = None) -> str:
     """A tool's output with what differs by construction masked: a topic's TopicId (a random UUID on Kafka,
-    seeded on the emulator). The tools compared print no hosts."""
-    return _TOPIC_ID.sub(r"\1<masked>", output)
+    seeded on the emulator); each real broker's log dir path (`paths`: path -> the scenario's dir name, the
+    reverse of Timeline._real_plan's mapping; longest first, so no path's prefix is replaced alone); a
+    kafka-log-dirs partition's `size` (Kafka's Log.size counts segment bytes, record batch framing
+    included, the emulator its records' bytes: docs/replay.md, Tolerances). The tools compared print no
+    hosts."""
+    for path in sorted(paths or {}, key=len, reverse=True):
+        output = output.replace(path, (paths or {})[path])
+    return _SIZE.sub(r"\1<masked>", _TOPIC_ID.sub(r"\1<masked>", output))
 
 
-def compare_tools(real: Mapping[str, str], emulated: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """Each tool both sides ran: both outputs (masked), whether they are equal byte for byte, and a unified
-    diff when not."""
+def compare_tools(real: Mapping[str, str], emulated: Mapping[str, str],
+                  paths: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Each tool both sides ran: both outputs (masked, `paths` as for `masked`), whether they are equal byte
+    for byte, and a unified diff when not."""
     out = {}
     for name in sorted(set(real) & set(emulated)):
-        k, e = masked(real[name]), masked(emulated[name])
+        k, e = masked(real[name], paths), masked(emulated[name], paths)
         diff = list(difflib.unified_diff(k.splitlines(), e.splitlines(), "Kafka", "emulator", lineterm=""))
-        out[name] = {"kafka": k, "emulator": e, "equal": k == e, "diff": diff}
+        out[name] = {"kafka": k, "emulator": e, "equal": k == e, "diff": diff, "masked": what_masked(name)}
+    return out
+
+
+def reassigns(scenario) -> list:
+    """The scenario's `reassign` events, in timeline order."""
+    return sorted((e for e in scenario.timeline if e.type == "reassign"),
+                  key=lambda e: (e.time_ms(scenario.round_ms), e.index))
+
+
+def emulator_tools(run_dir: str, scenario, paths: Mapping[tuple[int, str], str]) -> dict[str, str]:
+    """The emulator's tools at the end beside Kafka's (after `emulator_describe`, in the order Kafka's ran):
+    `sparkkafka log-dirs RUN --describe --topic-list <the scenario's topics>` with each broker's dirs named
+    by the real broker's paths for them (`paths`), so its JSON's logDirs order (a java.util.HashMap of the
+    path strings, LogDirsCommand) is the emulator's for the same strings as Kafka's, then `sparkkafka
+    reassign RUN --verify` of each `reassign` event's plan (as on Kafka, it clears the throttles once
+    nothing moves)."""
+    from ..tools import operator as op
+    from ..tools.log_dirs import describe_log_dirs_text
+
+    dirs, logs, live = op.log_dirs_frames(run_dir)
+
+    def real(frame):
+        return frame.assign(log_dir=[paths.get((int(b), str(d)), str(d))
+                                     for b, d in zip(frame["broker"], frame["log_dir"], strict=True)])
+
+    out = {LOG_DIRS: describe_log_dirs_text(real(dirs), real(logs), live,
+                                            topic_list=[t.name for t in scenario.topics])}
+    for e in reassigns(scenario):
+        out[verify_name(e.index)] = op.reassign_verify(run_dir, json.dumps(e.args["plan"])).stdout
     return out
 
 
@@ -290,7 +352,7 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     from .cluster import RealCluster
     from .observe import Observer
     from .timeline import Timeline
-    from .tools import log_bytes, log_end_offset, run_tool
+    from .tools import describe_log_dirs, log_bytes, log_end_offset, run_tool, verify
 
     t0 = time.perf_counter()
     cluster = RealCluster.for_scenario(scenario, workdir, version)
@@ -309,19 +371,142 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         timeline.run(scenario.end_ms, at_end=lambda: sizes.update(
             {(*key, b): log_bytes(cluster, b, *key) for key, named in plans.items() for b, _ in named}))
         now, restarts = _observe_past_end(scenario, cluster, timeline, observer)
-        described = run_tool(cluster, "kafka.admin.TopicCommand", "--bootstrap-server", cluster.bootstrap,
-                             "--describe", "--exclude-internal")
+        tools = {DESCRIBE: run_tool(cluster, "kafka.admin.TopicCommand", "--bootstrap-server", cluster.bootstrap,
+                                    "--describe", "--exclude-internal"),
+                 LOG_DIRS: describe_log_dirs(cluster, [t.name for t in scenario.topics])}
+        for e in reassigns(scenario):  # last: once nothing moves, --verify removes the throttles
+            tools[verify_name(e.index)] = verify(cluster, timeline._real_plan(e.args["plan"]), workdir)
     finally:
         observer.stop()
         for p in timeline.producers:
             p.halt()  # after an exception: no flush to wait for
         cluster.stop()
-    leo = {(t.name, p): {b: o for b in replicas if (o := log_end_offset(cluster, b, t.name, p)) is not None}
-           for t in all_topics(scenario) for p, replicas in (t.assignment or {}).items()}
+    leo = {(t.name, p): {b: o for b in sorted({*replicas, *(b for b, _ in plans.get((t.name, p), []))})
+                         if (o := log_end_offset(cluster, b, t.name, p)) is not None}
+           for t in all_topics(scenario) for p, replicas in (t.assignment or {}).items()}  # a plan's new replicas too
     reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": sizes.get((*key, b), 0)} for b, _ in named}
             for key, named in plans.items()}
+    paths = {(b, d): cluster.real_dir(b, d) for b in scenario.brokers for d in scenario.log_dirs}
+    moves = {key: (at, observer.reassign_done.get(key)) for key, at in observer.reassign_started.items()}
     return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
-                time.perf_counter() - t0, reps, {DESCRIBE: described}, observer.controller_epochs)
+                time.perf_counter() - t0, reps, tools, observer.controller_epochs, paths, moves)
+
+
+# ------------------------------------------------------------------ a throttled move's completion
+
+
+def throttled_moves(scenario) -> list[tuple[Any, tuple[str, int], list[int]]]:
+    """(event, partition, target replicas) of each partition a throttled `reassign` event's plan adds
+    replicas to (KIP-455's adding replicas: the target less the replicas before it)."""
+    current = {(t.name, p): list(r) for t in scenario.topics for p, r in (t.assignment or {}).items()}
+    out = []
+    for e in reassigns(scenario):
+        for p in e.args["plan"]["partitions"]:
+            key, target = (p["topic"], int(p["partition"])), [int(b) for b in p["replicas"]]
+            if e.args.get("throttle") is not None and set(target) - set(current.get(key, target)):
+                out.append((e, key, target))
+            current[key] = target
+    return out
+
+
+def emulator_moves(run_dir: str, scenario) -> dict[tuple[str, int], tuple[int, int | None]]:
+    """Each throttled move's (plan time, completion) on the emulator: its first partition_state row with the
+    target replicas and nothing adding or removing (whatif.reassign_times), ms after the start."""
+    from ..storage.tables import read_table
+    from ..whatif import reassign_times
+
+    moves = throttled_moves(scenario)
+    if not moves:
+        return {}
+    ps = read_table(os.path.join(run_dir, "tables"), "partition_state").to_pandas()
+    out: dict[tuple[str, int], tuple[int, int | None]] = {}
+    for e, key, target in moves:
+        at = e.time_ms(scenario.round_ms)
+        done = reassign_times(ps, {key: target}, at)[key]
+        out[key] = (at, None if done is None else at + done)
+    return out
+
+
+def snapshot_before(scenario, event, workdir: Path) -> Path:
+    """A whatif SNAPSHOT of the emulated cluster just before `event` (docs/whatif.md): the scenario run on
+    the in-process engine (the same tables as the others) until the round before the event's, then
+    `sparkkafka describe` and `sparkkafka log-dirs --describe` of it as topics-describe.txt and
+    log-dirs.txt, and the produce rates running then as rates.csv (per topic: the format spreads a
+    topic's rate over its partitions)."""
+    from ..cluster import Cluster
+    from ..tools import operator as op
+
+    at = event.time_ms(scenario.round_ms)
+    run = workdir / "run"
+    sc = dataclasses.replace(scenario, emulator={**scenario.emulator, "engine": "local"})
+    Cluster.from_scenario(sc, out=str(run)).run(until_ms=max(at - scenario.round_ms, 0), progress=False)
+    snap = workdir / "snapshot"
+    snap.mkdir(parents=True, exist_ok=True)
+    (snap / "topics-describe.txt").write_text(emulator_describe(str(run)))
+    (snap / "log-dirs.txt").write_text(op.log_dirs_tool(str(run)).stdout)
+    rates: dict[str, list] = {}
+    for e in scenario.timeline:
+        a = e.args
+        start = e.time_ms(scenario.round_ms)
+        if e.type == "produce" and a.get("rate_per_sec") and start <= at < start + int(a.get("duration_ms") or 0):
+            r = rates.setdefault(a["topic"], [0.0, int(a["value_bytes"]), a["acks"]])
+            r[0] += float(a["rate_per_sec"])
+    (snap / "rates.csv").write_text("topic,records_per_sec,value_bytes,acks\n" + "".join(
+        f"{t},{r:g},{v},{'all' if k in (-1, 'all') else k}\n" for t, (r, v, k) in sorted(rates.items())))
+    return snap
+
+
+def whatif_etas(scenario, out: Path) -> dict[tuple[str, int], int | None]:
+    """What `sparkkafka whatif SNAPSHOT --reassign PLAN --throttle T` predicts (whatif.reassign_prediction,
+    in-process) for each throttled move, SNAPSHOT the emulated cluster just before its event
+    (`snapshot_before`, into OUT/whatif/timeline-I): ms after the plan, None when it predicts `never`."""
+    import pandas as pd
+
+    from ..whatif import reassign_prediction
+
+    etas: dict[tuple[str, int], int | None] = {}
+    for e in {e.index: e for e, _, _ in throttled_moves(scenario)}.values():
+        snap = snapshot_before(scenario, e, out / "whatif" / f"timeline-{e.index}")
+        plan = json.dumps(e.args["plan"])
+        (snap / "plan.json").write_text(plan)
+        _, _, predicted, _ = reassign_prediction(snap, plan, int(e.args["throttle"]))
+        for r in predicted.itertuples():
+            etas[(r.topic, int(r.partition))] = None if pd.isna(r.eta_ms) else int(r.eta_ms)  # None: never
+    return etas
+
+
+def move_tolerance_ms(real_ms: int, round_ms: int) -> int:
+    """How far a throttled move's duration may be from Kafka's: 10 % of Kafka's, at least two rounds (the
+    emulator's fetch cycle), plus the sampling interval (Kafka's start and end are each seen at a sample)."""
+    return max(-(-real_ms // 10), 2 * round_ms) + SAMPLE_MS
+
+
+def compare_moves(scenario, real: Side, emu: Side) -> list[dict]:
+    """Each throttled move: its duration on Kafka (from its adding replicas' first sample in ZooKeeper to the
+    first sample without them), on the emulator (from the plan's time to its completion) and whatif's ETA
+    (`emu.etas`). Judged when it completed on Kafka while observed: whatif's ETA, and the emulator's unless
+    the emulator stopped (`until_ms`) before Kafka's duration plus the tolerance had passed (Kafka's start is
+    later by the tool's JVM start), each within `move_tolerance_ms` of Kafka's."""
+    out = []
+    for e, key, target in throttled_moves(scenario):
+        ks, kd = real.moves.get(key, (None, None))
+        es, ed = emu.moves.get(key, (e.time_ms(scenario.round_ms), None))
+        k_ms = None if ks is None or kd is None else kd - ks
+        e_ms = None if ed is None else ed - es
+        eta = emu.etas.get(key)
+        tol = None if k_ms is None else move_tolerance_ms(k_ms, scenario.round_ms)
+        judged = [] if tol is None else [("whatif's ETA", eta)] + (
+            [("the emulator's", e_ms)] if ed is not None or es + k_ms + tol <= scenario.end_ms else [])
+        mism = [f"{key[0]}-{key[1]}: the move to {target} took {k_ms} ms on Kafka, {what} "
+                f"{'never' if v is None else f'{v} ms'}: more than {tol} ms apart"
+                for what, v in judged if v is None or abs(v - k_ms) > tol]
+        out.append({"event": f"timeline[{e.index}]", "topic": key[0], "partition": key[1], "target": target,
+                    "throttle": int(e.args["throttle"]),
+                    "kafka": {"started_ms": ks, "done_ms": kd, "ms": k_ms},
+                    "emulator": {"started_ms": es, "done_ms": ed, "ms": e_ms},
+                    "whatif_eta_ms": eta, "tolerance_ms": tol, "judged": [w for w, _ in judged],
+                    "mismatches": mism})
+    return out
 
 
 # ------------------------------------------------------------------ the comparison
@@ -362,8 +547,9 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
                                             "kafka": real.replicas.get(key, {}).get(b),
                                             "emulator": emu.replicas.get(key, {}).get(b)} for b, d in named]})
     lag = int(scenario.config.get("replica.lag.time.max.ms", 30000))
-    tools = compare_tools(real.tools, emu.tools)
+    tools = compare_tools(real.tools, emu.tools, {p: d for (_, d), p in real.log_dir_paths.items()})
     epochs = compare_epochs(real.controller_epochs, emu.controller_epochs)
+    moves = compare_moves(scenario, real, emu)
     return {
         "scenario": scenario.name, "kafka_version": version, "engine": engine, "until_ms": end,
         "kafka_observed_until_ms": real.observed_until_ms, "sampling_interval_ms": SAMPLE_MS,
@@ -373,10 +559,11 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
         "restarts": real.restarts,
         "partitions": parts,
         "mismatches": [f"{p['topic']}-{p['partition']}: {m}" for p in parts for m in p["mismatches"]]
-        + [f"{name}: the outputs differ (TopicIds masked)" for name, t in tools.items() if not t["equal"]]
-        + epochs["mismatches"],
+        + [f"{name}: the outputs differ ({t['masked']})" for name, t in tools.items() if not t["equal"]]
+        + epochs["mismatches"] + [m for mv in moves for m in mv["mismatches"]],
         "tools": tools,
         "controller_epochs": {"kafka": epochs["kafka"], "emulator": epochs["emulator"]},
+        "reassignments": moves,
         "records": {"kafka": real.records, "emulator": emu.records},
         "wall_s": {"kafka": round(real.wall_s, 1), "emulator": round(emu.wall_s, 1)},
     }
@@ -390,6 +577,24 @@ def _fmt(s: dict[str, Any] | None) -> str:
 
 def _replica(r: dict[str, Any] | None) -> str:
     return "-" if r is None else f"{r['bytes']} bytes in {r['dir']}"
+
+
+def _at(ms: int | None, start: int | None, since: str) -> str:
+    return "not complete" if ms is None else f"{ms} ms ({since} {start} ms)"
+
+
+def move_line(mv: dict[str, Any]) -> str:
+    """One throttled move's durations on both sides and whatif's ETA, and what of them is judged."""
+    k, e, eta = mv["kafka"], mv["emulator"], mv["whatif_eta_ms"]
+    if not mv["judged"]:
+        verdict = "not judged (not complete on Kafka)"
+    else:
+        verdict = ("ok" if not mv["mismatches"] else "MISMATCH") + f" ({' and '.join(mv['judged'])} within " \
+                  f"{mv['tolerance_ms']} ms of Kafka's)"
+    return (f"Throttled move of {mv['topic']}-{mv['partition']} to {mv['target']} ({mv['event']}, --throttle "
+            f"{mv['throttle']}): Kafka {_at(k['ms'], k['started_ms'], 'from its adding replicas in ZooKeeper at')}"
+            f", emulator {_at(e['ms'], e['started_ms'], 'from the plan at')}, whatif --reassign ETA "
+            f"{'never' if eta is None else f'{eta} ms'}: {verdict}")
 
 
 def text(cmp: dict[str, Any]) -> str:
@@ -441,9 +646,11 @@ def text(cmp: dict[str, Any]) -> str:
         lines.append(f"\nController epochs (which broker is not compared): Kafka {seq('kafka')}; "
                      f"emulator {seq('emulator')}")
     for name, t in cmp.get("tools", {}).items():
-        lines.append(f"\n{name} at the end (TopicIds masked): " + (
+        lines.append(f"\n{name} at the end ({t.get('masked', what_masked(name))}): " + (
             f"identical on both sides ({len(t['kafka'].splitlines())} lines)" if t["equal"] else "MISMATCH"))
         lines += [f"  {d}" for d in t["diff"]]
+    for i, mv in enumerate(cmp.get("reassignments", [])):
+        lines.append(("\n" if i == 0 else "") + move_line(mv))
     n = len(cmp["mismatches"])
     lines.append(f"{n} mismatch(es)" if n else "Within tolerance: the sequences and the tools' outputs agree")
     return "\n".join(lines) + "\n"
@@ -475,8 +682,11 @@ def replay(scenario, out: str, version: str, engine: str, run_emulator: Callable
     emu = emulator_side(emu_dir, time.perf_counter() - t0, planned(scenario))
     log(f"Emulator ({engine} engine): {emu.observed_until_ms} emulated ms in {emu.wall_s:.1f} s, {emu_dir}")
     scenario = with_assignment(scenario, emulator_assignment(emu_dir))
+    emu.moves = emulator_moves(emu_dir, scenario)
+    emu.etas = whatif_etas(scenario, Path(out))
     real = kafka_side(scenario, Path(out) / "kafka", version, log)
     log(f"Kafka {version}: {real.observed_until_ms} ms observed, {real.wall_s:.1f} s in all, {out}/kafka")
+    emu.tools.update(emulator_tools(emu_dir, scenario, real.log_dir_paths))
     cmp = comparison(scenario, version, real, emu, engine)
     write(out, cmp)
     log(text(cmp) + f"Wrote {os.path.join(out, 'comparison.json')}")

@@ -40,6 +40,23 @@ def reassign(cluster: RealCluster, plan: dict, throttle: int | None, workdir: Pa
     return run_tool(cluster, "kafka.admin.ReassignPartitionsCommand", *args)
 
 
+def verify(cluster: RealCluster, plan: dict, workdir: Path) -> str:
+    """kafka-reassign-partitions --verify of one plan (ReassignPartitionsCommand.verifyAssignment, 2.8): each
+    partition's and named log dir's state; once nothing moves, it also removes the throttles --execute set."""
+    path = Path(workdir) / f"verify-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(plan))
+    return run_tool(cluster, "kafka.admin.ReassignPartitionsCommand", "--bootstrap-server", cluster.bootstrap,
+                    "--verify", "--reassignment-json-file", str(path))
+
+
+def describe_log_dirs(cluster: RealCluster, topics: list[str]) -> str:
+    """kafka-log-dirs --describe --topic-list (kafka.admin.LogDirsCommand, DescribeLogDirs of every broker),
+    the scenario's topics only (the internal ones a consumer creates are left out, as --exclude-internal does
+    for kafka-topics)."""
+    return run_tool(cluster, "kafka.admin.LogDirsCommand", "--bootstrap-server", cluster.bootstrap, "--describe",
+                    "--topic-list", ",".join(topics))
+
+
 def create_topic(cluster: RealCluster, name: str, partitions: int, replication_factor: int,
                  assignment: Mapping[int, Sequence[int]] | None = None, config: Mapping | None = None) -> str:
     """kafka-topics --create (kafka.admin.TopicCommand, CreateTopics through the AdminClient); with an

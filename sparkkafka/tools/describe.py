@@ -26,8 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..protocol.java_hash import spread, string_hash
 from ..protocol.under_replicated import is_under_replicated, replication_factor
-from .java_hash import spread, string_hash
 
 __all__ = ["KAFKA_28_TOPIC_CONFIGS", "describe_lines", "topic_id"]
 

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ..errors import ScenarioError
-from .java_hash import spread, string_hash
+from ..protocol.java_hash import scala_hash_order, spread, string_hash
 
 _MASK = 0xFFFFFFFF
 
@@ -42,10 +42,6 @@ _MASK = 0xFFFFFFFF
 def topic_partition_hash(topic: str, partition: int) -> int:
     """``TopicPartition.hashCode``: ``31 * (31 + partition) + topic.hashCode()``, unsigned 32-bit."""
     return (31 * (31 + partition) + string_hash(topic)) & _MASK
-
-
-def _signed(h: int) -> int:
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def _table_size_for(capacity: int) -> int:
@@ -87,18 +83,6 @@ def java_hash_map_order(hashes: Sequence[int], initial_capacity: int | None = No
         if size > threshold:
             grow()
     return sorted(range(len(spreads)), key=lambda i: (spreads[i] & (cap - 1), i))
-
-
-def scala_hash_order(hashes: Sequence[int]) -> list[int]:
-    """Positions of distinct keys (hash codes `hashes`, inserted in order) in the iteration order of a
-    Scala 2.13 ``mutable.HashMap``/``mutable.HashSet`` (16 slots, doubled before the insertion that
-    reaches 3/4): slot of ``h ^ (h >>> 16)``, then that improved hash as a signed int, then insertion."""
-    size = 16
-    for count in range(1, len(hashes) + 1):
-        if count >= int(size * 0.75):
-            size <<= 1
-    improved = [spread(h & _MASK) for h in hashes]
-    return sorted(range(len(improved)), key=lambda i: (improved[i] & (size - 1), _signed(improved[i]), i))
 
 
 def _json_string(text: str) -> str:

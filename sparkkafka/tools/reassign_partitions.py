@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 from sparkkafka.admin import throttle_configs, throttled_brokers
 from sparkkafka.errors import ReassignError
 
-from .java_hash import spread, string_hash
+from ..protocol.java_hash import spread, string_hash
 
 __all__ = [
     "ANY_LOG_DIR",

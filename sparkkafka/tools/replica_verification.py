@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ScenarioError
+from ..protocol.java_hash import concurrent_hash_map_slots, string_hash
 from ..storage import tables as T
-from .java_hash import concurrent_hash_map_slots, string_hash
 
 __all__ = ["Verification", "crc32c", "record_checksums", "timestamp", "topic_filter", "verify", "verify_run"]
 
