@@ -21,6 +21,7 @@ import pytest
 
 from sparkkafka import parse_scenario
 from sparkkafka.errors import NotYetSupportedError
+from sparkkafka.realkafka import compare as C
 from sparkkafka.realkafka import replay as R
 from sparkkafka.realkafka.cluster import RealCluster
 from sparkkafka.realkafka.compare import compare_replicas
@@ -191,6 +192,50 @@ def test_the_observer_samples_a_topic_from_its_creation_and_each_controller_epoc
     assert [e for _, e in obs.controller_epochs] == [1, 2]
 
 
+def test_a_deleted_topic_ends_in_a_deleted_state_and_its_deletion_steps_are_not_compared():
+    zk = _Znodes({"/brokers/ids/1": b"", "/controller_epoch": b"1",
+                  "/brokers/topics/gone": {"partitions": {"0": [3, 1]}},
+                  "/brokers/topics/gone/partitions/0/state": {"leader": 3, "leader_epoch": 0, "isr": [3, 1]}})
+    obs = Observer(SimpleNamespace(zk=lambda: zk), ["gone"])
+    obs.sample()
+    # kafka-topics --delete marks it; TopicDeletionManager's OfflineReplica step removes replica 3 (leader -1)
+    zk.nodes.update({"/admin/delete_topics/gone": b"",
+                     "/brokers/topics/gone/partitions/0/state": {"leader": -1, "leader_epoch": 1, "isr": [1]}})
+    obs.origin -= 0.5  # half a second later
+    obs.sample()
+    for path in [k for k in zk.nodes if k.startswith("/brokers/topics/gone")]:
+        del zk.nodes[path]  # completeDeleteTopic
+    obs.origin -= 0.5
+    obs.sample()
+    obs.sample()  # deleted once
+    assert [(c.leader, c.leader_epoch, c.isr) for c in obs.changes] == [(3, 0, (1, 3)), C.DELETED]
+    assert obs.deleting == {("gone", 0, (-1, 1, (1,)))}
+    assert obs.deleted["gone"] - obs.marked_for_deletion["gone"] >= 500
+
+    seq = [(0, (3, 0, (1, 3)))]
+    real = R.Side({("gone", 0): [*seq, (11200, C.DELETED)], ("t", 0): seq}, {"acked": 0, "not_acked": 0, "errors": {}},
+                  deletions={"gone": {"marked_ms": 11000, "steps_not_compared": 1}})
+    emu = R.Side({("gone", 0): [*seq, (8000, C.DELETED)], ("t", 0): seq}, {"acked": 0, "not_acked": 0, "errors": {}})
+    cmp = R.comparison(DELETE, "2.8.2", real, emu, "local")
+    assert cmp["mismatches"] == []
+    assert cmp["deleted_topics"] == {"kafka": {"gone": {"deleted_ms": 11200, "marked_ms": 11000,
+                                                         "steps_not_compared": 1}},
+                                     "emulator": {"gone": {"deleted_ms": 8000}}}
+    out = R.text(cmp)
+    assert "    11200 ms  deleted                                  8000 ms  deleted\n" in out
+    assert ("Topic gone deleted: Kafka at 11200 ms (marked for deletion at 11000 ms; 1 states of its deletion "
+            "sampled, not compared); emulator at 8000 ms") in out
+    # not deleted on Kafka: its last state differs
+    real.changes[("gone", 0)] = seq
+    [m] = R.comparison(DELETE, "2.8.2", real, emu, "local")["mismatches"]
+    assert m == "gone-0: states differ: real [(3, 0, (1, 3))] emulator [(3, 0, (1, 3)), (-2, -2, ())]"
+
+
+DELETE = parse_scenario({"cluster": {"brokers": [1, 2, 3], "config": {"replica.lag.time.max.ms": 4000}},
+                         "topics": [{"name": "gone", "assignment": {0: [3, 1]}}, {"name": "t", "assignment": {0: [3, 1]}}],
+                         "timeline": [{"at": 8000, "delete_topic": "gone"}], "run": {"until_ms": 20000}})
+
+
 def _by_partition(cmp: dict) -> dict:
     return {(p["topic"], p["partition"]): p for p in cmp["partitions"]}
 
@@ -299,3 +344,30 @@ def test_a_controller_failover_a_failed_log_dir_a_created_topic_and_a_config_cha
     assert "2" not in parts[("disk", 0)]["log_end_offsets"]["kafka"]  # broker 2's replica went with its dir
     assert re.search(r"Controller epochs \(which broker is not compared\): Kafka 1 from \d+ ms, 2 from \d+ ms; "
                      r"emulator 1 from 0 ms, 2 from 1000 ms", out), out
+
+
+@pytest.mark.slow
+@pytest.mark.replay(SCENARIOS / "diff-elect-delete.yaml")
+def test_an_explicit_preferred_election_after_a_restart_and_a_deleted_topic(replayed):
+    """diff-elect-delete.yaml: broker 2's controlled shutdown moves `elect-0` to broker 1; with the automatic
+    rebalance off it stays there after broker 2 is back in the ISR until kafka-leader-election's preferred
+    election gives it back (epoch 2); `gone`, deleted by kafka-topics --delete, ends deleted and is no longer
+    in kafka-topics --describe, on both sides."""
+    cmp, out = replayed.cmp, replayed.stdout
+    print(f"diff-elect-delete: {replayed.wall_s:.1f} s")
+    assert "controller broker 1" in out
+    parts = _by_partition(cmp)
+    for side in ("kafka", "emulator"):
+        elect = parts[("elect", 0)][side]
+        assert _leaders(parts[("elect", 0)], side) == [2, 1, 2], (side, elect)
+        assert (elect[-1]["leader_epoch"], elect[-1]["isr"]) == (2, [1, 2, 3]), (side, elect)
+        assert [s["isr"] for s in elect[:-1]] == [[1, 2, 3], [1, 3], [1, 2, 3]], (side, elect)  # back before
+        assert _leaders(parts[("elect", 1)], side) == [1], side
+        for p in (0, 1):
+            gone = parts[("gone", p)][side]
+            assert [s["deleted"] for s in gone] == [False, True], (side, gone)
+        assert "gone" in cmp["deleted_topics"][side], (side, cmp["deleted_topics"])
+        described = cmp["tools"][R.DESCRIBE][side]
+        assert "Topic: elect\t" in described and "Topic: gone" not in described, (side, described)
+    assert re.search(r"Topic gone deleted: Kafka at \d+ ms \(marked for deletion at \d+ ms; \d+ states of its "
+                     r"deletion sampled, not compared\); emulator at 8000 ms", out), out

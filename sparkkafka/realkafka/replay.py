@@ -79,6 +79,9 @@ class Side:
     tools: dict[str, str] = field(default_factory=dict)
     # (time_ms, epoch) of each controller epoch: Kafka's /controller_epoch, the emulator's metrics
     controller_epochs: list[tuple[int, int]] = field(default_factory=list)
+    # topic -> when it was marked for deletion and how many of its deletion's states were sampled (Kafka:
+    # observe.py leaves them out of `changes`)
+    deletions: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 DESCRIBE = "kafka-topics --describe"
@@ -320,15 +323,29 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
            for t in all_topics(scenario) for p, replicas in (t.assignment or {}).items()}
     reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": sizes.get((*key, b), 0)} for b, _ in named}
             for key, named in plans.items()}
+    deletions = {t: {"marked_ms": at, "steps_not_compared": sum(1 for k in observer.deleting if k[0] == t)}
+                 for t, at in observer.marked_for_deletion.items()}
     return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
-                time.perf_counter() - t0, reps, {DESCRIBE: described}, observer.controller_epochs)
+                time.perf_counter() - t0, reps, {DESCRIBE: described}, observer.controller_epochs, deletions)
 
 
 # ------------------------------------------------------------------ the comparison
 
 
 def _states(seq: C.Seq) -> list[dict[str, Any]]:
-    return [{"time_ms": t, "leader": s[0], "leader_epoch": s[1], "isr": list(s[2])} for t, s in seq]
+    return [{"time_ms": t, "leader": s[0], "leader_epoch": s[1], "isr": list(s[2]), "deleted": s == C.DELETED}
+            for t, s in seq]
+
+
+def deleted_topics(side: Side) -> dict[str, dict[str, int]]:
+    """Each topic whose partitions all end in compare.DELETED: when the first of them did (`deleted_ms`),
+    and the side's `deletions` entry (Kafka: when it was marked, the deletion's states not compared)."""
+    last: dict[str, list[tuple[int, C.State]]] = {}
+    for (topic, _), seq in side.changes.items():
+        if seq:
+            last.setdefault(topic, []).append(seq[-1])
+    return {t: {"deleted_ms": min(at for at, _ in ends), **side.deletions.get(t, {})}
+            for t, ends in sorted(last.items()) if all(s == C.DELETED for _, s in ends)}
 
 
 def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> dict[str, Any]:
@@ -377,6 +394,7 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
         + epochs["mismatches"],
         "tools": tools,
         "controller_epochs": {"kafka": epochs["kafka"], "emulator": epochs["emulator"]},
+        "deleted_topics": {"kafka": deleted_topics(real), "emulator": deleted_topics(emu)},
         "records": {"kafka": real.records, "emulator": emu.records},
         "wall_s": {"kafka": round(real.wall_s, 1), "emulator": round(emu.wall_s, 1)},
     }
@@ -385,6 +403,8 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
 def _fmt(s: dict[str, Any] | None) -> str:
     if s is None:
         return "-"
+    if s.get("deleted"):
+        return f"{s['time_ms']:>7} ms  deleted"
     return f"{s['time_ms']:>7} ms  leader {s['leader']:>2}  epoch {s['leader_epoch']:>2}  isr {','.join(map(str, s['isr']))}"
 
 
@@ -440,6 +460,14 @@ def text(cmp: dict[str, Any]) -> str:
 
         lines.append(f"\nController epochs (which broker is not compared): Kafka {seq('kafka')}; "
                      f"emulator {seq('emulator')}")
+    gone = cmp.get("deleted_topics", {"kafka": {}, "emulator": {}})
+    for topic in sorted(set(gone["kafka"]) | set(gone["emulator"])):
+        k, e = gone["kafka"].get(topic), gone["emulator"].get(topic)
+        kafka = "not deleted" if k is None else f"at {k['deleted_ms']} ms" + (
+            f" (marked for deletion at {k['marked_ms']} ms; {k['steps_not_compared']} states of its deletion sampled, "
+            "not compared)" if "marked_ms" in k else "")
+        lines.append(f"\nTopic {topic} deleted: Kafka {kafka}; emulator "
+                     + ("not deleted" if e is None else f"at {e['deleted_ms']} ms"))
     for name, t in cmp.get("tools", {}).items():
         lines.append(f"\n{name} at the end (TopicIds masked): " + (
             f"identical on both sides ({len(t['kafka'].splitlines())} lines)" if t["equal"] else "MISMATCH"))
