@@ -110,6 +110,19 @@ def test_the_admin_events_and_faults_are_driven_and_a_created_topic_gets_the_emu
     assert Timeline(placed, RealCluster.for_scenario(placed, tmp_path), tmp_path).partitions("n") == [0, 1]
 
 
+def test_an_election_of_named_partitions_is_kafka_leader_elections_json_file(tmp_path):
+    scenario = parse_scenario({"cluster": {"brokers": [1, 2]}, "topics": [{"name": "t", "assignment": {0: [2, 1]}}],
+                               "timeline": [{"at": 5, "elect_leaders": {"election_type": "PREFERRED", "partitions": [
+                                   {"topic": "t", "partition": 0}]}}, {"at": 6, "elect_leaders": {
+                                       "election_type": "unclean"}}], "run": {"until_ms": 100}})
+    check_supported(scenario)
+    timeline = Timeline(scenario, RealCluster.for_scenario(scenario, tmp_path), tmp_path)
+    named, every = (timeline.election_args(e.args) for e in scenario.timeline)
+    assert named[2:4] == ["--election-type", "PREFERRED"] and named[4] == "--path-to-json-file"
+    assert json.loads(Path(named[5]).read_text()) == {"partitions": [{"topic": "t", "partition": 0}]}
+    assert every[2:] == ["--election-type", "UNCLEAN", "--all-topic-partitions"]
+
+
 def test_set_config_is_kafka_configs_alter_and_an_absent_override_cannot_be_deleted():
     assert config_args("topics", "t", {"min.insync.replicas": 2, "retention.ms": None}) == [
         "--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "min.insync.replicas=2",
