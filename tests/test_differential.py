@@ -222,17 +222,18 @@ def test_a_deleted_topic_ends_in_a_deleted_state_and_its_deletion_steps_are_not_
     obs.sample()
     obs.sample()  # deleted once
     assert [(c.leader, c.leader_epoch, c.isr) for c in obs.changes] == [(3, 0, (1, 3)), C.DELETED]
-    assert obs.deleting == {("gone", 0, (-1, 1, (1,)))}
     assert obs.deleted["gone"] - obs.marked_for_deletion["gone"] >= 500
+    assert R.kafka_deletions(obs) == {"gone": {"marked_ms": obs.marked_for_deletion["gone"], "steps_not_compared": [
+        {"partition": 0, "leader": -1, "leader_epoch": 1, "isr": [1]}]}}
 
     seq = [(0, (3, 0, (1, 3)))]
     real = R.Side({("gone", 0): [*seq, (11200, C.DELETED)], ("t", 0): seq}, {"acked": 0, "not_acked": 0, "errors": {}},
-                  deletions={"gone": {"marked_ms": 11000, "steps_not_compared": 1}})
+                  deletions={"gone": {"marked_ms": 11000, "steps_not_compared": [
+                      {"partition": 0, "leader": -1, "leader_epoch": 1, "isr": [1]}]}})
     emu = R.Side({("gone", 0): [*seq, (8000, C.DELETED)], ("t", 0): seq}, {"acked": 0, "not_acked": 0, "errors": {}})
     cmp = R.comparison(DELETE, "2.8.2", real, emu, "local")
     assert cmp["mismatches"] == []
-    assert cmp["deleted_topics"] == {"kafka": {"gone": {"deleted_ms": 11200, "marked_ms": 11000,
-                                                         "steps_not_compared": 1}},
+    assert cmp["deleted_topics"] == {"kafka": {"gone": {"deleted_ms": 11200, **real.deletions["gone"]}},
                                      "emulator": {"gone": {"deleted_ms": 8000}}}
     out = R.text(cmp)
     assert "    11200 ms  deleted                                  8000 ms  deleted\n" in out
@@ -382,5 +383,9 @@ def test_an_explicit_preferred_election_after_a_restart_and_a_deleted_topic(repl
         assert "gone" in cmp["deleted_topics"][side], (side, cmp["deleted_topics"])
         described = cmp["tools"][R.DESCRIBE][side]
         assert "Topic: elect\t" in described and "Topic: gone" not in described, (side, described)
+    # what Kafka's deletion wrote before removing the znodes (those the sampler read): removeReplicasFromIsr of
+    # each replica, epoch 1 then 2, the last ISR member kept
+    steps = cmp["deleted_topics"]["kafka"]["gone"]["steps_not_compared"]
+    assert all(s["leader_epoch"] in (1, 2) and len(s["isr"]) == 1 for s in steps), steps
     assert re.search(r"Topic gone deleted: Kafka at \d+ ms \(marked for deletion at \d+ ms; \d+ states of its "
                      r"deletion sampled, not compared\); emulator at 8000 ms", out), out

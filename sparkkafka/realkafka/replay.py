@@ -79,9 +79,9 @@ class Side:
     tools: dict[str, str] = field(default_factory=dict)
     # (time_ms, epoch) of each controller epoch: Kafka's /controller_epoch, the emulator's metrics
     controller_epochs: list[tuple[int, int]] = field(default_factory=list)
-    # topic -> when it was marked for deletion and how many of its deletion's states were sampled (Kafka:
-    # observe.py leaves them out of `changes`)
-    deletions: dict[str, dict[str, int]] = field(default_factory=dict)
+    # topic -> when it was marked for deletion ("marked_ms") and the states of its deletion's steps sampled
+    # ("steps_not_compared": partition, leader, leader_epoch, isr; Kafka: observe.py leaves them out of `changes`)
+    deletions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 DESCRIBE = "kafka-topics --describe"
@@ -323,10 +323,18 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
            for t in all_topics(scenario) for p, replicas in (t.assignment or {}).items()}
     reps = {key: {b: {"dir": cluster.replica_dir(b, *key), "bytes": sizes.get((*key, b), 0)} for b, _ in named}
             for key, named in plans.items()}
-    deletions = {t: {"marked_ms": at, "steps_not_compared": sum(1 for k in observer.deleting if k[0] == t)}
-                 for t, at in observer.marked_for_deletion.items()}
     return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
-                time.perf_counter() - t0, reps, {DESCRIBE: described}, observer.controller_epochs, deletions)
+                time.perf_counter() - t0, reps, {DESCRIBE: described}, observer.controller_epochs,
+                kafka_deletions(observer))
+
+
+def kafka_deletions(observer) -> dict[str, dict[str, Any]]:
+    """Side.deletions of the real side: per topic marked for deletion, when, and the states of its deletion's
+    steps the observer read (by partition, then epoch)."""
+    return {t: {"marked_ms": at, "steps_not_compared": [
+        {"partition": p, "leader": s[0], "leader_epoch": s[1], "isr": list(s[2])}
+        for _, p, s in sorted((k for k in observer.deleting if k[0] == t), key=lambda k: (k[1], k[2][1]))]}
+        for t, at in sorted(observer.marked_for_deletion.items())}
 
 
 # ------------------------------------------------------------------ the comparison
@@ -337,7 +345,7 @@ def _states(seq: C.Seq) -> list[dict[str, Any]]:
             for t, s in seq]
 
 
-def deleted_topics(side: Side) -> dict[str, dict[str, int]]:
+def deleted_topics(side: Side) -> dict[str, dict[str, Any]]:
     """Each topic whose partitions all end in compare.DELETED: when the first of them did (`deleted_ms`),
     and the side's `deletions` entry (Kafka: when it was marked, the deletion's states not compared)."""
     last: dict[str, list[tuple[int, C.State]]] = {}
@@ -464,7 +472,7 @@ def text(cmp: dict[str, Any]) -> str:
     for topic in sorted(set(gone["kafka"]) | set(gone["emulator"])):
         k, e = gone["kafka"].get(topic), gone["emulator"].get(topic)
         kafka = "not deleted" if k is None else f"at {k['deleted_ms']} ms" + (
-            f" (marked for deletion at {k['marked_ms']} ms; {k['steps_not_compared']} states of its deletion sampled, "
+            f" (marked for deletion at {k['marked_ms']} ms; {len(k['steps_not_compared'])} states of its deletion sampled, "
             "not compared)" if "marked_ms" in k else "")
         lines.append(f"\nTopic {topic} deleted: Kafka {kafka}; emulator "
                      + ("not deleted" if e is None else f"at {e['deleted_ms']} ms"))
