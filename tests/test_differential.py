@@ -5,8 +5,9 @@ user checks for its case on both sides. The quickstart's replay is tests/test_re
 
 The unit tests need no JVM: the comparison of the replicas a reassignment plan names and of the
 controller epochs, how replay reports them, and how the real side drives the admin events and faults
-(kafka-configs' arguments, a failed log dir, a created topic's placement). The slow tests start a ZooKeeper
-and three broker JVMs each (-Xmx256m), the emulator on the local engine; 60 to 91 s each on the shared
+(kafka-configs' and kafka-leader-election's arguments, a failed log dir, a created topic's placement, a deleted
+topic's end in a "deleted" state). The slow tests start a ZooKeeper
+and three broker JVMs each (-Xmx256m), the emulator on the local engine; 60 to 119 s each on the shared
 2-core machine, 212 to 237 s for the first three with a full test run beside them (docs/fidelity.md).
 """
 
