@@ -7,7 +7,7 @@ The unit tests need no JVM: the comparison of the replicas a reassignment plan n
 controller epochs, how replay reports them, and how the real side drives the admin events and faults
 (kafka-configs' and kafka-leader-election's arguments, a failed log dir, a created topic's placement, a deleted
 topic's end in a "deleted" state). The slow tests start a ZooKeeper
-and three broker JVMs each (-Xmx256m), the emulator on the local engine; 60 to 119 s each on the shared
+and three broker JVMs each (-Xmx256m), the emulator on the local engine; 56 to 119 s each on the shared
 2-core machine, 212 to 237 s for the first three with a full test run beside them (docs/fidelity.md).
 """
 
