@@ -147,6 +147,17 @@ def test_a_leader_that_serves_no_log_leaves_its_partition_unjudged(tmp_path):
     assert (s["lost_acked"], s["unavailable_acked"], s["offline_partitions"]) == (0, 2, 0)
 
 
+def test_a_deleted_partition_is_neither_offline_nor_under_replicated_and_its_records_are_not_judged(tmp_path):
+    """`gone-0` was deleted (its last partition_state row: leader -2, no ISR): Kafka's OfflinePartitionsCount
+    leaves a deleted topic out and no broker holds it any more; its acked record is not lost either."""
+    out = make_run(str(tmp_path), log=[rec(0, 0, 0)], replica_state=[rs(9, 0, 1, 1)],
+                   partition_state=[ps(-100, 0, [0, 1]), ps(-100, 0, [0, 1], topic="gone"),
+                                    ps(500, -2, [], epoch=-2, version=-1, topic="gone")],
+                   produce_results=[res(0, 0), res(1, 0, topic="gone")])
+    s = check(os.path.join(out, "tables"), json.load(open(os.path.join(out, "run.json"))))
+    assert (s["offline_partitions"], s["under_replicated_partitions"], s["lost_acked"]) == (0, 0, 0)
+
+
 # ---------------------------------------------------------------------- divergent
 def test_divergent_pairs_are_reported_once_at_their_first_differing_offset(tmp_path):
     out = make_run(

@@ -5,11 +5,12 @@ user checks for its case on both sides. The quickstart's replay is tests/test_re
 
 The unit tests need no JVM: the comparison of the replicas a reassignment plan names and of the
 controller epochs, how replay reports them, and how the real side drives the admin events and faults
-(kafka-configs' arguments, a failed log dir, a created topic's placement). The slow tests start a ZooKeeper
-and three broker JVMs each (-Xmx256m; diff-isolate's each in a network namespace of its own), the emulator
-on the local engine; 55 to 91 s each on the shared 2-core machine (docs/fidelity.md). Their replays run one
-after another in the background from the end of collection (`@pytest.mark.replay`, tests/background.py),
-while the rest of the suite runs; the tests come last and assert on the results.
+(kafka-configs' and kafka-leader-election's arguments, a failed log dir, a created topic's placement, a
+deleted topic's end in a "deleted" state). The slow tests start a ZooKeeper and three broker JVMs each
+(-Xmx256m; diff-isolate's each in a network namespace of its own), the emulator on the local engine; 55 to
+119 s each on the shared 2-core machine (docs/fidelity.md). Their replays run one after another in the
+background from the end of collection (`@pytest.mark.replay`, tests/background.py), while the rest of the
+suite runs; the tests come last and assert on the results.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 
 from sparkkafka import parse_scenario
 from sparkkafka.errors import NotYetSupportedError
+from sparkkafka.realkafka import compare as C
 from sparkkafka.realkafka import netns
 from sparkkafka.realkafka import replay as R
 from sparkkafka.realkafka.cluster import RealCluster
@@ -111,6 +113,19 @@ def test_the_admin_events_and_faults_are_driven_and_a_created_topic_gets_the_emu
     placed = R.with_assignment(ADMIN, {"t": {0: (1, 2)}, "n": {0: (3, 1), 1: (1, 2)}})
     assert [(t.name, t.assignment) for t in all_topics(placed)] == [("t", {0: (1, 2)}), ("n", {0: (3, 1), 1: (1, 2)})]
     assert Timeline(placed, RealCluster.for_scenario(placed, tmp_path), tmp_path).partitions("n") == [0, 1]
+
+
+def test_an_election_of_named_partitions_is_kafka_leader_elections_json_file(tmp_path):
+    scenario = parse_scenario({"cluster": {"brokers": [1, 2]}, "topics": [{"name": "t", "assignment": {0: [2, 1]}}],
+                               "timeline": [{"at": 5, "elect_leaders": {"election_type": "PREFERRED", "partitions": [
+                                   {"topic": "t", "partition": 0}]}}, {"at": 6, "elect_leaders": {
+                                       "election_type": "unclean"}}], "run": {"until_ms": 100}})
+    check_supported(scenario)
+    timeline = Timeline(scenario, RealCluster.for_scenario(scenario, tmp_path), tmp_path)
+    named, every = (timeline.election_args(e.args) for e in scenario.timeline)
+    assert named[2:4] == ["--election-type", "PREFERRED"] and named[4] == "--path-to-json-file"
+    assert json.loads(Path(named[5]).read_text()) == {"partitions": [{"topic": "t", "partition": 0}]}
+    assert every[2:] == ["--election-type", "UNCLEAN", "--all-topic-partitions"]
 
 
 def test_set_config_is_kafka_configs_alter_and_an_absent_override_cannot_be_deleted():
@@ -272,6 +287,51 @@ def test_a_throttled_moves_duration_on_kafka_is_judged_against_the_emulator_and_
     cmp = _moved((3702, None), None, None)
     assert cmp["mismatches"] == [] and "Kafka not complete, emulator not complete" in R.text(cmp)
     assert "not judged (not complete on Kafka)" in R.text(cmp)
+
+
+def test_a_deleted_topic_ends_in_a_deleted_state_and_its_deletion_steps_are_not_compared():
+    zk = _Znodes({"/brokers/ids/1": b"", "/controller_epoch": b"1",
+                  "/brokers/topics/gone": {"partitions": {"0": [3, 1]}},
+                  "/brokers/topics/gone/partitions/0/state": {"leader": 3, "leader_epoch": 0, "isr": [3, 1]}})
+    obs = Observer(SimpleNamespace(zk=lambda: zk), ["gone"])
+    obs.sample()
+    # kafka-topics --delete marks it; TopicDeletionManager's OfflineReplica step removes replica 3 (leader -1)
+    zk.nodes.update({"/admin/delete_topics/gone": b"",
+                     "/brokers/topics/gone/partitions/0/state": {"leader": -1, "leader_epoch": 1, "isr": [1]}})
+    obs.origin -= 0.5  # half a second later
+    obs.sample()
+    for path in [k for k in zk.nodes if k.startswith("/brokers/topics/gone")]:
+        del zk.nodes[path]  # completeDeleteTopic
+    obs.origin -= 0.5
+    obs.sample()
+    obs.sample()  # deleted once
+    assert [(c.leader, c.leader_epoch, c.isr) for c in obs.changes] == [(3, 0, (1, 3)), C.DELETED]
+    assert obs.deleted["gone"] - obs.marked_for_deletion["gone"] >= 500
+    assert R.kafka_deletions(obs) == {"gone": {"marked_ms": obs.marked_for_deletion["gone"], "steps_not_compared": [
+        {"partition": 0, "leader": -1, "leader_epoch": 1, "isr": [1]}]}}
+
+    seq = [(0, (3, 0, (1, 3)))]
+    real = R.Side({("gone", 0): [*seq, (11200, C.DELETED)], ("t", 0): seq}, {"acked": 0, "not_acked": 0, "errors": {}},
+                  deletions={"gone": {"marked_ms": 11000, "steps_not_compared": [
+                      {"partition": 0, "leader": -1, "leader_epoch": 1, "isr": [1]}]}})
+    emu = R.Side({("gone", 0): [*seq, (8000, C.DELETED)], ("t", 0): seq}, {"acked": 0, "not_acked": 0, "errors": {}})
+    cmp = R.comparison(DELETE, "2.8.2", real, emu, "local")
+    assert cmp["mismatches"] == []
+    assert cmp["deleted_topics"] == {"kafka": {"gone": {"deleted_ms": 11200, **real.deletions["gone"]}},
+                                     "emulator": {"gone": {"deleted_ms": 8000}}}
+    out = R.text(cmp)
+    assert "    11200 ms  deleted                                  8000 ms  deleted\n" in out
+    assert ("Topic gone deleted: Kafka at 11200 ms (marked for deletion at 11000 ms; 1 states of its deletion "
+            "sampled, not compared); emulator at 8000 ms") in out
+    # not deleted on Kafka: its last state differs
+    real.changes[("gone", 0)] = seq
+    [m] = R.comparison(DELETE, "2.8.2", real, emu, "local")["mismatches"]
+    assert m == "gone-0: states differ: real [(3, 0, (1, 3))] emulator [(3, 0, (1, 3)), (-2, -2, ())]"
+
+
+DELETE = parse_scenario({"cluster": {"brokers": [1, 2, 3], "config": {"replica.lag.time.max.ms": 4000}},
+                         "topics": [{"name": "gone", "assignment": {0: [3, 1]}}, {"name": "t", "assignment": {0: [3, 1]}}],
+                         "timeline": [{"at": 8000, "delete_topic": "gone"}], "run": {"until_ms": 20000}})
 
 
 def _by_partition(cmp: dict) -> dict:
@@ -448,3 +508,34 @@ def test_a_leader_cut_off_from_its_peers_keeps_its_leadership_and_rejoins_the_is
                 assert cut < shrink < end < rejoin, (side, states)
         assert cmp["records"][side]["not_acked"] == 0, cmp["records"]
     assert netns.stale(netns.namespaces(), netns.alive) == []  # the replay deleted its namespaces
+
+
+@pytest.mark.slow
+@pytest.mark.replay(SCENARIOS / "diff-elect-delete.yaml")
+def test_an_explicit_preferred_election_after_a_restart_and_a_deleted_topic(replayed):
+    """diff-elect-delete.yaml: broker 2's controlled shutdown moves `elect-0` to broker 1; with the automatic
+    rebalance off it stays there after broker 2 is back in the ISR until kafka-leader-election's preferred
+    election gives it back (epoch 2); `gone`, deleted by kafka-topics --delete, ends deleted and is no longer
+    in kafka-topics --describe, on both sides."""
+    cmp, out = replayed.cmp, replayed.stdout
+    print(f"diff-elect-delete: {replayed.wall_s:.1f} s")
+    assert "controller broker 1" in out
+    parts = _by_partition(cmp)
+    for side in ("kafka", "emulator"):
+        elect = parts[("elect", 0)][side]
+        assert _leaders(parts[("elect", 0)], side) == [2, 1, 2], (side, elect)
+        assert (elect[-1]["leader_epoch"], elect[-1]["isr"]) == (2, [1, 2, 3]), (side, elect)
+        assert [s["isr"] for s in elect[:-1]] == [[1, 2, 3], [1, 3], [1, 2, 3]], (side, elect)  # back before
+        assert _leaders(parts[("elect", 1)], side) == [1], side
+        for p in (0, 1):
+            gone = parts[("gone", p)][side]
+            assert [s["deleted"] for s in gone] == [False, True], (side, gone)
+        assert "gone" in cmp["deleted_topics"][side], (side, cmp["deleted_topics"])
+        described = cmp["tools"][R.DESCRIBE][side]
+        assert "Topic: elect\t" in described and "Topic: gone" not in described, (side, described)
+    # what Kafka's deletion wrote before removing the znodes (those the sampler read): removeReplicasFromIsr of
+    # each replica, epoch 1 then 2, the last ISR member kept
+    steps = cmp["deleted_topics"]["kafka"]["gone"]["steps_not_compared"]
+    assert all(s["leader_epoch"] in (1, 2) and len(s["isr"]) == 1 for s in steps), steps
+    assert re.search(r"Topic gone deleted: Kafka at \d+ ms \(marked for deletion at \d+ ms; \d+ states of its "
+                     r"deletion sampled, not compared\); emulator at 8000 ms", out), out

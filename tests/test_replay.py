@@ -152,7 +152,7 @@ def test_at_the_end_kafka_may_lag_by_the_tolerance_but_every_emulator_state_must
     assert compare_partition(KEY, real, [(0, START)], tol, end_ms=end) == []
     cmp = R.comparison(SC, "2.8.2", *_sides(real, [(0, START)], delay_ms=0), "local")
     assert cmp["partitions"][0]["kafka_after_end"] == [{"time_ms": 9500, "leader": 1, "leader_epoch": 1,
-                                                        "isr": [1, 2]}]
+                                                        "isr": [1, 2], "deleted": False}]
     assert "(after the end: not compared)" in R.text(cmp)
     # ... but not one well before the end, and not an emulator state Kafka never reached
     [m] = compare_partition(KEY, [(0, START), (5000, SHRUNK)], [(0, START)], tol, end_ms=end)

@@ -13,6 +13,8 @@ with the tolerances stated here (docs/fidelity.md):
   both sides within one `replica.fetch.max.bytes` (a throttled leader serves one whole fetch before its
   rate sensor is full, ReplicationQuotaManager, where the emulator never exceeds the rate: docs/fidelity.md),
   and a replica the plan gives a log dir (KIP-113) must be in the same dir on both sides;
+* a deleted topic's partitions end in DELETED on both sides (the emulator's partition_state row of the
+  deletion; on Kafka the sample that finds the topic's znode gone, observe.py), a change like another;
 * at the end of a run (`end_ms`): the real side is observed one tolerance longer than the emulator ran, so
   every emulator state must show on Kafka; real states past the emulator's last one that start later than
   `end_ms - tol_ms` are not compared (the emulator, stopped at `end_ms`, could make them that much later).
@@ -26,6 +28,8 @@ from dataclasses import dataclass
 
 State = tuple[int, int, tuple[int, ...]]  # leader, leader epoch, sorted ISR
 Seq = list[tuple[int, State]]  # (time_ms, state), in time order
+# a deleted partition's last state: LeaderAndIsr.LeaderDuringDelete and EpochDuringDelete (-2), no ISR
+DELETED: State = (-2, -2, ())
 
 
 def tolerance_ms(config: Mapping, restart_delay_ms: int = 0) -> int:

@@ -2,7 +2,15 @@
 record of them: the /brokers/topics/T/partitions/P/state znodes (leader, leader_epoch, isr; what the
 emulator's `partition_state` table holds) and /brokers/topics/T (replicas, adding/removing replicas of
 KIP-455), and /controller_epoch, polled every `interval_ms` with a kazoo client. A znode read costs well under a millisecond on
-loopback, where `kafka-topics --describe` would start a JVM per sample (seconds)."""
+loopback, where `kafka-topics --describe` would start a JVM per sample (seconds).
+
+A deleted topic's partitions end in `compare.DELETED` (leader and epoch -2, Kafka's LeaderDuringDelete and
+EpochDuringDelete, the emulator's partition_state row of a deletion) from the sample that finds
+/brokers/topics/T gone (TopicDeletionManager.completeDeleteTopic removes it). While /admin/delete_topics/T
+exists their state znodes are not sampled: TopicDeletionManager.onPartitionDeletion takes each replica
+OfflineReplica first, whose removeReplicasFromIsr writes the state once per replica (leader -1, epoch + 1
+each) within milliseconds, steps the emulator's deletion does not write (it goes to DELETED in one round);
+`deleting` holds the states the sampler saw then, `marked_for_deletion` and `deleted` say when."""
 
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from .cluster import RealCluster
+from .compare import DELETED
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,11 @@ class Observer:
     registered: list[tuple[int, int]] = field(default_factory=list)  # (time_ms, broker) of each registration
     # (time_ms, epoch) of each controller epoch seen (a new controller elected: KafkaController.elect)
     controller_epochs: list[tuple[int, int]] = field(default_factory=list)
+    # topic -> ms of the first sample that saw /admin/delete_topics/T, of the first that found it gone
+    marked_for_deletion: dict[str, int] = field(default_factory=dict)
+    deleted: dict[str, int] = field(default_factory=dict)
+    # (topic, partition, state) of each state read while its topic was marked for deletion (not in `changes`)
+    deleting: set[tuple] = field(default_factory=set)
     _ids: set[int] = field(default_factory=set)
     _last: dict[tuple[str, int], tuple] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -61,7 +75,11 @@ class Observer:
                 self.controller_epochs.append((now, epoch))
         for t in self.topics:
             if zk.exists(f"/brokers/topics/{t}") is None:
+                self._gone(t, now)
                 continue
+            marked = zk.exists(f"/admin/delete_topics/{t}") is not None
+            if marked:
+                self.marked_for_deletion.setdefault(t, now)
             meta = json.loads(zk.get(f"/brokers/topics/{t}")[0])
             adding = meta.get("adding_replicas") or {}
             for p in sorted(int(x) for x in meta["partitions"]):
@@ -76,9 +94,19 @@ class Observer:
                     continue
                 st = json.loads(zk.get(path)[0])
                 state = (int(st["leader"]), int(st["leader_epoch"]), tuple(sorted(st["isr"])))
-                if self._last.get(key) != state:
+                if marked:
+                    if self._last.get(key) != state:
+                        self.deleting.add((*key, state))
+                elif self._last.get(key) != state:
                     self._last[key] = state
                     self.changes.append(Change(now, t, p, *state))
+
+    def _gone(self, topic: str, now: int) -> None:
+        """The partitions of `topic` seen before and not yet deleted end in DELETED at `now`."""
+        for key in sorted(k for k, v in self._last.items() if k[0] == topic and v != DELETED):
+            self._last[key] = DELETED
+            self.changes.append(Change(now, *key, *DELETED))
+            self.deleted.setdefault(topic, now)
 
     def _loop(self) -> None:
         while not self._stop.is_set():

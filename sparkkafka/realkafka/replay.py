@@ -90,6 +90,9 @@ class Side:
     moves: dict[tuple[str, int], tuple[int, int | None]] = field(default_factory=dict)
     # whatif --reassign's ETA of each throttled move (the emulator's side: from a snapshot of its cluster)
     etas: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    # topic -> when it was marked for deletion ("marked_ms") and the states of its deletion's steps sampled
+    # ("steps_not_compared": partition, leader, leader_epoch, isr; Kafka: observe.py leaves them out of `changes`)
+    deletions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 DESCRIBE = "kafka-topics --describe"
@@ -389,7 +392,8 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
     paths = {(b, d): cluster.real_dir(b, d) for b in scenario.brokers for d in scenario.log_dirs}
     moves = {key: (at, observer.reassign_done.get(key)) for key, at in observer.reassign_started.items()}
     return Side(C.from_changes(observer.changes), _delivery(timeline.producers), leo, now, restarts,
-                time.perf_counter() - t0, reps, tools, observer.controller_epochs, paths, moves)
+                time.perf_counter() - t0, reps, tools, observer.controller_epochs, paths, moves,
+                deletions=kafka_deletions(observer))
 
 
 # ------------------------------------------------------------------ a throttled move's completion
@@ -509,11 +513,32 @@ def compare_moves(scenario, real: Side, emu: Side) -> list[dict]:
     return out
 
 
+def kafka_deletions(observer) -> dict[str, dict[str, Any]]:
+    """Side.deletions of the real side: per topic marked for deletion, when, and the states of its deletion's
+    steps the observer read (by partition, then epoch)."""
+    return {t: {"marked_ms": at, "steps_not_compared": [
+        {"partition": p, "leader": s[0], "leader_epoch": s[1], "isr": list(s[2])}
+        for _, p, s in sorted((k for k in observer.deleting if k[0] == t), key=lambda k: (k[1], k[2][1]))]}
+        for t, at in sorted(observer.marked_for_deletion.items())}
+
+
 # ------------------------------------------------------------------ the comparison
 
 
 def _states(seq: C.Seq) -> list[dict[str, Any]]:
-    return [{"time_ms": t, "leader": s[0], "leader_epoch": s[1], "isr": list(s[2])} for t, s in seq]
+    return [{"time_ms": t, "leader": s[0], "leader_epoch": s[1], "isr": list(s[2]), "deleted": s == C.DELETED}
+            for t, s in seq]
+
+
+def deleted_topics(side: Side) -> dict[str, dict[str, Any]]:
+    """Each topic whose partitions all end in compare.DELETED: when the first of them did (`deleted_ms`),
+    and the side's `deletions` entry (Kafka: when it was marked, the deletion's states not compared)."""
+    last: dict[str, list[tuple[int, C.State]]] = {}
+    for (topic, _), seq in side.changes.items():
+        if seq:
+            last.setdefault(topic, []).append(seq[-1])
+    return {t: {"deleted_ms": min(at for at, _ in ends), **side.deletions.get(t, {})}
+            for t, ends in sorted(last.items()) if all(s == C.DELETED for _, s in ends)}
 
 
 def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> dict[str, Any]:
@@ -564,6 +589,7 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
         "tools": tools,
         "controller_epochs": {"kafka": epochs["kafka"], "emulator": epochs["emulator"]},
         "reassignments": moves,
+        "deleted_topics": {"kafka": deleted_topics(real), "emulator": deleted_topics(emu)},
         "records": {"kafka": real.records, "emulator": emu.records},
         "wall_s": {"kafka": round(real.wall_s, 1), "emulator": round(emu.wall_s, 1)},
     }
@@ -572,6 +598,8 @@ def comparison(scenario, version: str, real: Side, emu: Side, engine: str) -> di
 def _fmt(s: dict[str, Any] | None) -> str:
     if s is None:
         return "-"
+    if s.get("deleted"):
+        return f"{s['time_ms']:>7} ms  deleted"
     return f"{s['time_ms']:>7} ms  leader {s['leader']:>2}  epoch {s['leader_epoch']:>2}  isr {','.join(map(str, s['isr']))}"
 
 
@@ -645,6 +673,14 @@ def text(cmp: dict[str, Any]) -> str:
 
         lines.append(f"\nController epochs (which broker is not compared): Kafka {seq('kafka')}; "
                      f"emulator {seq('emulator')}")
+    gone = cmp.get("deleted_topics", {"kafka": {}, "emulator": {}})
+    for topic in sorted(set(gone["kafka"]) | set(gone["emulator"])):
+        k, e = gone["kafka"].get(topic), gone["emulator"].get(topic)
+        kafka = "not deleted" if k is None else f"at {k['deleted_ms']} ms" + (
+            f" (marked for deletion at {k['marked_ms']} ms; {len(k['steps_not_compared'])} states of its deletion sampled, "
+            "not compared)" if "marked_ms" in k else "")
+        lines.append(f"\nTopic {topic} deleted: Kafka {kafka}; emulator "
+                     + ("not deleted" if e is None else f"at {e['deleted_ms']} ms"))
     for name, t in cmp.get("tools", {}).items():
         lines.append(f"\n{name} at the end ({t.get('masked', what_masked(name))}): " + (
             f"identical on both sides ({len(t['kafka'].splitlines())} lines)" if t["equal"] else "MISMATCH"))

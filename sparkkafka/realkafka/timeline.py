@@ -241,15 +241,20 @@ class Timeline:
         parts = [{**e, "log_dirs": real(e)} if e.get("log_dirs") else e for e in plan["partitions"]]
         return {**plan, "partitions": parts}
 
-    def _elect(self, a: dict) -> str:
+    def election_args(self, a: dict) -> list[str]:
+        """kafka-leader-election's arguments for an elect_leaders event: `--election-type PREFERRED|UNCLEAN`
+        and the event's (topic, partition) pairs in a `--path-to-json-file` ({"partitions": [{"topic",
+        "partition"}]}, LeaderElectionCommand's format), or `--all-topic-partitions` without them."""
         args = ["--bootstrap-server", self.cluster.bootstrap, "--election-type",
                 str(a.get("election_type", "preferred")).upper()]
         parts = a.get("partitions")
         if parts:
             path = self.workdir / f"elect-{time.monotonic_ns()}.json"
-            path.write_text(json.dumps({"partitions": [{"topic": p["topic"], "partition": p["partition"]}
-                                                       for p in parts]}))
+            path.write_text(json.dumps({"partitions": [{"topic": t, "partition": int(p)} for t, p in parts]}))
             args += ["--path-to-json-file", str(path)]
         else:
             args += ["--all-topic-partitions"]
-        return run_tool(self.cluster, "kafka.admin.LeaderElectionCommand", *args)
+        return args
+
+    def _elect(self, a: dict) -> str:
+        return run_tool(self.cluster, "kafka.admin.LeaderElectionCommand", *self.election_args(a))

@@ -208,6 +208,7 @@ def _add(a: dict, b: dict) -> dict:
 
 
 RUN_KEYS = ("scenario", "seed", "rounds", "time_ms")  # the summary's keys about the run, not counts
+DELETED_LEADER = -2  # a deleted partition's last partition_state row (LeaderAndIsr.LeaderDuringDelete)
 
 
 def _under_replicated(parts: pd.DataFrame) -> list[bool]:
@@ -237,8 +238,12 @@ def audit_tables(t: RunTables, meta: dict, whole: Whole | None = None) -> tuple[
     reps = _final(t.replica_state, whole.final_round)
     parts = latest_of(t.partition_state)
     live = sorted(set(meta.get("live_brokers", [])))
+    # a deleted partition (leader -2) is neither offline nor under-replicated: Kafka's OfflinePartitionsCount
+    # leaves out topics being deleted (ControllerContext.updatePartitionStateMetrics) and a deleted partition
+    # exists on no broker (UnderReplicatedPartitions); its acked records stay unjudged (no leader serves them)
+    existing = parts[parts["leader"] != DELETED_LEADER] if len(parts) else parts
     offline = parts[~parts["leader"].isin(live)] if len(parts) else parts
-    under = parts[_under_replicated(parts)] if len(parts) else parts
+    under = existing[_under_replicated(existing)] if len(existing) else existing
     acked = results[results["acked"]] if len(results) else results
     errors = results["error"].dropna().value_counts().sort_index().to_dict() if len(results) else {}
     now = int(meta.get("time_ms", 0))
@@ -260,7 +265,8 @@ def audit_tables(t: RunTables, meta: dict, whole: Whole | None = None) -> tuple[
         "not_acked": int(len(results) - len(acked)), "errors": {k: int(v) for k, v in errors.items()},
         "lost_acked": int(len(lost)), "pending_acked": int(len(pending)), "unavailable_acked": int(unavailable),
         "divergent_replicas": int(len(divergent)),
-        "offline_partitions": int(len(offline)), "under_replicated_partitions": int(len(under)),
+        "offline_partitions": int((offline["leader"] != DELETED_LEADER).sum()) if len(offline) else 0,
+        "under_replicated_partitions": int(len(under)),
         "log_records": int(len(log)),
         "violations": {k: int((found["kind"] == k).sum()) for k in KINDS},
         "lost_acked_by_acks": {label: int(by_acks.get(a, 0)) for a, label in ACKS_LABEL.items()},
