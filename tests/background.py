@@ -6,7 +6,9 @@ downloads and unpacking). Started in threads at the end of collection (conftest.
 other tests do; the test itself then waits for the result and asserts on it as before. What runs where:
 
 - one lane of replays, one after another (never two clusters at once on the 2-core machine), in the order
-  their tests come; each writes its replay directory under the run's pytest base temp dir;
+  their tests come, each ahead of the suite in CPU priority (realkafka_util.REPLAY_NICENESS: it runs on
+  the wall clock, the other tests do not); each writes its replay directory under the run's pytest base
+  temp dir;
 - one lane of set-up: the side venv (idempotent and locked, test_delta_spark.side_python).
 
 A test selected alone still works: its work starts at collection's end as well, or, where nothing started
