@@ -16,7 +16,6 @@ holder) while another process holds it; the read-only verbs take no lock.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -427,7 +426,7 @@ def _run(args: argparse.Namespace) -> int:
             require_out_dir(args.out, "--out")  # before the scenario is read, a directory made or Spark started
         sc = load_scenario(args.scenario)  # validate before any Spark job starts
         if args.engine:
-            sc = dataclasses.replace(sc, emulator={**sc.emulator, "engine": args.engine})
+            sc = sc.on_engine(args.engine)
         out = args.out or os.path.join("runs", sc.name)
         require_out_dir(out, "--out")
         if _is_run_dir(out) and not args.overwrite:
@@ -448,7 +447,7 @@ def _run(args: argparse.Namespace) -> int:
 
             c = Cluster.for_path(get_spark(args.master), out, checked=True)  # _check_writable, under the lock
             if args.engine and c.resumable:  # the rest of the run on the other engine: the same tables either way
-                c.scenario = dataclasses.replace(c.scenario, emulator={**c.scenario.emulator, "engine": args.engine})
+                c.scenario = c.scenario.on_engine(args.engine)
         else:
             c = Cluster.from_scenario(sc, out=out, overwrite=args.overwrite, master=args.master)
         c.run(until_ms=args.until_ms, progress=not args.no_progress and sys.stderr.isatty())

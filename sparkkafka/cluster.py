@@ -7,7 +7,6 @@ tables (run_views.py). A Cluster method that changes the run holds the run direc
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -132,7 +131,7 @@ class Cluster:
         if engine is not None:
             if engine not in ENGINES:
                 raise ScenarioError("engine", engine, f"expected one of: {', '.join(ENGINES)}")
-            sc = dataclasses.replace(sc, emulator={**sc.emulator, "engine": engine})
+            sc = sc.on_engine(engine)
         out = out or os.path.join("runs", sc.name)
         require_out_dir(out)
         if spark is not None:

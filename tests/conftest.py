@@ -39,8 +39,8 @@ def _replay_scenario(item: pytest.Item) -> Path | None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests that wait on background work last, so the rest of the run overlaps that work."""
-    waiting = [i for i in items if _replay_scenario(i) or "side_venv" in getattr(i, "fixturenames", ())]
-    items[:] = [i for i in items if i not in waiting] + waiting
+    waits = [bool(_replay_scenario(i) or "side_venv" in getattr(i, "fixturenames", ())) for i in items]
+    items[:] = [i for i, w in zip(items, waits, strict=True) if not w] + [i for i, w in zip(items, waits, strict=True) if w]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -78,7 +78,9 @@ def replayed(request, tmp_path):
     started at collection's end, or starts now."""
     scenario = _replay_scenario(request.node)
     assert scenario is not None, "the replayed fixture needs @pytest.mark.replay(SCENARIO)"
-    return background.start_replay(scenario, tmp_path).result(timeout=1800)
+    done = background.start_replay(scenario, tmp_path).result(timeout=1800)
+    print(f"{scenario.stem}: replayed in {done.wall_s:.1f} s")  # the cost, in the test's captured output
+    return done
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,11 @@ class Replayed:
     wall_s: float
     out: Path
 
+    @property
+    def partitions(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """comparison.json's partitions by (topic, partition)."""
+        return {(p["topic"], p["partition"]): p for p in self.cmp["partitions"]}
+
 
 #: the replay's niceness: its JVMs run the scenario on the wall clock, so when the rest of the suite runs beside
 #: it (tests/background.py) it gets the CPU first; the suite's own tests keep no time (a raise needs root, CI's

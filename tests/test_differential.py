@@ -334,10 +334,6 @@ DELETE = parse_scenario({"cluster": {"brokers": [1, 2, 3], "config": {"replica.l
                          "timeline": [{"at": 8000, "delete_topic": "gone"}], "run": {"until_ms": 20000}})
 
 
-def _by_partition(cmp: dict) -> dict:
-    return {(p["topic"], p["partition"]): p for p in cmp["partitions"]}
-
-
 def _leaders(part: dict, side: str) -> list[int]:
     out: list[int] = []
     for s in part[side]:
@@ -352,10 +348,8 @@ def test_pause_controlled_shutdown_restart_and_the_preferred_leaders_return(repl
     """diff-shutdown-restart.yaml: broker 3 paused 8 s leaves every ISR and rejoins; broker 2's controlled
     shutdown hands partition 0 to broker 1 and partition 1 to broker 3 (the next ISR replica of each
     assignment) on both sides; after its restart the imbalance check makes it leader of both again."""
-    cmp, out = replayed.cmp, replayed.stdout
-    print(f"diff-shutdown-restart: {replayed.wall_s:.1f} s")
+    cmp, out, parts = replayed.cmp, replayed.stdout, replayed.partitions
     assert "controller broker 1" in out
-    parts = _by_partition(cmp)
     for side in ("kafka", "emulator"):
         assert _leaders(parts[("life", 0)], side) == [2, 1, 2], side
         assert _leaders(parts[("life", 1)], side) == [2, 3, 2], side
@@ -375,9 +369,7 @@ def test_unclean_election_on_and_off_and_min_insync_refusals(replayed):
     """diff-unclean-min-isr.yaml: with broker 2 (the last ISR member) down, the restarted out-of-sync
     broker 3 is elected for unclean-on only, at the records it had (fewer than broker 2's); unclean-off
     stays offline; minisr refuses acks=all writes while its ISR is broker 1 alone, on both sides."""
-    cmp, out = replayed.cmp, replayed.stdout
-    print(f"diff-unclean-min-isr: {replayed.wall_s:.1f} s")
-    parts = _by_partition(cmp)
+    cmp, out, parts = replayed.cmp, replayed.stdout, replayed.partitions
     for side in ("kafka", "emulator"):
         on, off = parts[("unclean-on", 0)][side], parts[("unclean-off", 0)][side]
         assert (on[-1]["leader"], on[-1]["isr"]) == (3, [3]), (side, on)
@@ -400,9 +392,7 @@ def test_a_throttled_two_partition_move_and_a_log_dir_move(replayed):
     (the emulator), the move does not complete; broker 1's replica of `moved` goes to d1 on both sides;
     `quick`, led by broker 3, moves to broker 2 within the tolerance of whatif's ETA on both sides; the
     tools' outputs at the end agree."""
-    cmp = replayed.cmp
-    print(f"diff-throttled-move: {replayed.wall_s:.1f} s")
-    parts = _by_partition(cmp)
+    cmp, parts = replayed.cmp, replayed.partitions
     for p in (0, 1):
         [new] = [r for r in parts[("t", p)]["planned_replicas"] if r["added"]]
         assert new["broker"] == 3 and new["emulator"]["bytes"] == 0, new
@@ -458,9 +448,7 @@ def test_a_controller_failover_a_failed_log_dir_a_created_topic_and_a_config_cha
     leadership to broker 1 (ISR [1], epoch 1), while its replica of `lead-0` in d1 stays in sync; `fresh` gets
     the emulator's placement and its preferred leaders on Kafka too; `disk`'s min.insync.replicas 2 refuses
     the acks=all writes its ISR [1] took before, on both sides."""
-    cmp, out = replayed.cmp, replayed.stdout
-    print(f"diff-admin-faults: {replayed.wall_s:.1f} s")
-    parts = _by_partition(cmp)
+    cmp, out, parts = replayed.cmp, replayed.stdout, replayed.partitions
     created = R.emulator_assignment(str(replayed.out / "emulator"))["fresh"]
     for side in ("kafka", "emulator"):
         assert [e["epoch"] for e in cmp["controller_epochs"][side]] == [1, 2], (side, cmp["controller_epochs"])
@@ -490,10 +478,8 @@ def test_a_leader_cut_off_from_its_peers_keeps_its_leadership_and_rejoins_the_is
     back in after the heal. Broker 3, cut off from the controller from 12 to 20 s (`from: controller`,
     `duration_ms`), leaves iso-1's ISR and rejoins when the cut ends. The same on both sides; every acks=1
     write acked; the replay leaves no network namespace behind."""
-    cmp, out = replayed.cmp, replayed.stdout
-    print(f"diff-isolate: {replayed.wall_s:.1f} s")
+    cmp, out, parts = replayed.cmp, replayed.stdout, replayed.partitions
     assert "controller broker 1" in out
-    parts = _by_partition(cmp)
     for side in ("kafka", "emulator"):
         led = parts[("iso", 0)][side]
         assert [(s["leader"], s["leader_epoch"], s["isr"]) for s in led] == [(2, 0, [1, 2, 3])], (side, led)
@@ -517,10 +503,8 @@ def test_an_explicit_preferred_election_after_a_restart_and_a_deleted_topic(repl
     rebalance off it stays there after broker 2 is back in the ISR until kafka-leader-election's preferred
     election gives it back (epoch 2); `gone`, deleted by kafka-topics --delete, ends deleted and is no longer
     in kafka-topics --describe, on both sides."""
-    cmp, out = replayed.cmp, replayed.stdout
-    print(f"diff-elect-delete: {replayed.wall_s:.1f} s")
+    cmp, out, parts = replayed.cmp, replayed.stdout, replayed.partitions
     assert "controller broker 1" in out
-    parts = _by_partition(cmp)
     for side in ("kafka", "emulator"):
         elect = parts[("elect", 0)][side]
         assert _leaders(parts[("elect", 0)], side) == [2, 1, 2], (side, elect)

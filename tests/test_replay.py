@@ -185,9 +185,8 @@ def test_a_restart_delay_is_until_the_brokers_registration_or_bounded_while_it_h
 def test_replay_of_the_quickstart_agrees_and_lists_the_leader_change_on_both_sides(replayed):
     """The quickstart (broker 3, leader of orders-0 and orders-3, crashed at 2 s and restarted at 10 s) on
     real Kafka 2.8.2 and on the emulator, from a fresh directory as a user runs it."""
-    cmp, out = replayed.cmp, replayed.out
+    cmp, out, parts = replayed.cmp, replayed.out, replayed.partitions
     assert cmp["mismatches"] == [] and cmp["engine"] == "local"
-    parts = {(p["topic"], p["partition"]): p for p in cmp["partitions"]}
     for key in (("orders", 0), ("orders", 3)):  # broker 3 led both: a new leader, epoch 1, on both sides
         for side in ("kafka", "emulator"):
             seq = [(s["leader"], s["leader_epoch"]) for s in parts[key][side]]

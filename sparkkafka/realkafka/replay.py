@@ -442,8 +442,7 @@ def snapshot_before(scenario, event, workdir: Path) -> Path:
 
     at = event.time_ms(scenario.round_ms)
     run = workdir / "run"
-    sc = dataclasses.replace(scenario, emulator={**scenario.emulator, "engine": "local"})
-    Cluster.from_scenario(sc, out=str(run)).run(until_ms=max(at - scenario.round_ms, 0), progress=False)
+    Cluster.from_scenario(scenario, out=str(run), engine="local").run(until_ms=max(at - scenario.round_ms, 0), progress=False)
     snap = workdir / "snapshot"
     snap.mkdir(parents=True, exist_ok=True)
     (snap / "topics-describe.txt").write_text(emulator_describe(str(run)))

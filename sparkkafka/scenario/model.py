@@ -6,7 +6,7 @@ of the emulator never re-validates user input.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -80,6 +80,11 @@ class Scenario:
     def round_ms(self) -> int:
         """Emulated milliseconds per round."""
         return self.emulator["round.ms"]
+
+    def on_engine(self, engine: str) -> Scenario:
+        """The same scenario on another engine (cluster.emulator.engine; `run --engine`,
+        `Cluster.from_scenario(engine=...)`): all three give the same tables."""
+        return replace(self, emulator={**self.emulator, "engine": engine})
 
     @property
     def end_ms(self) -> int:
