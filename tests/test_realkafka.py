@@ -229,3 +229,14 @@ def test_a_short_emulator_state_pairs_when_kafka_shows_it_and_is_left_out_when_n
     assert other and other[0].message.startswith("states differ")
     unseen = compare_partition(("t", 0), [(0, (1, 0, (1,))), (17900, done)], emulated, 7000)
     assert unseen and unseen[0].message.startswith("states differ")
+
+
+def test_only_a_log_dir_the_tool_could_not_yet_alter_makes_replay_run_it_again():
+    from sparkkafka.realkafka.tools import storage_race
+
+    failed = ("kafka.admin.ReassignPartitionsCommand ... exited 1:\nError: Failed to alter dir for t-0-3\n"
+              "Caused by: org.apache.kafka.common.errors.KafkaStorageException: Disk error when trying to access "
+              "log file on the disk.\n")
+    assert storage_race(failed)
+    assert not storage_race(failed.replace("KafkaStorageException", "LogDirNotFoundException"))
+    assert not storage_race("Error: There is an existing assignment running.\n")

@@ -37,7 +37,22 @@ def reassign(cluster: RealCluster, plan: dict, throttle: int | None, workdir: Pa
         args += ["--throttle", str(throttle)]
     if log_dirs_throttle is not None:
         args += ["--replica-alter-log-dirs-throttle", str(log_dirs_throttle)]
-    return run_tool(cluster, "kafka.admin.ReassignPartitionsCommand", *args)
+    try:
+        return run_tool(cluster, "kafka.admin.ReassignPartitionsCommand", *args)
+    except KafkaSetupError as e:
+        if not storage_race(str(e)):
+            raise
+        time.sleep(0.5)  # the new replica's log being created; the partitions' moves started already
+        return run_tool(cluster, "kafka.admin.ReassignPartitionsCommand", *args, "--additional")
+
+
+def storage_race(output: str) -> bool:
+    """Whether --execute failed only on a log dir it could not yet alter: AlterReplicaLogDirs answered
+    KAFKA_STORAGE_ERROR for a replica the reassignment had just made the broker create (seen once in six
+    replays of diff-throttled-move; ReassignPartitionsCommand.alterReplicaLogDirs retries only
+    ReplicaNotAvailableException). The partition moves were submitted before it, so the tool is run once more
+    with --additional, as an operator would, which submits the same targets and alters the dirs again."""
+    return "Failed to alter dir for" in output and "KafkaStorageException" in output
 
 
 def verify(cluster: RealCluster, plan: dict, workdir: Path) -> str:
