@@ -48,7 +48,7 @@ def reassign(cluster: RealCluster, plan: dict, throttle: int | None, workdir: Pa
 
 def storage_race(output: str) -> bool:
     """Whether --execute failed only on a log dir it could not yet alter: AlterReplicaLogDirs answered
-    KAFKA_STORAGE_ERROR for a replica the reassignment had just made the broker create (seen once in six
+    KAFKA_STORAGE_ERROR for a replica the reassignment had just made the broker create (seen once in seven
     replays of diff-throttled-move; ReassignPartitionsCommand.alterReplicaLogDirs retries only
     ReplicaNotAvailableException). The partition moves were submitted before it, so the tool is run once more
     with --additional, as an operator would, which submits the same targets and alters the dirs again."""
