@@ -32,6 +32,7 @@ from . import compare as C
 from . import jars
 from .timeline import all_topics
 
+FIRST_FETCH_S = 1.0  # after the replicas' logs exist, for their followers' first fetch
 SAMPLE_MS = 200  # observe.py's znode polling interval, and the shortest emulator state compared
 RESTART_WAIT_MS = 30_000  # how long past the end a restarted broker's registration is waited for
 OWN_ENTRIES = ("emulator", "kafka", "whatif", "comparison.json", "emulator-run.txt")  # what replay writes in DIR
@@ -303,18 +304,30 @@ def _restarts(restarted: list[tuple[int, ...]], registered: list[tuple[int, int]
     return out
 
 
-def _wait_leaders(cluster, scenario, timeout_s: float = 60.0) -> None:
-    """Every partition of the scenario has a leader in its state znode (the controller has elected them)."""
+def _wait_ready(cluster, scenario, timeout_s: float = 60.0) -> None:
+    """Every partition of the scenario has a leader in its state znode (the controller has elected them) and
+    a log on each of its replicas' brokers (each has handled its LeaderAndIsr and started fetching), then
+    FIRST_FETCH_S more. The scenario's clock starts after that: the emulator's followers fetch in its first
+    round, and a Kafka follower that has not fetched yet when a fault cuts it off counts as out of sync to
+    its leader (Partition.isFollowerOutOfSync: its log end offset is still unknown), which one slow
+    LeaderAndIsr on a loaded machine made happen."""
     from .jars import KafkaSetupError
 
-    paths = [f"/brokers/topics/{t.name}/partitions/{p}/state" for t in scenario.topics for p in t.assignment]
+    topics = [t.name for t in scenario.topics]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         zk = cluster.zk()
-        if all(zk.exists(p) is not None and json.loads(zk.get(p)[0])["leader"] >= 0 for p in paths):
+        replicas = {(t, int(p)): r for t in topics if zk.exists(f"/brokers/topics/{t}") is not None
+                    for p, r in json.loads(zk.get(f"/brokers/topics/{t}")[0])["partitions"].items()}
+        states = [f"/brokers/topics/{t}/partitions/{p}/state" for t, p in replicas]
+        if ({t for t, _ in replicas} == set(topics)
+                and all(zk.exists(s) is not None and json.loads(zk.get(s)[0])["leader"] >= 0 for s in states)
+                and all(cluster.replica_dir(b, t, p) is not None for (t, p), r in replicas.items() for b in r)):
+            time.sleep(FIRST_FETCH_S)
             return
         time.sleep(0.2)
-    raise KafkaSetupError(f"the topics' partitions had no leader {timeout_s:.0f} s after their creation")
+    raise KafkaSetupError(f"the topics' partitions had no leader or not every replica's log {timeout_s:.0f} s "
+                          "after their creation")
 
 
 def _observe_past_end(scenario, cluster, timeline, observer) -> tuple[int, list[dict[str, Any]]]:
@@ -367,7 +380,7 @@ def kafka_side(scenario, workdir: Path, version: str = "2.8.2", log: Callable[[s
         log(f"Kafka {version}: ZooKeeper and brokers {list(scenario.brokers)} up in {time.perf_counter() - t0:.1f} s, "
             f"controller broker {cluster.controller()}")
         timeline.create_topics()
-        _wait_leaders(cluster, scenario)
+        _wait_ready(cluster, scenario)
         timeline.started = time.monotonic()
         observer.start(timeline.started)
         sizes: dict[tuple[str, int, int], int] = {}

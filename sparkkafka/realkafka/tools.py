@@ -122,7 +122,10 @@ class SteadyProducer:
     """Sends `rate_per_sec` records of `value_bytes` to the `partitions` (round-robin) for `duration_ms`, in
     10 ms ticks, or `records` records at once when no rate is given; acks as given, no retries (the
     emulator's producer does not retry). Each value starts with a unique id so that acked records can be
-    looked for in the logs afterwards (`acked_ids`). Runs in a thread."""
+    looked for in the logs afterwards (`acked_ids`). Its metadata is refreshed every second besides after each
+    error: in one replay on a loaded machine the producer kept sending to a leader whose log dir had failed
+    long after the controller had moved the leadership, every write refused with KAFKA_STORAGE_ERROR
+    (librdkafka's refresh on that error did not find the new leader; why is not known). Runs in a thread."""
 
     cluster: RealCluster
     topic: str
@@ -158,7 +161,7 @@ class SteadyProducer:
 
         prod = Producer({"bootstrap.servers": self.cluster.bootstrap, "acks": self.acks, "retries": 0,
                          "linger.ms": 5, "enable.idempotence": False, "message.timeout.ms": 30000,
-                         "queue.buffering.max.kbytes": 262144})
+                         "queue.buffering.max.kbytes": 262144, "topic.metadata.refresh.interval.ms": 1000})
         pad = b"x" * max(self.value_bytes - 12, 0)
         start = time.monotonic()
         sent = 0
