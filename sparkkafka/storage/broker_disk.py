@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections import OrderedDict
 from collections.abc import Iterable
 from urllib.parse import unquote
 
@@ -406,12 +407,12 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
                  for p, d in zip(mine["path"].to_pylist(), mine["partition.log_dir"].to_pylist(), strict=True)]
     want = [c for c in columns if c not in ("broker", "log_dir")]
     read = want if "is_future" in want else [*want, "is_future"]  # the cut needs is_future
-    tables = [(pq.ParquetFile(path, read_dictionary=_CODED).read(columns=read, use_threads=False), d)
-              for path, d in files]
+    tables = [(_read_file(path, tuple(read)), d) for path, d in files]
     tables += [(t.select(read), d) for d, t in unwritten if t.num_rows]
+    wanted = _Ranges(ranges) if ranges is not None and len(ranges) else None
     parts = []
     for t, log_dir in tables:
-        t = t.filter(_wanted(t, ranges, future))
+        t = t.filter(_wanted(t, wanted, future))
         if t.num_rows:
             t = pa.table({c: t[c].cast(_type(c)) if c in _CODED else t[c] for c in want})
             parts.append(t.append_column("log_dir", pa.repeat(pa.scalar(log_dir, pa.string()), t.num_rows)))
@@ -426,36 +427,80 @@ def read_log(tables_dir: str, version: int | LogSnapshot, broker: int, columns: 
 _CODED = ["topic", "key"]
 
 
-def _wanted(t: pa.Table, ranges: pd.DataFrame | None, future: bool | None) -> np.ndarray:
+class _FileCache:
+    """The columns read from log data files, kept per process up to `budget` bytes (least recently used
+    dropped first). A log's data file never changes once written: a fetch or a move reads the same files
+    of the leader's log round after round (a KIP-113 move of a log of 1 GB records read each of ~60 files
+    of its broker in every round: ~0.8 ms a file, most of a round of the local engine). A file rewritten
+    under its name (a retried task, a continued run's rounds again) is a new inode with a new mtime, and
+    those are in the key."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.used = budget, 0
+        self.tables: OrderedDict[tuple, pa.Table] = OrderedDict()
+
+    def read(self, path: str, columns: tuple[str, ...]) -> pa.Table:
+        st = os.stat(path)
+        key = (path, st.st_ino, st.st_mtime_ns, st.st_size, columns)
+        t = self.tables.get(key)
+        if t is not None:
+            self.tables.move_to_end(key)
+            return t
+        t = pq.ParquetFile(path, read_dictionary=_CODED).read(columns=list(columns), use_threads=False)
+        if t.nbytes <= self.budget:
+            self.tables[key] = t
+            self.used += t.nbytes
+            while self.used > self.budget:
+                self.used -= self.tables.popitem(last=False)[1].nbytes
+        return t
+
+
+_FILES = _FileCache(int(os.environ.get("SPARKKAFKA_LOG_FILE_CACHE_BYTES", 128 << 20)))
+
+
+def _read_file(path: str, columns: tuple[str, ...]) -> pa.Table:
+    return _FILES.read(path, columns)
+
+
+class _Ranges:
+    """`ranges` (topic, partition, from_offset, to_offset) as sorted (topic code, partition) keys, built
+    once per read and matched against each file's rows with a binary search, not a join: a restarted
+    follower's catch-up reads every leader's whole log files, ~250,000 rows a broker at 60k replicas, for
+    a few partitions."""
+
+    def __init__(self, ranges: pd.DataFrame) -> None:
+        self.topics = pd.Index(sorted(set(ranges["topic"])))
+        self.names = pa.array(self.topics, pa.string())
+        key = ((self.topics.get_indexer(ranges["topic"]).astype("int64") << 32)
+               | ranges["partition"].to_numpy().astype("int64"))
+        if len(np.unique(key)) < len(key):  # one range per partition is what the reads ask; else the join's rows
+            raise ValueError("read_log: more than one range for a partition")
+        order = np.argsort(key, kind="stable")
+        self.key = key[order]
+        self.lo = ranges["from_offset"].to_numpy()[order]
+        self.hi = ranges["to_offset"].to_numpy()[order]
+
+    def mask(self, t: pa.Table) -> np.ndarray:
+        topic = t["topic"]
+        if topic.num_chunks == 1 and pa.types.is_dictionary(topic.type):
+            topic = topic.chunk(0)
+        else:  # the writer's own rows, or chunks with their own dictionaries
+            topic = pc.dictionary_encode(topic.cast(pa.string()).combine_chunks())
+        known = pc.index_in(topic.dictionary, value_set=self.names).fill_null(-1).to_numpy()
+        codes = known.astype("int64")[topic.indices.to_numpy(zero_copy_only=False)]
+        rows = (codes << 32) | t["partition"].to_numpy(zero_copy_only=False).astype("int64")
+        at = np.minimum(np.searchsorted(self.key, rows), len(self.key) - 1)
+        offset = t["offset"].to_numpy(zero_copy_only=False)
+        return (codes >= 0) & (self.key[at] == rows) & (offset >= self.lo[at]) & (offset < self.hi[at])
+
+
+def _wanted(t: pa.Table, ranges: _Ranges | None, future: bool | None) -> np.ndarray:
     """Which rows of log rows `t` (with is_future) a read keeps: those of a current / future log as
-    `future` says (None: both), inside their partition's [from_offset, to_offset) of `ranges` (None or
-    none: all).
-    Rows are matched to ranges by (topic code, partition) keys with a binary search, not a join:
-    a restarted follower's catch-up reads every leader's whole log files, ~250,000 rows a broker at 60k
-    replicas, for a few partitions."""
+    `future` says (None: both), inside their partition's [from_offset, to_offset) of `ranges` (None: all)."""
     keep = np.ones(t.num_rows, dtype=bool)
     if future is not None:
         keep &= t["is_future"].to_numpy(zero_copy_only=False) == bool(future)
-    if ranges is None or not len(ranges):
-        return keep
-    topics = pd.Index(sorted(set(ranges["topic"])))
-    key = (topics.get_indexer(ranges["topic"]).astype("int64") << 32) | ranges["partition"].to_numpy().astype("int64")
-    if len(set(key.tolist())) < len(key):  # one range per partition is what the reads ask; else the join's rows
-        raise ValueError("read_log: more than one range for a partition")
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    topic = t["topic"]
-    if topic.num_chunks == 1 and pa.types.is_dictionary(topic.type):
-        topic = topic.chunk(0)
-    else:  # the writer's own rows, or chunks with their own dictionaries
-        topic = pc.dictionary_encode(topic.cast(pa.string()).combine_chunks())
-    codes = topics.get_indexer(topic.dictionary.to_pandas()).astype("int64")[topic.indices.to_numpy(zero_copy_only=False)]
-    rows = (codes << 32) | t["partition"].to_numpy(zero_copy_only=False).astype("int64")
-    at = np.minimum(np.searchsorted(sorted_key, rows), len(key) - 1)
-    hit = (codes >= 0) & (sorted_key[at] == rows)
-    r = order[at]
-    offset = t["offset"].to_numpy(zero_copy_only=False)
-    return keep & hit & (offset >= ranges["from_offset"].to_numpy()[r]) & (offset < ranges["to_offset"].to_numpy()[r])
+    return keep if ranges is None else keep & ranges.mask(t)
 
 
 def _type(col: str) -> pa.DataType:
