@@ -744,6 +744,9 @@ def import_cluster(topics_describe: str | Path, log_dirs: str | Path | None = No
     imported = build_scenario(d, ld, rk, cf, rt, name=name, seed=seed, record_bytes=record_bytes,
                               duration_ms=duration_ms)
     sc = imported.scenario
+    if out is None:  # the mapping is the result: no YAML (~80 % of importing 100,000 partitions)
+        parse_scenario(sc, name=name)  # it loads
+        return sc
     text = to_yaml(sc, header=f"Imported by `sparkkafka import` from {topics_describe}"
                               + (f" and {log_dirs}" if log_dirs else ""), skipped=imported.skipped_configs)
     parse_scenario(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), name=name)  # it loads
