@@ -13,6 +13,8 @@ engine and prints, around round 100 and over the last rounds, the median wall an
 (CPU of the driver, its JVM and Python workers: on a shared machine the figure others' load does not
 move) split into the Spark job, the log commit, the history flush (with the compaction they ran) and
 the tasks' storage reads, and each table's live files and _delta_log entries.
+`sparkkafka bench --operator` times an operator's questions on a generated 200-broker, 100,000-partition snapshot
+end to end, phase by phase (bench_operator.py).
 `sparkkafka bench --idle-hour` runs an idle emulated hour on each engine: `--scale` brokers and partitions
 at RF 3, one acks=all record per partition at 0 s, then nothing until 3,600 s. It prints the rounds of
 work (rounds run; the others are skipped by the idle jump, protocol/idle.py), those after the burst
@@ -408,8 +410,8 @@ def table(results: list[dict]) -> str:
     return head + "\n".join(lines) + "\n"
 
 
-MODES = ("reference", "long_run", "idle_hour", "exchange")
-SCALED = ("reference", "long_run", "idle_hour")  # the modes --scale applies to
+MODES = ("reference", "long_run", "idle_hour", "exchange", "operator")
+SCALED = ("reference", "long_run", "idle_hour", "operator")  # the modes --scale applies to
 
 
 def check_args(args: argparse.Namespace) -> argparse.Namespace:
@@ -423,7 +425,8 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
     if len(modes) > 1:
         raise ScenarioError(flag(modes[1]), True, f"is a bench of its own: not with {flag(modes[0])}")
     mode = modes[0] if modes else None
-    unused = {"scale": mode not in SCALED, "seconds": mode != "reference", "repeat": mode != "reference",
+    unused = {"scale": mode not in SCALED, "seconds": mode not in ("reference", "operator"),
+              "repeat": mode != "reference",
               "brokers": mode is not None,
               "partitions": mode is not None, "engine": mode not in SCALED,
               "rounds": mode in ("reference", "idle_hour")}
@@ -446,11 +449,12 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         bad = [e for e in args.engine.split(",") if e not in ENGINE_NAMES]
         if bad:
             raise ScenarioError("--engine", args.engine, f"the engines are {', '.join(ENGINE_NAMES)}")
-        if mode == "long_run" and "," in args.engine:
-            raise ScenarioError("--engine", args.engine, "--long-run runs one engine")
-    defaults = {"scale": {"reference": "12,3000", "long_run": "3,6", "idle_hour": "3,30"}.get(mode or ""),
+        if mode in ("long_run", "operator") and "," in args.engine:
+            raise ScenarioError("--engine", args.engine, f"{flag(mode)} runs one engine")
+    defaults = {"scale": {"reference": "12,3000", "long_run": "3,6", "idle_hour": "3,30",
+                          "operator": "200,100000"}.get(mode or ""),
                 "seconds": 60.0, "repeat": 1, "brokers": "3,12,48", "partitions": "100,1000,10000",
-                "engine": "resident" if mode == "long_run" else "rounds,resident",
+                "engine": "resident" if mode in ("long_run", "operator") else "rounds,resident",
                 "rounds": {"long_run": 10_000, "exchange": 200}.get(mode or "", 10)}
     return argparse.Namespace(**{**vars(args), **{k: v for k, v in defaults.items() if getattr(args, k) is None}})
 
@@ -463,6 +467,10 @@ def main(args: argparse.Namespace) -> int:
     if args.exchange:
         print(exchange_table(spark, rounds=args.rounds))
         return 0
+    if args.operator:
+        from .bench_operator import main as operator_main
+
+        return _emit(operator_main(args, spark), args.markdown)
     if args.long_run:
         b, p = (int(x) for x in args.scale.split(","))
         with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:

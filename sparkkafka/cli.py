@@ -117,11 +117,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="run the reference scenario (12 brokers x 3 dirs, 3,000 partitions RF 3, "
                         "acks=all on every partition, a crash at 20 s and restart at 40 s, 60 emulated s)")
     b.add_argument("--scale", help="with --reference: BROKERS,PARTITIONS (default 12,3000); with --long-run: "
-                                   "(default 3,6); with --idle-hour: (default 3,30)")
-    b.add_argument("--seconds", type=float, help="with --reference: emulated seconds (default 60)")
+                                   "(default 3,6); with --idle-hour: (default 3,30); with --operator: (default "
+                                   "200,100000)")
+    b.add_argument("--seconds", type=float, help="with --reference: emulated seconds (default 60); with --operator: "
+                                                 "the emulated seconds of the move run (default 60)")
     b.add_argument("--engine",
                    help="with --reference and --idle-hour: the engines to run side by side, comma-separated (default "
-                        "rounds,resident); with --long-run: the one engine (default resident)")
+                        "rounds,resident); with --long-run and --operator: the one engine (default resident)")
     b.add_argument("--repeat", type=int,
                    help="with --reference: run the engines this many times in turn, in one Spark session (default "
                         "1); the table has a row per run and, from 2, each engine's median")
@@ -132,6 +134,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--idle-hour", action="store_true",
                    help="an idle emulated hour (a burst of one record per partition, then nothing): rounds of work "
                         "and wall time with the idle jump (--scale, --engine)")
+    b.add_argument("--operator", action="store_true",
+                   help="an operator's questions on a generated snapshot (--scale, default 200 brokers, 100,000 "
+                        "partitions): its import, whatif --lose-rack end to end, and a reassignment of a tenth of "
+                        "the partitions under a throttle predicted to take two hours (its first --seconds), wall "
+                        "time per phase")
     b.add_argument("--exchange", action="store_true",
                    help="the resident engine's per-round message exchange between barrier tasks (--rounds, default 200)")
     return p

@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -110,6 +111,9 @@ class Cluster:
         self._seen = self.run_dir.stamp()  # the last save this Cluster knows of (run_lock.writing)
         self._checked = False  # checked for writing (run_check.py) since it was reopened
         self._tables_checked = False  # its tables checked (run_check.py) when it was reopened
+        # wall seconds this process spent on the run: creating it, its rounds (step, run), run's end (the
+        # final commit, compaction, audit, save); what `sparkkafka bench` reports per phase
+        self.wall_s = {"setup": 0.0, "loop": 0.0, "end": 0.0}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -122,6 +126,7 @@ class Cluster:
         `sparkkafka run --engine` does (all three give the same tables). The in-process engine
         (emulator.engine: local) starts no SparkSession: its cluster's views that return DataFrames need one
         passed in."""
+        t0 = time.perf_counter()
         if isinstance(scenario, Scenario):
             sc = scenario
         elif isinstance(scenario, dict):
@@ -162,6 +167,7 @@ class Cluster:
             T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
             c.loop.start(sc)
             c._seen = c.run_dir.stamp()
+        c.wall_s["setup"] = time.perf_counter() - t0
         return c
 
     @classmethod
@@ -226,9 +232,11 @@ class Cluster:
     @_writer
     def step(self, rounds: int = 1) -> Cluster:
         """Run `rounds` rounds, then commit everything buffered."""
+        t0 = time.perf_counter()
         for _ in self.jobs(rounds):
             pass
         self.loop.save()
+        self.wall_s["loop"] += time.perf_counter() - t0
         return self
 
     @_writer
@@ -246,11 +254,14 @@ class Cluster:
             from tqdm import tqdm
 
             bar = tqdm(total=total, unit="round", desc=self.scenario.name, leave=False)
+        t0 = time.perf_counter()
         for ran in self.jobs(total):
             if bar is not None:
                 bar.update(ran)
         if bar is not None:
             bar.close()
+        t1 = time.perf_counter()
+        self.wall_s["loop"] += t1 - t0
         self.loop.flush()
         self.loop.compact()
         summary, found = audit_run(self.out)  # the summary and the violations, from one read of the tables
@@ -259,6 +270,7 @@ class Cluster:
         self.loop.save()  # the commit point: after every commit of the run, before the summary it leads to
         self.run_dir.write_summary(summary)
         self._summary = (self.round, summary)  # summary() needs no second read of the tables
+        self.wall_s["end"] += time.perf_counter() - t1
         return self
 
     @_writer

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +216,7 @@ class Emulated:
     recovery_ms: int | None
     recovery_bound_ms: int
     run_dir: str
+    wall_s: dict = field(default_factory=dict)  # Cluster.wall_s of the run: setup, loop, end
 
 
 def _state_frame(parts_latest: pd.DataFrame, before: pd.DataFrame, live: set[int]) -> pd.DataFrame:
@@ -290,7 +291,7 @@ def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_m
         c.run(until_ms=c.round * c.round_ms)
     else:
         recover_ms = 0
-    return Emulated(state, metrics, summary, recovery, recover_ms, c.out)
+    return Emulated(state, metrics, summary, recovery, recover_ms, c.out, dict(c.wall_s))
 
 
 def compare(predicted: pd.DataFrame, emulated: pd.DataFrame | None) -> pd.DataFrame:
@@ -695,6 +696,7 @@ class EmulatedMove:
     moved: dict  # broker -> bytes its new replicas appended
     until_ms: int
     run_dir: str
+    wall_s: dict = field(default_factory=dict)  # Cluster.wall_s of the run: setup, loop, end
 
     @property
     def moved_bytes(self) -> int:
@@ -725,7 +727,9 @@ def emulate_reassign(mapping: dict, entries: list[dict], throttle: int, *, spark
         if c.round * c.round_ms > at_ms and not set(targets) & set(c.control.reassignments()):
             break
     c.run(until_ms=c.round * c.round_ms - 1)  # the summary of the rounds run
-    return reassign_of_run(c.out, parts, entries, at_ms, until_ms)
+    moved = reassign_of_run(c.out, parts, entries, at_ms, until_ms)
+    moved.wall_s = dict(c.wall_s)
+    return moved
 
 
 def reassign_of_run(run_dir: str, parts: pd.DataFrame, entries: list[dict], at_ms: int, until_ms: int

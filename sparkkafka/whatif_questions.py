@@ -129,7 +129,10 @@ def _loss_asked(args: argparse.Namespace) -> bool:
     return bool(args.lose_broker or args.lose_rack or args.lose_dir or args.unclean)
 
 
-def _loss(args: argparse.Namespace, out: Out, spark: SparkFor) -> int:
+def loss_run(args: argparse.Namespace, spark: SparkFor) -> tuple[Any, Any, Any, Any]:
+    """The loss the flags ask for, its prediction from the snapshot and, unless --no-emulate, its emulated
+    run (whatif.Emulated, with the run's wall time per phase: wall_s): (loss, predicted, emulated or None, the
+    snapshot's scenario). `whatif --lose-*` prints them; `sparkkafka bench --operator` times them."""
     from . import whatif as W
 
     mapping, sc = snapshot_scenario(args)
@@ -148,6 +151,13 @@ def _loss(args: argparse.Namespace, out: Out, spark: SparkFor) -> int:
         with spark() as session:
             emulated = W.emulate_loss(mapping, loss, spark=session, out=run_dir, at_ms=args.at_ms,
                                       settle_ms=args.settle_ms, recover_ms=recover)
+    return loss, predicted, emulated, sc
+
+
+def _loss(args: argparse.Namespace, out: Out, spark: SparkFor) -> int:
+    from . import whatif as W
+
+    loss, predicted, emulated, sc = loss_run(args, spark)
     out(W.loss_text(loss, predicted, emulated, W.rates_at_risk(sc, predicted)))
     out(W.table_text(W.compare(predicted, emulated.state if emulated else None), args.format))
     if args.unclean and emulated is not None:

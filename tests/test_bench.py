@@ -149,3 +149,54 @@ def test_the_driver_peak_is_this_process_peak_since_its_reset():
     del block
     assert reset_driver_peak()
     assert driver_peak_mib() < before + 100
+
+
+def test_the_operator_bench_defaults_and_refusals(capsys):
+    from sparkkafka.bench import check_args
+    from sparkkafka.cli import main
+
+    op = check_args(_bench_args("--operator"))
+    assert (op.scale, op.seconds, op.engine) == ("200,100000", 60.0, "resident")
+    for argv, field in ((["--engine", "rounds,resident"], "--engine"), (["--repeat", "2"], "--repeat"),
+                        (["--scale", "200"], "--scale"), (["--reference"], "--operator")):
+        assert main(["bench", "--operator", *argv]) == 2
+        assert f"error: {field}:" in capsys.readouterr().err
+
+
+def test_the_operator_benchs_move_is_every_tenth_partition_within_its_rack():
+    from sparkkafka import whatif as W
+    from sparkkafka.bench_operator import reassign_plan
+    from sparkkafka.scenario.loader import parse_scenario
+
+    sc = parse_scenario(W.load_snapshot("data/snapshots/sample"))
+    parts = W.partitions_frame(sc).sort_values(["topic", "partition"]).reset_index(drop=True)
+    plan = reassign_plan(parts, sc.racks)["partitions"]
+    tenth = parts.iloc[::10]
+    assert len(plan) == len(tenth[tenth["adding"].map(len) == 0])  # a move in flight is left alone
+    by = parts.set_index(["topic", "partition"])
+    for e in plan:
+        before = list(by.loc[(e["topic"], e["partition"]), "replicas"])
+        assert e["replicas"][:-1] == before[:-1] and e["replicas"][-1] not in before
+        assert sc.racks[e["replicas"][-1]] == sc.racks[before[-1]]
+
+
+@pytest.mark.slow  # ~35-60 s: whatif --lose-rack emulates 21 s (the default ZooKeeper session timeout)
+def test_the_operator_bench_times_each_question_phase_by_phase(spark, capsys):
+    """`bench --operator` on a small generated snapshot: the import, `whatif --lose-rack` and the first emulated
+    second of a move whose throttle the prediction puts at two hours, each with its phases' wall time."""
+    import re
+
+    from sparkkafka.cli import main
+
+    assert main(["bench", "--operator", "--scale", "6,40", "--seconds", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = [r.split("|")[1:-1] for r in out[out.rindex("| row |"):].splitlines()[2:5]]
+    assert [r[0].strip().split(":")[0] for r in rows] == ["import", "whatif --lose-rack rack-a",
+                                                           "reassign 4 partitions"]
+    assert all(r[1].strip() == "6" and r[2].strip() == "40" for r in rows)
+    lose, move = rows[1], rows[2]
+    assert float(lose[4]) == 21.0 and float(lose[7]) > 0 and float(lose[9]) >= sum(float(x) for x in lose[5:9]) - 0.2
+    assert "under replicated" in lose[11] and float(move[4]) == 2.0
+    hours = float(re.search(r"predicted ([\d.]+) h", move[11]).group(1))
+    assert 1.9 <= hours <= 2.1, move[11]
+    assert re.search(r"Engine floor of this session: \d+ ms a round", out)

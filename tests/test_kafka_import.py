@@ -327,3 +327,18 @@ def test_offline_dir_becomes_a_failed_log_dir_and_cli_prints_to_stdout(tmp_path,
     s = parse_scenario(yaml.safe_load(capsys.readouterr().out))
     assert [(e.type, e.args) for e in s.timeline] == [("fail_log_dir", {"broker": 3, "log_dir": "/d1"})]
     assert s.topics[0].state[0].logs[3] == ReplicaLogSpec("/d1", 0)
+
+
+def test_a_generated_snapshot_of_any_size_imports_with_the_sizes_asked(tmp_path):
+    """tools/snapshot.py at 30 brokers and 3,000 partitions (`sparkkafka bench --operator` writes 200 and
+    100,000): three racks, RF 3, every topic scaled, the disks as uneven as the sample's."""
+    from sparkkafka import whatif as W
+    from sparkkafka.tools import snapshot
+
+    sc = parse_scenario(W.load_snapshot(snapshot.write(tmp_path / "snap", 30, 3000), record_bytes=2**31 - 1))
+    assert len(sc.brokers) == 30 and sorted(set(sc.racks.values())) == ["rack-a", "rack-b", "rack-c"]
+    assert sum(t.partitions for t in sc.topics) == 3000 and len(sc.topics) == len(snapshot.TOPICS)
+    parts = W.partitions_frame(sc)
+    usage = W.dir_usage(parts).groupby("dir")["bytes"].sum()
+    assert usage["/var/kafka/data-1"] > usage["/var/kafka/data-2"] > usage["/var/kafka/data-3"]
+    assert (parts["adding"].map(len) > 0).sum() == 2
