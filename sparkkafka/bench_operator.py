@@ -52,6 +52,10 @@ def _replicas(sc) -> int:
     return sum(len(r) for t in sc.topics for r in (t.assignment or {}).values())
 
 
+def _ends(run) -> str:
+    return "; end: " + ", ".join(f"{k} {v:.1f} s" for k, v in run.end_s.items())
+
+
 def _row(name: str, sc, emulated_s: float, total_s: float, wall: dict, note: str, **more) -> dict:
     """A row: the run's phases (Cluster.wall_s), the rest of the command counted as import."""
     return {"row": name, "brokers": len(sc.brokers), "partitions": sum(t.partitions for t in sc.topics),
@@ -87,7 +91,7 @@ def measure_operator(spark: Any, brokers: int, partitions: int, workdir: str, se
     rows.append(_row("whatif --lose-rack rack-a", lsc, W.loss_acted_ms(lsc, loss, args.at_ms, args.settle_ms) / 1000,
                      time.perf_counter() - t, emulated.wall_s,
                      f"offline {m['offline']}, under min ISR {m['under_min_isr']}, under replicated "
-                     f"{m['under_replicated']}"))
+                     f"{m['under_replicated']}" + _ends(emulated)))
 
     plan = json.dumps(reassign_plan(W.partitions_frame(sc), sc.racks))
     t = time.perf_counter()
@@ -105,7 +109,7 @@ def measure_operator(spark: Any, brokers: int, partitions: int, workdir: str, se
     rows.append(_row(f"reassign {len(entries):,} partitions: its first {seconds:g} s", sc, until / 1000,
                      time.perf_counter() - t, wall,
                      f"throttle {throttle:,} B/s, predicted {eta_s / 3600:.2f} h; the whole move at this loop's "
-                     f"{loop_rtf:.2f}x: ~{projected / 60:.0f} min wall", projected_s=projected))
+                     f"{loop_rtf:.2f}x: ~{projected / 60:.0f} min wall" + _ends(moved), projected_s=projected))
     return rows
 
 

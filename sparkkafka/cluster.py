@@ -114,6 +114,7 @@ class Cluster:
         # wall seconds this process spent on the run: creating it, its rounds (step, run), run's end (the
         # final commit, compaction, audit, save); what `sparkkafka bench` reports per phase
         self.wall_s = {"setup": 0.0, "loop": 0.0, "end": 0.0}
+        self.end_s: dict[str, float] = {}  # run's end by part: the last commits and compaction, the audit, the save
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -264,13 +265,18 @@ class Cluster:
         self.wall_s["loop"] += t1 - t0
         self.loop.flush()
         self.loop.compact()
+        t2 = time.perf_counter()
         summary, found = audit_run(self.out)  # the summary and the violations, from one read of the tables
         write_violations(self.tables_dir, found, summary["rounds"])
         self.writer.refresh("violations")
+        t3 = time.perf_counter()
         self.loop.save()  # the commit point: after every commit of the run, before the summary it leads to
         self.run_dir.write_summary(summary)
         self._summary = (self.round, summary)  # summary() needs no second read of the tables
-        self.wall_s["end"] += time.perf_counter() - t1
+        t4 = time.perf_counter()
+        self.wall_s["end"] += t4 - t1
+        for k, v in (("commit and compaction", t2 - t1), ("audit", t3 - t2), ("save", t4 - t3)):
+            self.end_s[k] = self.end_s.get(k, 0.0) + v
         return self
 
     @_writer

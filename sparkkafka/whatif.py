@@ -217,6 +217,7 @@ class Emulated:
     recovery_bound_ms: int
     run_dir: str
     wall_s: dict = field(default_factory=dict)  # Cluster.wall_s of the run: setup, loop, end
+    end_s: dict = field(default_factory=dict)  # Cluster.end_s: the end by part
 
 
 def _state_frame(parts_latest: pd.DataFrame, before: pd.DataFrame, live: set[int]) -> pd.DataFrame:
@@ -291,7 +292,7 @@ def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_m
         c.run(until_ms=c.round * c.round_ms)
     else:
         recover_ms = 0
-    return Emulated(state, metrics, summary, recovery, recover_ms, c.out, dict(c.wall_s))
+    return Emulated(state, metrics, summary, recovery, recover_ms, c.out, dict(c.wall_s), dict(c.end_s))
 
 
 def compare(predicted: pd.DataFrame, emulated: pd.DataFrame | None) -> pd.DataFrame:
@@ -697,6 +698,7 @@ class EmulatedMove:
     until_ms: int
     run_dir: str
     wall_s: dict = field(default_factory=dict)  # Cluster.wall_s of the run: setup, loop, end
+    end_s: dict = field(default_factory=dict)  # Cluster.end_s: the end by part
 
     @property
     def moved_bytes(self) -> int:
@@ -728,7 +730,7 @@ def emulate_reassign(mapping: dict, entries: list[dict], throttle: int, *, spark
             break
     c.run(until_ms=c.round * c.round_ms - 1)  # the summary of the rounds run
     moved = reassign_of_run(c.out, parts, entries, at_ms, until_ms)
-    moved.wall_s = dict(c.wall_s)
+    moved.wall_s, moved.end_s = dict(c.wall_s), dict(c.end_s)
     return moved
 
 
