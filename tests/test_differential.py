@@ -271,15 +271,26 @@ def test_a_throttled_moves_duration_on_kafka_is_judged_against_the_emulator_and_
     [mv] = cmp["reassignments"]
     assert (mv["kafka"]["ms"], mv["emulator"]["ms"], mv["whatif_eta_ms"], mv["tolerance_ms"]) == (6282, 5700, 5800, 829)
     assert cmp["mismatches"] == [] and mv["judged"] == ["whatif's ETA", "the emulator's"]
-    assert ("Throttled move of t-0 to [1, 3] (timeline[0], --throttle 200000): Kafka 6282 ms (from its adding "
-            "replicas in ZooKeeper at 3702 ms), emulator 5700 ms (from the plan at 1000 ms), whatif --reassign ETA "
-            "5800 ms: ok (whatif's ETA and the emulator's within 829 ms of Kafka's)") in R.text(cmp)
+    assert ("Throttled move of t-0 to [1, 3] (timeline[0], --throttle 200000): Kafka 6282 ms (to its new replicas "
+            "in the ISR, from its adding replicas in ZooKeeper at 3702 ms), complete 0 ms later, emulator 5700 ms "
+            "(from the plan at 1000 ms), whatif --reassign ETA 5800 ms: ok (whatif's ETA and the emulator's within "
+            "829 ms of Kafka's)") in R.text(cmp)
     slow = _moved((3702, 9984), 8200, 7200)
     assert slow["mismatches"] == [
         "t-0: the move to [1, 3] took 6282 ms on Kafka, whatif's ETA 7200 ms: more than 829 ms apart",
         "t-0: the move to [1, 3] took 6282 ms on Kafka, the emulator's 7200 ms: more than 829 ms apart"]
     assert "t-0 to [1, 3]" in R.text(slow) and "MISMATCH (whatif's ETA and" in R.text(slow)
     assert _moved((3702, 9984), None, None)["mismatches"][0].endswith("whatif's ETA never: more than 829 ms apart")
+    # Kafka's new replica in the ISR at 9300 ms, the controller's completion (a leader election, the old
+    # replica's removal) seen at 9984 ms: the copy is judged (5598 ms), the completion printed
+    rec = {"acked": 0, "not_acked": 0, "errors": {}}
+    seq = [(0, (1, 0, (1, 2))), (3702, (1, 1, (1, 2))), (9300, (1, 1, (1, 2, 3))), (9984, (1, 2, (1, 3)))]
+    real = R.Side({("t", 0): seq}, rec, moves={("t", 0): (3702, 9984)})
+    emu = R.Side({}, rec, moves={("t", 0): (1000, 6700)}, etas={("t", 0): 5800})
+    [mv] = R.comparison(LONG, "2.8.2", real, emu, "local")["reassignments"]
+    assert (mv["kafka"]["in_sync_ms"], mv["kafka"]["ms"], mv["tolerance_ms"], mv["mismatches"]) == (9300, 5598, 760, [])
+    assert "Kafka 5598 ms (to its new replicas in the ISR, from its adding replicas in ZooKeeper at 3702 ms), " \
+           "complete 684 ms later" in R.move_line(mv)
     # the emulator stopped (until_ms 5000) before Kafka's duration had passed: only whatif's ETA is judged
     [mv] = _moved((3702, 9984), None, 6000, sc=MOVE)["reassignments"]
     assert mv["judged"] == ["whatif's ETA"] and mv["mismatches"] == []

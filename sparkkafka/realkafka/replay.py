@@ -497,17 +497,29 @@ def move_tolerance_ms(real_ms: int, round_ms: int) -> int:
     return max(-(-real_ms // 10), 2 * round_ms) + SAMPLE_MS
 
 
+def in_sync_ms(seq: C.Seq, target: list[int], started: int | None, done: int | None) -> int | None:
+    """When a move that completed on Kafka (`done`) had every target replica in the ISR: the first sample
+    from `started` on that shows it (the completion's own sample when none before does); None when it did
+    not complete."""
+    if started is None or done is None:
+        return None
+    return next((t for t, (_, _, isr) in seq if started <= t <= done and set(target) <= set(isr)), done)
+
+
 def compare_moves(scenario, real: Side, emu: Side) -> list[dict]:
     """Each throttled move: its duration on Kafka (from its adding replicas' first sample in ZooKeeper to the
-    first sample without them), on the emulator (from the plan's time to its completion) and whatif's ETA
-    (`emu.etas`). Judged when it completed on Kafka while observed: whatif's ETA, and the emulator's unless
+    first sample with every target replica in the ISR, the move complete: the copy the throttle paces; the
+    controller's completion after it, a leader election and the old replicas' removal, each a ZooKeeper write
+    and a LeaderAndIsr of a few hundred ms on a loaded machine and one round on the emulator, is printed,
+    not judged), on the emulator (from the plan's time to its completion) and whatif's ETA (`emu.etas`). Judged when it completed on Kafka while observed: whatif's ETA, and the emulator's unless
     the emulator stopped (`until_ms`) before Kafka's duration plus the tolerance had passed (Kafka's start is
     later by the tool's JVM start), each within `move_tolerance_ms` of Kafka's."""
     out = []
     for e, key, target in throttled_moves(scenario):
         ks, kd = real.moves.get(key, (None, None))
         es, ed = emu.moves.get(key, (e.time_ms(scenario.round_ms), None))
-        k_ms = None if ks is None or kd is None else kd - ks
+        kj = in_sync_ms(real.changes.get(key, []), target, ks, kd)
+        k_ms = None if ks is None or kj is None else kj - ks
         e_ms = None if ed is None else ed - es
         eta = emu.etas.get(key)
         tol = None if k_ms is None else move_tolerance_ms(k_ms, scenario.round_ms)
@@ -518,7 +530,7 @@ def compare_moves(scenario, real: Side, emu: Side) -> list[dict]:
                 for what, v in judged if v is None or abs(v - k_ms) > tol]
         out.append({"event": f"timeline[{e.index}]", "topic": key[0], "partition": key[1], "target": target,
                     "throttle": int(e.args["throttle"]),
-                    "kafka": {"started_ms": ks, "done_ms": kd, "ms": k_ms},
+                    "kafka": {"started_ms": ks, "in_sync_ms": kj, "done_ms": kd, "ms": k_ms},
                     "emulator": {"started_ms": es, "done_ms": ed, "ms": e_ms},
                     "whatif_eta_ms": eta, "tolerance_ms": tol, "judged": [w for w, _ in judged],
                     "mismatches": mism})
@@ -631,8 +643,12 @@ def move_line(mv: dict[str, Any]) -> str:
     else:
         verdict = ("ok" if not mv["mismatches"] else "MISMATCH") + f" ({' and '.join(mv['judged'])} within " \
                   f"{mv['tolerance_ms']} ms of Kafka's)"
+    done = "" if k.get("done_ms") is None or k.get("in_sync_ms") is None else \
+        f", complete {k['done_ms'] - k['in_sync_ms']} ms later"
     return (f"Throttled move of {mv['topic']}-{mv['partition']} to {mv['target']} ({mv['event']}, --throttle "
-            f"{mv['throttle']}): Kafka {_at(k['ms'], k['started_ms'], 'from its adding replicas in ZooKeeper at')}"
+            f"{mv['throttle']}): Kafka "
+            f"{_at(k['ms'], k['started_ms'], 'to its new replicas in the ISR, from its adding replicas in ZooKeeper at')}"
+            f"{done}"
             f", emulator {_at(e['ms'], e['started_ms'], 'from the plan at')}, whatif --reassign ETA "
             f"{'never' if eta is None else f'{eta} ms'}: {verdict}")
 
