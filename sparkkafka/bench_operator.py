@@ -88,10 +88,12 @@ def measure_operator(spark: Any, brokers: int, partitions: int, workdir: str, se
     loss, predicted, emulated, lsc = loss_run(args, lambda: contextlib.nullcontext(spark))
     W.loss_text(loss, predicted, emulated, W.rates_at_risk(lsc, predicted))
     m = emulated.metrics
-    rows.append(_row("whatif --lose-rack rack-a", lsc, W.loss_acted_ms(lsc, loss, args.at_ms, args.settle_ms) / 1000,
+    rows.append(_row("whatif --lose-rack rack-a", lsc, emulated.summary["time_ms"] / 1000,
                      time.perf_counter() - t, emulated.wall_s,
                      f"offline {m['offline']}, under min ISR {m['under_min_isr']}, under replicated "
-                     f"{m['under_replicated']}" + _ends(emulated)))
+                     f"{m['under_replicated']}; recovered "
+                     + ("not" if emulated.recovery_ms is None else f"{emulated.recovery_ms / 1000:g} s")
+                     + " after the restart" + _ends(emulated)))
 
     plan = json.dumps(reassign_plan(W.partitions_frame(sc), sc.racks))
     t = time.perf_counter()

@@ -283,7 +283,7 @@ def emulate_loss(mapping: dict, loss: Loss, *, spark: Any = None, out: str, at_m
             c.apply(e)
         step_rounds = max(1, 1000 // c.round_ms)
         while c.round * c.round_ms - start < recover_ms:
-            c.step(step_rounds)
+            c.step(step_rounds, save=False)
             m = _metrics(c.tables_dir)
             done = m[(m["time_ms"] > start) & (m["under_replicated"] == 0) & (m["offline"] == 0)]
             if len(done):
@@ -725,7 +725,7 @@ def emulate_reassign(mapping: dict, entries: list[dict], throttle: int, *, spark
     targets = {(e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]] for e in entries}
     chunk = max(1, 2000 // c.round_ms)  # each step commits the tables: look every 2 s of emulated time
     while c.round * c.round_ms <= until_ms:
-        c.step(min(chunk, until_ms // c.round_ms + 1 - c.round))
+        c.step(min(chunk, until_ms // c.round_ms + 1 - c.round), save=False)
         if c.round * c.round_ms > at_ms and not set(targets) & set(c.control.reassignments()):
             break
     c.run(until_ms=c.round * c.round_ms - 1)  # the summary of the rounds run

@@ -180,7 +180,7 @@ def test_the_operator_benchs_move_is_every_tenth_partition_within_its_rack():
         assert sc.racks[e["replicas"][-1]] == sc.racks[before[-1]]
 
 
-@pytest.mark.slow  # ~35-60 s: whatif --lose-rack emulates 21 s (the default ZooKeeper session timeout)
+@pytest.mark.slow  # ~35-60 s: whatif --lose-rack emulates 21 s (the default ZooKeeper session timeout) and the recovery
 def test_the_operator_bench_times_each_question_phase_by_phase(spark, capsys):
     """`bench --operator` on a small generated snapshot: the import, `whatif --lose-rack` and the first emulated
     second of a move whose throttle the prediction puts at two hours, each with its phases' wall time."""
@@ -195,7 +195,7 @@ def test_the_operator_bench_times_each_question_phase_by_phase(spark, capsys):
                                                            "reassign 4 partitions"]
     assert all(r[1].strip() == "6" and r[2].strip() == "40" for r in rows)
     lose, move = rows[1], rows[2]
-    assert float(lose[4]) == 21.0 and float(lose[7]) > 0 and float(lose[9]) >= sum(float(x) for x in lose[5:9]) - 0.2
+    assert 21.0 < float(lose[4]) <= 81.0 and float(lose[7]) > 0 and float(lose[9]) >= sum(float(x) for x in lose[5:9]) - 0.2
     assert "under replicated" in lose[11] and float(move[4]) == 2.0
     hours = float(re.search(r"predicted ([\d.]+) h", move[11]).group(1))
     assert 1.9 <= hours <= 2.1, move[11]

@@ -210,3 +210,24 @@ def test_a_control_plane_reopened_after_every_step_goes_on_as_one_that_never_sto
     _, reopened_lines = _drive(seed, profile, reopen=keep(True))
     assert reopened_lines == lines and len(lines) > 20
     assert snapshots[True] == snapshots[False]
+
+
+def test_a_step_without_save_commits_the_tables_and_leaves_the_saved_run_as_it_was(tmp_path):
+    """`step(n, save=False)` (what whatif's loops take between their reads): the rounds' rows are in the tables,
+    the saved driver state is still the last save's; the next `step` saves it."""
+    from sparkkafka import Cluster
+    from sparkkafka.storage import tables as T
+
+    sc = {"cluster": {"brokers": [1, 2, 3], "emulator": {"engine": "local"}},
+          "topics": [{"name": "t", "partitions": 2, "replication_factor": 3}],
+          "timeline": [{"at": 0, "produce": {"topic": "t", "partition": "all", "rate_per_sec": 100,
+                                             "duration_ms": 2000, "acks": "all"}}],
+          "run": {"until_ms": 2000}}
+    c = Cluster.from_scenario(sc, out=str(tmp_path / "run")).step(3)
+    saved = (tmp_path / "run" / DRIVER_STATE).read_bytes()
+    c.step(5, save=False)
+    rounds = T.read_table(c.tables_dir, "metrics", columns=["round"]).column("round").to_pylist()
+    assert max(rounds) == 7 and (tmp_path / "run" / DRIVER_STATE).read_bytes() == saved
+    c.step(1)
+    assert (tmp_path / "run" / DRIVER_STATE).read_bytes() != saved
+    assert Cluster.for_path(None, str(tmp_path / "run")).round == 9

@@ -4,8 +4,8 @@ kafka-log-dirs --describe), its racks, server.properties and produce rates, as `
 `sparkkafka bench --operator` writes a 200-broker, 100,000-partition one.
 
 Deterministic (seeded). The cluster: brokers 1..N over racks rack-a/b/c, three log dirs each, the sample's
-eight topics at RF 3 placed by Kafka's rack-aware AdminUtils algorithm (their partition counts and rates
-scaled to `partitions` in all), and what an operator meets in a real snapshot:
+eight topics at RF 3 placed by Kafka's rack-aware AdminUtils algorithm (their partition counts scaled
+to `partitions` in all, their records/s kept), and what an operator meets in a real snapshot:
 
 * uneven disks: /var/kafka/data-1 holds about half the logs of each broker, data-3 the fewest;
 * leaders moved off the preferred replica, and under-replicated partitions (a follower out of the ISR,
@@ -69,14 +69,16 @@ def racks_of(brokers: int) -> dict[int, str]:
 
 
 def topics_of(partitions: int | None = None) -> list[tuple]:
-    """TOPICS with their partition counts and records/s scaled to `partitions` in all (None: as they are;
-    each topic keeps its rate per partition; the largest takes the rounding)."""
+    """TOPICS with their partition counts scaled to `partitions` in all (None: as they are; the largest
+    takes the rounding). Each topic keeps its records/s, spread over its partitions: the emulator writes
+    every record, and the sample's rates per partition at 100,000 partitions (2.7M records/s) would be
+    more than a produce event may send (100M records) over a what-if's 81 s."""
     if partitions is None:
         return TOPICS
     total = sum(t[1] for t in TOPICS)
     counts = [max(1, round(t[1] * partitions / total)) for t in TOPICS]
     counts[counts.index(max(counts))] += partitions - sum(counts)
-    return [(t[0], n, t[2], t[3], round(t[4] * n / t[1], 3), t[5]) for t, n in zip(TOPICS, counts, strict=True)]
+    return [(t[0], n, *t[2:]) for t, n in zip(TOPICS, counts, strict=True)]
 
 
 def build(rng: random.Random, brokers: int = SAMPLE_BROKERS, partitions: int | None = None
