@@ -664,7 +664,9 @@ def reassign_prediction(snapshot: str | Path, text: str, throttle: int, record_b
     entries (validated as the tool does), predict_reassign's frame and the record size used."""
     from .scenario.loader import parse_scenario
 
-    probe = parse_scenario(load_snapshot(snapshot, rates=False), name="snapshot")
+    # the probe reads the replicas' sizes only: its logs as records of the largest size, so that a large
+    # cluster's fit the import's bound on records
+    probe = parse_scenario(load_snapshot(snapshot, rates=False, record_bytes=2**31 - 1), name="snapshot")
     rb = record_bytes or reassign_record_bytes(partitions_frame(probe), throttle, probe.round_ms)
     mapping = load_snapshot(snapshot, record_bytes=rb)
     sc = parse_scenario(mapping, name=mapping["name"])
