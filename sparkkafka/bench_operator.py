@@ -65,8 +65,9 @@ def _row(name: str, sc, emulated_s: float, total_s: float, wall: dict, note: str
 
 
 def measure_operator(spark: Any, brokers: int, partitions: int, workdir: str, seconds: float = 60.0,
-                     engine: str = "resident") -> list[dict]:
-    """The three rows (import, whatif --lose-rack, the throttled move) on a generated snapshot."""
+                     engine: str = "resident", report: Any = None) -> list[dict]:
+    """The three rows (import, whatif --lose-rack, the throttled move) on a generated snapshot; `report(row)`
+    is called as each is measured (the bench prints it: at operator size a row takes minutes)."""
     from . import whatif as W
     from .cli import _parser
     from .scenario.loader import INT_MAX, parse_scenario
@@ -81,6 +82,8 @@ def measure_operator(spark: Any, brokers: int, partitions: int, workdir: str, se
     t = time.perf_counter()
     sc = parse_scenario(W.load_snapshot(snap, record_bytes=INT_MAX), name="operator")
     rows = [_row("import", sc, 0.0, time.perf_counter() - t, {}, f"snapshot generated in {generated:.1f} s")]
+    report = report or (lambda row: None)
+    report(rows[-1])
 
     args = _parser().parse_args(["whatif", str(snap), "--lose-rack", "rack-a", "--engine", engine,
                                  "--run-dir", str(work / "lose-rack")])
@@ -94,6 +97,7 @@ def measure_operator(spark: Any, brokers: int, partitions: int, workdir: str, se
                      f"{m['under_replicated']}; recovered "
                      + ("not" if emulated.recovery_ms is None else f"{emulated.recovery_ms / 1000:g} s")
                      + " after the restart" + _ends(emulated)))
+    report(rows[-1])
 
     plan = json.dumps(reassign_plan(W.partitions_frame(sc), sc.racks))
     t = time.perf_counter()
@@ -112,6 +116,7 @@ def measure_operator(spark: Any, brokers: int, partitions: int, workdir: str, se
                      time.perf_counter() - t, wall,
                      f"throttle {throttle:,} B/s, predicted {eta_s / 3600:.2f} h; the whole move at this loop's "
                      f"{loop_rtf:.2f}x: ~{projected / 60:.0f} min wall" + _ends(moved), projected_s=projected))
+    report(rows[-1])
     return rows
 
 
@@ -132,7 +137,8 @@ def main(args: argparse.Namespace, spark: Any) -> str:
 
     b, p = (int(x) for x in args.scale.split(","))
     with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
-        rows = measure_operator(spark, b, p, work, seconds=args.seconds, engine=args.engine)
+        rows = measure_operator(spark, b, p, work, seconds=args.seconds, engine=args.engine,
+                                report=lambda row: print(operator_table([row]), flush=True))
     with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
         floor = measure(spark, b, p, 3, work)["floor_ms"]
     return operator_table(rows, floor)
