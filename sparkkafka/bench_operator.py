@@ -31,8 +31,9 @@ TARGETS = {"lose_rack_s": 60.0, "move_wall_s": 300.0}  # the issue's targets on 
 
 
 def reassign_plan(parts, racks: dict[int, str], every: int = 10) -> dict:
-    """kafka-reassign-partitions JSON moving every `every`-th partition's last replica to the lowest-id broker
-    of its rack not yet holding it (a rack-preserving move); partitions already reassigning are left out."""
+    """kafka-reassign-partitions JSON moving every `every`-th partition's last replica to another broker of its
+    rack (a rack-preserving move), the rack's brokers taken in turn so that the new replicas spread evenly;
+    partitions already reassigning are left out."""
     by_rack: dict[str, list[int]] = {}
     for b, rack in sorted(racks.items()):
         by_rack.setdefault(rack, []).append(b)
@@ -41,11 +42,21 @@ def reassign_plan(parts, racks: dict[int, str], every: int = 10) -> dict:
         if i % every or len(r.adding) or len(r.removing):
             continue
         old = list(r.replicas)[-1]
-        new = next((b for b in by_rack[racks[old]] if b not in r.replicas), None)
+        rack = by_rack[racks[old]]
+        turn = len(moves)
+        new = next((b for j in range(len(rack)) if (b := rack[(turn + j) % len(rack)]) not in r.replicas), None)
         if new is not None:
             moves.append({"topic": r.topic, "partition": int(r.partition),
                           "replicas": [*list(r.replicas)[:-1], new], "log_dirs": ["any"] * len(r.replicas)})
     return {"version": 1, "partitions": moves}
+
+
+def _emulated_s(run_dir: str) -> float:
+    """The emulated seconds a run reached (its last metrics row: the recovery's rounds included)."""
+    from .storage import tables as T
+
+    times = T.read_table(str(Path(run_dir) / "tables"), "metrics", columns=["time_ms"]).column("time_ms")
+    return max(times.to_pylist(), default=0) / 1000
 
 
 def _replicas(sc) -> int:
@@ -69,10 +80,9 @@ def measure_operator(spark: Any, brokers: int, partitions: int, workdir: str, se
     """The three rows (import, whatif --lose-rack, the throttled move) on a generated snapshot; `report(row)`
     is called as each is measured (the bench prints it: at operator size a row takes minutes)."""
     from . import whatif as W
-    from .cli import _parser
     from .scenario.loader import INT_MAX, parse_scenario
     from .tools import snapshot
-    from .whatif_questions import loss_run
+    from .whatif_questions import add_whatif_arguments, loss_run
 
     work = Path(workdir)
     t = time.perf_counter()
@@ -85,13 +95,14 @@ def measure_operator(spark: Any, brokers: int, partitions: int, workdir: str, se
     report = report or (lambda row: None)
     report(rows[-1])
 
-    args = _parser().parse_args(["whatif", str(snap), "--lose-rack", "rack-a", "--engine", engine,
-                                 "--run-dir", str(work / "lose-rack")])
+    parser = argparse.ArgumentParser(prog="sparkkafka whatif")
+    add_whatif_arguments(parser)
+    args = parser.parse_args([str(snap), "--lose-rack", "rack-a", "--engine", engine, "--run-dir", str(work / "lose-rack")])
     t = time.perf_counter()
     loss, predicted, emulated, lsc = loss_run(args, lambda: contextlib.nullcontext(spark))
     W.loss_text(loss, predicted, emulated, W.rates_at_risk(lsc, predicted))
     m = emulated.metrics
-    rows.append(_row("whatif --lose-rack rack-a", lsc, emulated.summary["time_ms"] / 1000,
+    rows.append(_row("whatif --lose-rack rack-a", lsc, _emulated_s(emulated.run_dir),
                      time.perf_counter() - t, emulated.wall_s,
                      f"offline {m['offline']}, under min ISR {m['under_min_isr']}, under replicated "
                      f"{m['under_replicated']}; recovered "
@@ -130,15 +141,14 @@ def operator_table(rows: list[dict], floor_ms: float | None = None) -> str:
     return head + "\n".join(lines) + "\n" + tail
 
 
-def main(args: argparse.Namespace, spark: Any) -> str:
+def main(args: argparse.Namespace, spark: Any, floor_ms: Any) -> str:
+    """The bench's table; `floor_ms(brokers, partitions, workdir)` measures the engine floor (bench.py's)."""
     import tempfile
-
-    from .bench import measure
 
     b, p = (int(x) for x in args.scale.split(","))
     with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
         rows = measure_operator(spark, b, p, work, seconds=args.seconds, engine=args.engine,
                                 report=lambda row: print(operator_table([row]), flush=True))
     with tempfile.TemporaryDirectory(prefix="sparkkafka-bench-") as work:
-        floor = measure(spark, b, p, 3, work)["floor_ms"]
+        floor = floor_ms(b, p, work)
     return operator_table(rows, floor)

@@ -84,26 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--out", help="write the scenario YAML here (default: print it)")
     w = sub.add_parser("whatif", help="what-if questions over a cluster snapshot directory: lose brokers, a rack or a "
                                       "log dir; unclean election candidates; a KIP-113 dir balancing plan (docs/whatif.md)")
-    w.add_argument("snapshot", metavar="SNAPSHOT", help="a directory with topics-describe.txt[, log-dirs.txt, "
-                                                        "racks.txt, server.properties, rates.csv]")
-    whatif_questions.add_arguments(w)  # each question's flags
-    w.add_argument("--no-emulate", action="store_true", help="the prediction only, no emulated run")
-    w.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="the table's format")
-    w.add_argument("--record-bytes", type=int, default=None,
-                   help="record size the logs are expanded to in the emulated run (default 2^31-1: few rows; "
-                        "with --reassign, what the throttle moves in one fetch cycle, at least 1 MiB)")
-    w.add_argument("--at-ms", type=int, default=1000, help="when the loss (or the --reassign plan) happens in the "
-                                                           "emulated run")
-    w.add_argument("--settle-ms", type=int, default=2000,
-                   help="emulated time after zookeeper.session.timeout.ms before the state is read")
-    w.add_argument("--recover-ms", type=int, default=60000,
-                   help="bound on the emulated recovery after the brokers return (0: skip)")
-    w.add_argument("--run-dir", help="emulated run directory (default runs/whatif-<snapshot name>)")
-    w.add_argument("--master", help="Spark master URL")
-    w.add_argument("--engine", choices=ENGINES,
-                   help="override cluster.emulator.engine for the emulated run: rounds (one Spark job per round), "
-                        "resident (many rounds per job) or local (every round in this process, no Spark); all give "
-                        "the same tables")
+    whatif_questions.add_whatif_arguments(w)
     _campaign_parsers(sub)
     _replay_parser(sub)
     b = sub.add_parser("bench", help="benchmarks: round cost against the engine floor, the reference "

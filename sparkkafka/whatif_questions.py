@@ -57,6 +57,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         q.add_arguments(parser)
 
 
+def add_whatif_arguments(w: argparse.ArgumentParser) -> None:
+    """`sparkkafka whatif`'s arguments: the snapshot, each question's flags, the emulated run's."""
+    from .protocol.config import ENGINES
+
+    w.add_argument("snapshot", metavar="SNAPSHOT", help="a directory with topics-describe.txt[, log-dirs.txt, "
+                                                        "racks.txt, server.properties, rates.csv]")
+    add_arguments(w)  # each question's flags
+    w.add_argument("--no-emulate", action="store_true", help="the prediction only, no emulated run")
+    w.add_argument("--format", choices=("text", "markdown", "csv"), default="text", help="the table's format")
+    w.add_argument("--record-bytes", type=int, default=None,
+                   help="record size the logs are expanded to in the emulated run (default 2^31-1: few rows; "
+                        "with --reassign, what the throttle moves in one fetch cycle, at least 1 MiB)")
+    w.add_argument("--at-ms", type=int, default=1000, help="when the loss (or the --reassign plan) happens in the "
+                                                           "emulated run")
+    w.add_argument("--settle-ms", type=int, default=2000,
+                   help="emulated time after zookeeper.session.timeout.ms before the state is read")
+    w.add_argument("--recover-ms", type=int, default=60000,
+                   help="bound on the emulated recovery after the brokers return (0: skip)")
+    w.add_argument("--run-dir", help="emulated run directory (default runs/whatif-<snapshot name>)")
+    w.add_argument("--master", help="Spark master URL")
+    w.add_argument("--engine", choices=ENGINES,
+                   help="override cluster.emulator.engine for the emulated run: rounds (one Spark job per round), "
+                        "resident (many rounds per job) or local (every round in this process, no Spark); all give "
+                        "the same tables")
+
+
 def answer(args: argparse.Namespace, out: Out, spark: SparkFor) -> int:
     """The first registered question the command line asks (else the default) answers; bad input raises
     ScenarioError naming the flag before a snapshot is read or Spark starts."""
