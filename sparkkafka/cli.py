@@ -421,15 +421,13 @@ def _run(args: argparse.Namespace) -> int:
             raise run_exists_error(out, "--out", args.scenario)
         os.makedirs(out, exist_ok=True)
     with _writing(out):  # one writer per run directory, refused before Spark (or its imports) starts
-        from pyspark.sql import SparkSession
-
         from .cluster import Cluster
 
         if sc is None:
             Cluster.require_complete(out)
             _check_writable(out)  # a damaged run is refused before anything reads or writes it
             _check_until(args.until_ms, out)
-        ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
+        ours = _no_session_yet()
         if sc is None:
             from .engine.session import get_spark
 
@@ -494,6 +492,19 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_session_yet() -> bool:
+    """Whether this process has no Spark yet (the command's session is then its own, stopped at its end): no
+    SparkContext in it, and not in a pyspark shell. SparkSession.getActiveSession() alone is the JVM's
+    thread-local session: a SparkContext already in the process is the surer sign that the session is another's
+    (the test run's shared session was found stopped by some in-process command in two fresh-clone runs)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._active_spark_context is not None or os.environ.get("PYSPARK_GATEWAY_PORT") is not None:
+        return False
+    return SparkSession.getActiveSession() is None
+
+
 class _Spark:
     """The SparkSession an emulated what-if run needs, stopped at the end when this process started it; none
     on the in-process engine (``--engine local``: the run and its reading need no session)."""
@@ -506,11 +517,9 @@ class _Spark:
         if self.local:
             self.ours = False
             return None
-        from pyspark.sql import SparkSession
-
         from .engine.session import get_spark
 
-        self.ours = SparkSession.getActiveSession() is None and os.environ.get("PYSPARK_GATEWAY_PORT") is None
+        self.ours = _no_session_yet()
         return get_spark(self.master)
 
     def __exit__(self, *exc) -> None:
