@@ -5,7 +5,7 @@ A generated snapshot (sparkkafka/tools/snapshot.py: `--scale 200,100000` by defa
 
 * import: the snapshot's files read into a scenario (`whatif` and `import` start with it);
 * `whatif SNAPSHOT --lose-rack rack-a`, the whole command in this process: the import again, the
-  prediction, the emulated run (setup, loop, end of run: Cluster.timings) and the answer's text;
+  prediction, the emulated run (setup, loop, end of run: Cluster.wall_s) and the answer's text;
 * a reassignment of every tenth partition (its last replica to another broker of the same rack) under a
   throttle at which `whatif --reassign`'s prediction takes MOVE_S (two emulated hours): the prediction,
   then the emulated move for its first `--seconds` (default 60) emulated seconds, every round run. The
@@ -27,7 +27,6 @@ from typing import Any
 
 MOVE_S = 7200  # the reassignment's predicted length: two emulated hours
 PROBE_THROTTLE = 10 << 20  # B/s: the prediction at this throttle scales the one that takes MOVE_S
-TARGETS = {"lose_rack_s": 60.0, "move_wall_s": 300.0}  # the issue's targets on 2 cores
 
 
 def reassign_plan(parts, racks: dict[int, str], every: int = 10) -> dict:
@@ -53,10 +52,10 @@ def reassign_plan(parts, racks: dict[int, str], every: int = 10) -> dict:
 
 def _emulated_s(run_dir: str) -> float:
     """The emulated seconds a run reached (its last metrics row: the recovery's rounds included)."""
-    from .storage import tables as T
+    from .whatif import _metrics
 
-    times = T.read_table(str(Path(run_dir) / "tables"), "metrics", columns=["time_ms"]).column("time_ms")
-    return max(times.to_pylist(), default=0) / 1000
+    times = _metrics(str(Path(run_dir) / "tables"))["time_ms"]
+    return int(times.max()) / 1000 if len(times) else 0.0
 
 
 def _replicas(sc) -> int:
