@@ -221,14 +221,21 @@ class Cluster:
         """Run `rounds` rounds one Spark job at a time (a round, or a resident window of rounds; rounds an idle
         cluster skips count too) and yield the rounds each job ran: what `step` and `run` do before they
         save, for a caller that times or reports each job (a progress bar, `sparkkafka bench`). Holds the
-        run directory's lock until the last job; nothing is saved at the end (`save`, `step`, `run` do)."""
+        run directory's lock until the last job; nothing is saved at the end (`save`, `step`, `run` do). The
+        log table has every round's records once the jobs end (history tables: at `flush`); between two jobs
+        of the in-process engine it may lag by the rounds since its last commit point."""
         _require_count("rounds", rounds, "must be an integer >= 0")
         with self._writing():
             self.loop.require_resumable()
-            while rounds > 0:
-                ran = self.loop.advance(min(rounds, self.loop.window_limit()), rounds)
-                rounds -= ran
-                yield ran
+            try:
+                while rounds > 0:
+                    ran = self.loop.advance(min(rounds, self.loop.window_limit()), rounds)
+                    rounds -= ran
+                    yield ran
+            except GeneratorExit:  # the caller stopped early: the rounds run so far are in the log all the same
+                self.loop.commit_held()
+                raise
+            self.loop.commit_held()
 
     @_writer
     def step(self, rounds: int = 1, save: bool = True) -> Cluster:

@@ -82,7 +82,7 @@ def test_the_reports_time_travel_takes_the_nearest_checkpoint_of_a_thinned_histo
 
 
 def test_a_run_thinning_its_log_has_the_tables_of_one_that_keeps_it_and_reopens(tmp_path):
-    """One log commit per round (the in-process engine), a checkpoint every 2 commits, 4 kept, a save every
+    """One log commit per round (the in-process engine committing every round), a checkpoint every 2 commits, 4 kept, a save every
     7 rounds, the run stopped at 1.5 s and reopened: the tables are those of a run keeping its whole log,
     the log holds a few dozen entries instead of one per round, and the report's disk picture of an early
     moment comes from the nearest kept checkpoint, labelled with its time."""
@@ -90,7 +90,7 @@ def test_a_run_thinning_its_log_has_the_tables_of_one_that_keeps_it_and_reopens(
     for keep in (4, 1_000_000):
         out = str(tmp_path / f"keep-{keep}")
         sc = _scenario("quickstart", "local", **{"delta.log.retention.commits": keep, "delta.checkpoint.interval": 2,
-                                                  "checkpoint.rounds": 7})
+                                                  "checkpoint.rounds": 7, "history.commit.rounds": 1})
         Cluster.from_scenario(sc, spark=None, out=out).run(until_ms=1500)
         Cluster.for_path(None, out).run(until_ms=4000)
         runs[keep] = out

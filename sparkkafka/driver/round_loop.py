@@ -28,7 +28,7 @@ from pyspark.sql import functions as Fn
 
 from ..controller.control_plane import ControlPlane
 from ..engine import rows as W
-from ..engine.broker_round import BrokerRound, RoundParams, expand_results
+from ..engine.broker_round import BrokerRound, RoundParams, WindowFiles, expand_results
 from ..protocol import idle, produce
 from ..protocol.broker import RoundFacts
 from ..protocol.config import LONG_MAX, RoundSettings, broker_config, profile_of
@@ -216,6 +216,7 @@ class RoundLoop(Timeline, IdleJumps):
         self._crashes_ahead: dict[int, tuple[int, ...]] = {}  # the crashes in it (round offset -> brokers)
         self._before_jump: DataFrame | None = None  # the rows an idle jump's job reads, until it has run
         self._history_adds: dict[str, list[dict]] = defaultdict(list)
+        self._held: WindowFiles | None = None  # the in-process engine's unwritten rows (commit_held)
         self.timings: dict[str, float] = defaultdict(float)  # seconds per round phase, for bench
         self._warm: threading.Thread | None = None  # engine/warm_up.py, joined before the first window
 
@@ -545,7 +546,9 @@ class RoundLoop(Timeline, IdleJumps):
 
             inp = self.input()
             clock.lap("driver")
-            out, side = local.run_round(params, inp)
+            if self._held is None:
+                self._held = WindowFiles(writer=0)
+            out, side = local.run_round(params, inp, self._held)
             where = None
         else:
             inp = self.input()
@@ -609,6 +612,8 @@ class RoundLoop(Timeline, IdleJumps):
         # one commit for the whole window: a file added and removed inside it never reaches the table
         log = [a for a in adds if a["table"] == "log"] + self._log_actions
         self._log_actions = []
+        if log and self._held is not None and self._held.log:  # this round commits the log: the held rows too
+            log += self._held.flush(self.tables_dir, history=False)  # (commit_held relies on it)
         removed = {a["path"] for a in log if a.get("remove")}
         added = {a["path"] for a in log if not a.get("remove")}
         self.writer.commit("log", [a for a in log if not a.get("remove") and a["path"] not in removed], last,
@@ -617,6 +622,8 @@ class RoundLoop(Timeline, IdleJumps):
         for a in adds:
             if a["table"] != "log":
                 self._history_adds[a["table"]].append(a)
+        if self._held is not None and self._held.history_rows >= int(self._emulator("resident.history.rows")):
+            self._stage_history(self._held.flush(self.tables_dir, log=False))  # the driver's memory stays bounded
         # the controller is as it is for every round of the window: its gauges once (metrics() hands the unclean
         # elections since it was last asked to the window's first round, then counts none)
         first = self.control.metrics()
@@ -674,9 +681,28 @@ class RoundLoop(Timeline, IdleJumps):
                     slots = self.spark_partitions
         return max(1, min(self.spark_partitions, slots))
 
+    def commit_held(self) -> None:
+        """The in-process engine's held rows (engine/local.run_round) written: their log files committed
+        now, as the last round's (a round that committed log files wrote the held ones with them, so the
+        last round committed none when some are held), their history files staged for `flush`. Before
+        anything reads the log table: a flush, an event that reads a broker's log, the end of `jobs`."""
+        if self._held is None:
+            return
+        adds = self._held.flush(self.tables_dir)
+        log = [a for a in adds if a["table"] == "log"]
+        if log:
+            self.writer.commit("log", log, self.round - 1)
+        self._stage_history(adds)
+
+    def _stage_history(self, adds: list[dict]) -> None:
+        for a in adds:
+            if a["table"] != "log":
+                self._history_adds[a["table"]].append(a)
+
     def flush(self) -> None:
         """Commit buffered history files and driver-side rows (one transaction per table). Rows an
         operator tool adds after the round's commit stay buffered (and saved) until the next round."""
+        self.commit_held()
         if getattr(self, "_flushed_round", None) == self.round:
             self.control.save(self.out)
             self.save_meta()

@@ -49,6 +49,7 @@ class Timeline:
         from ..protocol.flush import power_loss_cuts
         from ..storage import broker_disk, log_truncation
 
+        self.commit_held()  # the in-process engine's unwritten rows: the broker's log as it is on disk
         version = self.writer.table("log").version()
         log = broker_disk.read_log(self.tables_dir, version, b,
                                    ["log_dir", "topic", "partition", "offset", "append_ms"]).to_pandas()

@@ -13,14 +13,16 @@ Spark task (campaign.py): a small cluster per task, thousands of rounds without 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..storage.tables import LogSnapshot
 from . import rows as W
-from .broker_round import RoundParams, process
+from .broker_round import RoundParams, WindowFiles, process
 from .idle_jump import IdleJump, jump_wire
 from .resident import partitioned
 
@@ -36,10 +38,16 @@ def route(wire: pd.DataFrame, crashed: set[int], isolations: list) -> pd.DataFra
     return wire[keep]
 
 
-def run_round(p: RoundParams, wire: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_round(p: RoundParams, wire: pd.DataFrame, held: WindowFiles | None = None
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One round over every broker's rows: (the rows kept for the next round, the rows for the driver).
-    No rows, no round (as a Spark task that gets none runs nothing)."""
-    out = process(p, wire) if len(wire) else W.pack_all([])
+    No rows, no round (as a Spark task that gets none runs nothing). `held`: the log and history rows of
+    earlier rounds not written yet, which this round's appends join (the driver writes them at its
+    commit points, RoundLoop.commit_held): one file per broker and dir for many rounds instead of one a
+    round, as a resident window writes them."""
+    if held is not None and not isinstance(p.log_version, LogSnapshot):
+        p = replace(p, log_version=LogSnapshot(int(p.log_version)))
+    out = process(p, wire, held) if len(wire) else W.pack_all([])
     kinds = out["kind"].to_numpy()
     return (out[np.isin(kinds, W.CARRY_KINDS)].reset_index(drop=True),
             out[np.isin(kinds, W.DRIVER_KINDS)].reset_index(drop=True))
