@@ -31,9 +31,15 @@ from ..engine import rows as W
 from ..engine.broker_round import BrokerRound, RoundParams, expand_results
 from ..protocol import idle, produce
 from ..protocol.broker import RoundFacts
-from ..protocol.config import LONG_MAX, RoundSettings, broker_config, profile_of
+from ..protocol.config import (
+    LONG_MAX,
+    ClusterSettings,
+    RoundSettings,
+    broker_config,
+    profile_of,
+    topic_settings,
+)
 from ..protocol.frames import PRODUCE, RESULT, concat, conform
-from ..protocol.rules import rules_for
 from ..run_dir import CLIENT, RUN_FORMAT_VERSION, DriverState, RunDir
 from ..scenario import Scenario
 from ..scenario.workload import Workload
@@ -221,14 +227,15 @@ class RoundLoop(Timeline, IdleJumps):
 
     def start(self, sc: Scenario) -> None:
         broker_cfg = broker_config(sc.config)
-        profile = profile_of(broker_cfg["inter.broker.protocol.version"])
+        settings = ClusterSettings.of(broker_cfg, sc.emulator)
+        profile = profile_of(settings.inter_broker_protocol_version)
         n = int(sc.emulator.get("spark.partitions") or 0)
         if n <= 0:
             n = 1 if self.spark is None else int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
         self.driver = DriverState(
             scenario=sc, run_id=uuid.uuid4().hex[:12], round_ms=sc.round_ms,
             control=ControlPlane(list(sc.brokers), sc.racks, broker_cfg, sc.seed, profile, emulator=dict(sc.emulator)),
-            workload=Workload(sc.round_ms, int(broker_cfg["request.timeout.ms"])),
+            workload=Workload(sc.round_ms, int(settings.request_timeout_ms)),
             spark_partitions=max(1, min(n, len(sc.brokers))),
             events=sorted(sc.timeline, key=lambda e: (e.time_ms(sc.round_ms), e.index)),
             outbox=[(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)])
@@ -358,13 +365,8 @@ class RoundLoop(Timeline, IdleJumps):
     def params(self, now: int) -> RoundParams:
         tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
         min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
-        cfg = RoundSettings.of(
-            self.broker_cfg, self.scenario.emulator, profile=self.profile,
-            rules=rules_for(self.profile),  # the version flags the executors read (protocol/rules.py)
-            round_ms=self.round_ms,
-            topic_unclean={t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()},
-            topic_flush={t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()},
-            **self.throttles(tcfg))
+        cfg = RoundSettings.of(self.broker_cfg, self.scenario.emulator, self.profile, round_ms=self.round_ms,
+                               **topic_settings(tcfg), **self.throttles(tcfg))
         log_version = self.writer.table("log").version()
         return RoundParams(
             run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
