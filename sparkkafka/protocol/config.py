@@ -181,8 +181,6 @@ ROUND_EMULATOR_SETTINGS: dict[str, str] = {
     "tail.records": "tail_records",
     "idle.jump": "idle_jump",
 }
-# What the driver derives for it (per-topic and per-broker values), passed to RoundSettings.of by field name.
-ROUND_DERIVED = ("round_ms", "topic_unclean", "topic_flush", "quota", "throttled_replicas")
 
 
 def _typed(names: Mapping[str, str], values: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,8 +235,8 @@ class RoundSettings:
     def of(cls, broker_cfg: Mapping[str, Any], emulator: Mapping[str, Any], profile: str,
            **derived: Any) -> RoundSettings:
         """From the effective broker config (broker_config), the scenario's emulator settings (missing ones
-        at EMULATOR_DEFAULTS), the version profile (its rules: rules_for) and the derived values
-        (ROUND_DERIVED)."""
+        at EMULATOR_DEFAULTS), the version profile (its rules: rules_for) and the derived values (the
+        fields after `rules`: round_ms, topic_unclean, topic_flush, quota, throttled_replicas)."""
         from .rules import rules_for  # rules.py imports versions.py, not this module: no circle
 
         return cls(**_typed(ROUND_KAFKA_CONFIGS, broker_cfg),
