@@ -14,10 +14,10 @@ import pandas as pd
 from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol.config import (
-    EMULATOR_DEFAULTS,
+    EmulatorSettings,
     RoundSettings,
+    TopicSettings,
     broker_config,
-    topic_config,
     topic_settings,
 )
 from sparkkafka.protocol.leader_and_isr import new_broker_rows
@@ -76,8 +76,8 @@ def settings(profile: str = "2.8", config: Mapping[str, Any] | None = None, topi
     `profile`'s rules, the topic configs of `topics` (their defaults); then `fields` (RoundSettings fields)
     replaced. Every test that needs a round's `cfg` builds it here."""
     broker = broker_config(config)
-    tcfg = {t: topic_config(broker, {}) for t in topics}
-    return replace(RoundSettings.of(broker, EMULATOR_DEFAULTS, profile, **topic_settings(tcfg)), **fields)
+    tcfg = {t: TopicSettings.of(broker, {}) for t in topics}
+    return replace(RoundSettings.of(broker, EmulatorSettings.of(), profile, **topic_settings(tcfg)), **fields)
 
 
 class Net:

@@ -21,7 +21,13 @@ import pandas as pd
 
 from ..plaindata import Fields, Plain, from_plain, to_plain
 from ..protocol import frames as F
-from ..protocol.config import ClusterSettings, broker_config, dynamic_broker_value, topic_config
+from ..protocol.config import (
+    ClusterSettings,
+    EmulatorSettings,
+    TopicSettings,
+    broker_config,
+    dynamic_broker_value,
+)
 from ..protocol.rules import rules_for
 from . import events as ev
 from .kafka_controller import KafkaController, Requests
@@ -83,8 +89,9 @@ class ControlPlane:
         self.tick(now, frozenset())
 
     # ------------------------------------------------------------------ topics and configs
-    def topic_config(self, topic: str) -> dict:
-        return topic_config(self.broker_cfg, self.overrides.get(topic, {}))
+    def topic_config(self, topic: str) -> TopicSettings:
+        """The topic's effective configs: its overrides, else the broker's, else Kafka's defaults."""
+        return TopicSettings.of(self.broker_cfg, self.overrides.get(topic, {}))
 
     def topics(self) -> list[str]:
         return sorted(self.zk.topics())
@@ -305,7 +312,7 @@ class ControlPlane:
 
     def settings(self) -> ClusterSettings:
         """The broker configs in effect now (a cluster-wide dynamic default included), typed."""
-        return ClusterSettings.of(self.broker_cfg, self.emulator)
+        return ClusterSettings.of(self.broker_cfg, EmulatorSettings.of(self.emulator))
 
     def broker_value(self, b: int, name: str):
         """A broker's effective config: its own dynamic value, else the cluster default / static one."""

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..plaindata import from_plain, to_plain
 from ..protocol import frames as F
-from ..protocol.config import ClusterSettings
+from ..protocol.config import ClusterSettings, TopicSettings
 from . import events as ev
 from . import instructions as ins
 from . import reassignment as ra
@@ -86,7 +86,7 @@ class KafkaController:
 
     broker: int
     zk: ZooKeeper
-    topic_config: Callable[[str], dict]
+    topic_config: Callable[[str], TopicSettings]
     delete_enabled: Callable[[], bool] = lambda: True
     epoch: int = 0
     epoch_version: int = -1
@@ -394,7 +394,7 @@ class KafkaController:
                 continue
             if not self._partition_ok(now, tp, PS.OnlinePartition):
                 continue
-            unclean = force_unclean or bool(self.topic_config(tp[0])["unclean.leader.election.enable"])
+            unclean = force_unclean or self.topic_config(tp[0]).unclean_leader_election_enable
             live = [b for b in self._assignment(tp) if self._replica_online(b, tp)]
             e = offline_election(self._assignment(tp), state["isr"], live, unclean)
             if e is None:

@@ -41,7 +41,7 @@ class IdleJumps:
         the driver (`plan`: the first after the controller's ticks a window's plan runs ahead, its `due`),
         or the last of the `horizon` rounds to run (None: jumping is off). The resident tasks get it too,
         to end a window where the driver would jump."""
-        if not self.scenario.emulator.get("idle.jump") or self._throttling():
+        if not self.emulator.idle_jump or self._throttling():
             return None
         last = first + horizon - 1
         due = self.due_ms(first * self.round_ms - 1) if plan is None else plan.due

@@ -122,6 +122,40 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
 ENGINES = ("rounds", "resident", "local")
 DELTA_WRITERS = ("deltalake", "delta-spark")
 
+
+@dataclass(frozen=True)
+class EmulatorSettings:
+    """The emulator's settings (scenario `cluster.emulator`, EMULATOR_DEFAULTS), typed: each field is its
+    setting's dotted name in snake_case (round.ms -> round_ms). The scenario keeps the mapping (what a run
+    directory saves); this is derived from it, never saved, so a run saved before a setting existed loads
+    and reads that setting's default."""
+
+    round_ms: int
+    history_commit_rounds: int
+    checkpoint_rounds: int
+    delta_checkpoint_interval: int
+    delta_compact_min_files: int
+    delta_log_retention_commits: int
+    delta_writer: str
+    spark_partitions: int
+    tail_records: int
+    read_max_records: int
+    page_cache_writeback_ms: int
+    auto_rebalance_during_reassignment: bool
+    engine: str
+    resident_rounds: int
+    resident_history_rows: int
+    idle_jump: bool
+    initial_record_bytes: int
+
+    @classmethod
+    def of(cls, emulator: Mapping[str, Any] | None = None) -> EmulatorSettings:
+        """From a scenario's emulator mapping (dotted names; other keys ignored), missing ones at
+        EMULATOR_DEFAULTS: the one place their defaults are read."""
+        values = {**EMULATOR_DEFAULTS, **(emulator or {})}
+        return cls(**{name.replace(".", "_"): values[name] for name in EMULATOR_DEFAULTS})
+
+
 def version_defaults(profile: str) -> dict[str, Any]:
     """Defaults that changed across versions (docs/versions.md), where the profile's differ from
     2.8's (the default_* flags of rules.Rules)."""
@@ -157,6 +191,27 @@ def topic_config(broker_cfg: dict[str, Any], overrides: dict[str, Any] | None) -
     return out
 
 
+@dataclass(frozen=True)
+class TopicSettings:
+    """A topic's effective configs (LogConfig, TOPIC_CONFIGS: its own override, else the broker's, else
+    Kafka's default), typed: each field is the Kafka name in snake_case (min.insync.replicas ->
+    min_insync_replicas)."""
+
+    min_insync_replicas: int
+    unclean_leader_election_enable: bool
+    leader_replication_throttled_replicas: str
+    follower_replication_throttled_replicas: str
+    flush_messages: int
+    flush_ms: int | None
+    retention_ms: int
+    segment_bytes: int
+
+    @classmethod
+    def of(cls, broker_cfg: dict[str, Any], overrides: dict[str, Any] | None) -> TopicSettings:
+        """From the effective broker config (broker_config) and the topic's overrides (topic_config)."""
+        return cls(**{k.replace(".", "_"): v for k, v in topic_config(broker_cfg, overrides).items()})
+
+
 # ---------------------------------------------------------------------------------------- one round's config
 # Kafka's broker configs a round of the brokers reads: Kafka name -> RoundSettings field.
 ROUND_KAFKA_CONFIGS: dict[str, str] = {
@@ -175,7 +230,7 @@ ROUND_KAFKA_CONFIGS: dict[str, str] = {
     "replication.quota.window.num": "replication_quota_window_num",
     "replication.quota.window.size.seconds": "replication_quota_window_size_seconds",
 }
-# The emulator settings it reads (EMULATOR_DEFAULTS name) -> field.
+# The emulator settings it reads (EMULATOR_DEFAULTS name) -> field (EmulatorSettings' and RoundSettings').
 ROUND_EMULATOR_SETTINGS: dict[str, str] = {
     "read.max.records": "read_max_records",
     "tail.records": "tail_records",
@@ -188,11 +243,16 @@ def _typed(names: Mapping[str, str], values: Mapping[str, Any]) -> dict[str, Any
     return {f: values[k] for k, f in names.items()}
 
 
-def topic_settings(tcfg: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _fields(names: Mapping[str, str], settings: EmulatorSettings) -> dict[str, Any]:
+    """{field: value} of the emulator settings `names` maps (name -> field), read from `settings`."""
+    return {f: getattr(settings, f) for f in names.values()}
+
+
+def topic_settings(tcfg: Mapping[str, TopicSettings]) -> dict[str, Any]:
     """The topics' effective unclean.leader.election.enable and (flush.messages, flush.ms), from their
-    topic configs (topic_config), as RoundSettings' topic_unclean and topic_flush."""
-    return {"topic_unclean": {t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()},
-            "topic_flush": {t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()}}
+    topic configs, as RoundSettings' topic_unclean and topic_flush."""
+    return {"topic_unclean": {t: bool(c.unclean_leader_election_enable) for t, c in tcfg.items()},
+            "topic_flush": {t: (c.flush_messages, c.flush_ms) for t, c in tcfg.items()}}
 
 
 @dataclass(frozen=True, eq=False)
@@ -232,15 +292,14 @@ class RoundSettings:
     throttled_replicas: Mapping[str, tuple[str, str]] = dataclass_field(default_factory=dict)
 
     @classmethod
-    def of(cls, broker_cfg: Mapping[str, Any], emulator: Mapping[str, Any], profile: str,
+    def of(cls, broker_cfg: Mapping[str, Any], emulator: EmulatorSettings, profile: str,
            **derived: Any) -> RoundSettings:
-        """From the effective broker config (broker_config), the scenario's emulator settings (missing ones
-        at EMULATOR_DEFAULTS), the version profile (its rules: rules_for) and the derived values (the
-        fields after `rules`: round_ms, topic_unclean, topic_flush, quota, throttled_replicas)."""
+        """From the effective broker config (broker_config), the scenario's emulator settings, the version
+        profile (its rules: rules_for) and the derived values (the fields after `rules`: round_ms,
+        topic_unclean, topic_flush, quota, throttled_replicas)."""
         from .rules import rules_for  # rules.py imports versions.py, not this module: no circle
 
-        return cls(**_typed(ROUND_KAFKA_CONFIGS, broker_cfg),
-                   **_typed(ROUND_EMULATOR_SETTINGS, {**EMULATOR_DEFAULTS, **emulator}),
+        return cls(**_typed(ROUND_KAFKA_CONFIGS, broker_cfg), **_fields(ROUND_EMULATOR_SETTINGS, emulator),
                    profile=profile, rules=rules_for(profile), **derived)
 
 
@@ -280,11 +339,10 @@ class ClusterSettings:
     auto_rebalance_during_reassignment: bool
 
     @classmethod
-    def of(cls, broker_cfg: Mapping[str, Any], emulator: Mapping[str, Any] | None = None) -> ClusterSettings:
-        """From the effective broker config (broker_config) and the emulator settings (missing ones at
-        EMULATOR_DEFAULTS)."""
+    def of(cls, broker_cfg: Mapping[str, Any], emulator: EmulatorSettings | None = None) -> ClusterSettings:
+        """From the effective broker config (broker_config) and the emulator settings (None: their defaults)."""
         return cls(**_typed(CLUSTER_KAFKA_CONFIGS, broker_cfg),
-                   **_typed(CLUSTER_EMULATOR_SETTINGS, {**EMULATOR_DEFAULTS, **(emulator or {})}))
+                   **_fields(CLUSTER_EMULATOR_SETTINGS, emulator or EmulatorSettings.of()))
 
     @classmethod
     def defaults(cls) -> ClusterSettings:
