@@ -311,6 +311,8 @@ def measure_long_run(spark, brokers: int, partitions: int, rounds: int, workdir:
 
 
 def long_run_table(r: dict) -> str:
+    from .protocol.config import EmulatorSettings
+
     rows = ["| rounds | wall per round (ms) | CPU per round (ms) | " + " | ".join(f"{k} (ms)" for k in LONG_PHASES)
             + " |", "|---|---|---|" + "---|" * len(LONG_PHASES)]
     span = r["span"]
@@ -322,7 +324,7 @@ def long_run_table(r: dict) -> str:
     for name in sorted(r["files"][max(r["files"])]):
         files.append(f"| {name} | " + " | ".join(
             "{} / {}".format(*r["files"][n].get(name, (0, 0))) for n in sorted(r["files"])) + " |")
-    engine = r["emulator"].get("engine", "resident")
+    engine = EmulatorSettings.of(r["emulator"]).engine
     jobs = "windows (no Spark job)" if engine == "local" else "Spark jobs"
     head = (f"{r['brokers']} brokers x 2 dirs, engine {engine}, {r['partitions']} partitions RF 3, {r['rounds']} rounds, "
             f"{r['jobs']} {jobs}, run loop {r['loop_s']:.0f} s; last rounds / round 100: wall **{r['ratio']:.2f}x**, "

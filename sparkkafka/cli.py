@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from . import run_lock, whatif_questions
 from .errors import ScenarioError
-from .protocol.config import ENGINES
+from .protocol.config import ENGINES, EmulatorSettings
 
 FILTERS = ("under_replicated_partitions", "unavailable_partitions", "under_min_isr_partitions",
            "at_min_isr_partitions")
@@ -590,7 +590,7 @@ def _campaign(args: argparse.Namespace) -> int:
         w = _ints(args.window.replace(":", ","), "--window")
         if len(w) != 2:
             raise ScenarioError("--window", args.window, "expected FROM:UNTIL")
-        round_ms = int((base["cluster"].get("emulator") or {}).get("round.ms", 100))
+        round_ms = int(EmulatorSettings.of(base["cluster"].get("emulator")).round_ms)
         plan = faults.Plan(window_ms=(w[0], w[1]), round_ms=round_ms, **kw)
     else:
         plan = faults.default_plan(base, **kw)
@@ -657,7 +657,7 @@ def _replay(args: argparse.Namespace) -> int:
         R.clear_out(out)
     run_args = argparse.Namespace(scenario=args.scenario, until_ms=None, master=args.master, overwrite=False,
                                   no_progress=True, engine=args.engine)
-    return R.replay(sc, out, args.on_kafka, args.engine or sc.emulator["engine"],
+    return R.replay(sc, out, args.on_kafka, args.engine or sc.emulator_settings.engine,
                     lambda emu_dir: _run(argparse.Namespace(**vars(run_args), out=emu_dir)))
 
 

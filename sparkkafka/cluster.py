@@ -84,7 +84,7 @@ class _Loop:
 
 def _check_delta_writer(sc: Scenario, spark: SparkSession | None) -> None:
     """ScenarioError when the scenario commits through delta-spark and `spark` cannot (storage/delta_jvm)."""
-    if sc.emulator.get("delta.writer") == "delta-spark":
+    if sc.emulator_settings.delta_writer == "delta-spark":
         from .storage.delta_jvm import require_delta_session
 
         require_delta_session(spark)
@@ -142,7 +142,7 @@ class Cluster:
         require_out_dir(out)
         if spark is not None:
             check_worker_python(spark)  # before the run directory exists: a wrong worker Python changes nothing
-        if spark is not None or sc.emulator.get("engine") == "local":  # else: the session started below
+        if spark is not None or sc.emulator_settings.engine == "local":  # else: the session started below
             _check_delta_writer(sc, spark)
         if RunDir(out).is_run() and not overwrite:
             raise run_exists_error(out)
@@ -150,7 +150,7 @@ class Cluster:
         with run_lock.writing(out):  # refused while another process writes there, before Spark starts
             if RunDir(out).is_run() and not overwrite:
                 raise run_exists_error(out)
-            if spark is None and sc.emulator.get("engine") != "local":  # the in-process engine needs no session
+            if spark is None and sc.emulator_settings.engine != "local":  # the in-process engine needs no session
                 from .engine.session import get_spark
 
                 spark = get_spark(master)
@@ -165,7 +165,7 @@ class Cluster:
                         os.unlink(path)
             RunDir(out).clear_unfinished()  # what a creation killed before its run.json left
             c = cls(spark, out)
-            T.create_tables(c.tables_dir, sc.emulator["delta.checkpoint.interval"])
+            T.create_tables(c.tables_dir, sc.emulator_settings.delta_checkpoint_interval)
             c.loop.start(sc)
             c._seen = c.run_dir.stamp()
         c.wall_s["setup"] = time.perf_counter() - t0

@@ -36,7 +36,6 @@ import pandas as pd
 from .controller.control_plane import ControlPlane
 from .errors import DamagedRunError, ScenarioError
 from .plaindata import dump_fields, from_plain, to_plain
-from .protocol.config import EMULATOR_DEFAULTS
 from .scenario.loader import MAX_TIME_MS
 from .scenario.model import Event, Scenario
 from .scenario.workload import Workload
@@ -178,7 +177,7 @@ class DriverState:
                 "broker_config": dict(sc.config), "controller_epoch": c.zk.controller_epoch()[0],
                 "topics": {t: {"partitions": c.partition_count(t), "topic_id": ids.get(t),
                                "overrides": c.overrides.get(t, {}),
-                               "min.insync.replicas": int(c.topic_config(t)["min.insync.replicas"])}
+                               "min.insync.replicas": c.topic_config(t).min_insync_replicas}
                            for t in c.topics()}}
 
 
@@ -296,8 +295,7 @@ class RunDir:
                     shutil.rmtree(os.path.join(root, old), ignore_errors=True)
         broker_disk.settle(self.brokers_dir, d.round)
         if d.table_versions is not None:
-            name = "delta.log.retention.commits"
-            T.trim_logs(self.tables_dir, d.table_versions, int(d.scenario.emulator.get(name, EMULATOR_DEFAULTS[name])))
+            T.trim_logs(self.tables_dir, d.table_versions, d.scenario.emulator_settings.delta_log_retention_commits)
 
     def recover(self, d: DriverState) -> list[str]:
         """Undo what a run killed after saving `d` wrote since (docs/run-directory.md, "Crash safety"), so

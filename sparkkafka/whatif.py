@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from .errors import ScenarioError
-from .protocol.config import BROKER_DEFAULTS
+from .protocol.config import BROKER_DEFAULTS, ClusterSettings, TopicSettings, broker_config
 from .scenario.model import Scenario
 
 SNAPSHOT_FILES = {"topics_describe": "topics-describe.txt", "log_dirs": "log-dirs.txt", "racks": "racks.txt",
@@ -62,10 +62,10 @@ def partitions_frame(sc: Scenario) -> pd.DataFrame:
     """One row per partition at the snapshot: replicas, isr, leader, min.insync.replicas, replica dirs/bytes,
     the replicas with a future log (``moving``, its dir in ``future_dirs``: KIP-113) and a move in flight's
     adding/removing (KIP-455)."""
-    default_min = sc.config.get("min.insync.replicas", BROKER_DEFAULTS["min.insync.replicas"])
+    broker = broker_config(sc.config)
     rows = []
     for t in sc.topics:
-        min_isr = int(t.config.get("min.insync.replicas", default_min))
+        min_isr = TopicSettings.of(broker, t.config).min_insync_replicas
         for p, replicas in sorted((t.assignment or {}).items()):
             st = (t.state or {}).get(p)
             rows.append({"topic": t.name, "partition": int(p), "replicas": list(replicas),
@@ -235,8 +235,9 @@ def _state_frame(parts_latest: pd.DataFrame, before: pd.DataFrame, live: set[int
 
 def loss_acted_ms(sc: Scenario, loss: Loss, at_ms: int, settle_ms: int | None = None) -> int:
     """When emulate_loss reads the state: the loss at ``at_ms``, the controller noticing it (a broker's
-    zookeeper.session.timeout.ms; a failed dir at once, KIP-112), then ``settle_ms`` (default 2000)."""
-    session = int(sc.config.get("zookeeper.session.timeout.ms", BROKER_DEFAULTS["zookeeper.session.timeout.ms"]))
+    zookeeper.session.timeout.ms, the version's historic default included, as the controller reads it:
+    ClusterSettings; a failed dir at once, KIP-112), then ``settle_ms`` (default 2000)."""
+    session = ClusterSettings.of(broker_config(sc.config), sc.emulator_settings).zookeeper_session_timeout_ms
     return at_ms + (0 if loss.log_dir else session) + (2000 if settle_ms is None else settle_ms)
 
 

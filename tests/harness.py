@@ -5,15 +5,22 @@ executing the AppendRecords and TruncateLog effects, and the other effects recor
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 
 from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import frames as F
-from sparkkafka.protocol.config import EMULATOR_DEFAULTS, broker_config, topic_config
+from sparkkafka.protocol.config import (
+    EmulatorSettings,
+    RoundSettings,
+    TopicSettings,
+    broker_config,
+    topic_settings,
+)
 from sparkkafka.protocol.leader_and_isr import new_broker_rows
-from sparkkafka.protocol.rules import rules_of
 
 # outbox field -> the inbox field it arrives in next round (messages between brokers)
 ROUTES = {"fetches": "fetches", "fetch_responses": "fetch_responses", "fetch_records": "fetch_records",
@@ -59,24 +66,24 @@ def batch(n: int, acks: int, now: int = 0, record_id: int = 0, broker: int = 1, 
 def run_step(state: B.BrokerState, inbox: B.Inbox, now: int, config: B.RoundFacts,
              read: B.Reader = B.no_reads) -> B.Step:
     """One broker round, protocol/broker.step: every test that steps a broker comes through here."""
-    return B.step(state, inbox, now, rules_of(config.cfg), config, read=read)
+    return B.step(state, inbox, now, config.cfg.rules, config, read=read)
 
 
-def round_cfg(profile: str = "2.8", topics=("t",), **overrides) -> dict:
-    """A round's `cfg` as the driver builds it (RoundLoop.params, driver/round_loop.py): broker configs, the topics' flush and
-    unclean-election settings, the emulator's settings (emulator.*), the profile; `overrides` by full key."""
-    broker = broker_config({})
-    tcfg = {t: topic_config(broker, {}) for t in topics}
-    return {**broker, **{f"emulator.{k}": v for k, v in EMULATOR_DEFAULTS.items()},
-            "topic_unclean": {t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()},
-            "topic_flush": {t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()},
-            "round_ms": EMULATOR_DEFAULTS["round.ms"], "profile": profile, **overrides}
+def settings(profile: str = "2.8", config: Mapping[str, Any] | None = None, topics: Sequence[str] = (),
+             **fields: Any) -> RoundSettings:
+    """A round's settings (config.RoundSettings) as the driver builds them (RoundLoop.params): Kafka's broker
+    defaults with the scenario's broker `config` (Kafka names, config.broker_config), the emulator's defaults,
+    `profile`'s rules, the topic configs of `topics` (their defaults); then `fields` (RoundSettings fields)
+    replaced. Every test that needs a round's `cfg` builds it here."""
+    broker = broker_config(config)
+    tcfg = {t: TopicSettings.of(broker, {}) for t in topics}
+    return replace(RoundSettings.of(broker, EmulatorSettings.of(), profile, **topic_settings(tcfg)), **fields)
 
 
 class Net:
     """Brokers stepped round by round; `log` is the log table their effects built."""
 
-    def __init__(self, cfg: dict, min_isr: dict, brokers=(1, 2), log_dirs=("d0",), round_ms: int = 100,
+    def __init__(self, cfg: RoundSettings, min_isr: dict, brokers=(1, 2), log_dirs=("d0",), round_ms: int = 100,
                  state: B.BrokerState | None = None, log: pd.DataFrame | None = None) -> None:
         self.config = B.RoundFacts(cfg=cfg, min_isr=min_isr, log_dirs=tuple(log_dirs))
         self.state = state if state is not None else B.BrokerState(brokers=new_broker_rows(list(brokers)))

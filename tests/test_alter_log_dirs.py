@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import harness as H
 import numpy as np
 import pandas as pd
@@ -60,8 +62,8 @@ class Broker:
         self.rem, self.brk = F.empty(F.REMOTE), new_broker_rows([broker])
         self.offline_dirs = offline_dirs or {}
         self.log = F.empty(F.RECORD)  # the current logs' records
-        self.cfg = {"replica.fetch.max.bytes": 1 << 20, "emulator.read.max.records": 10000, "round_ms": 100,
-                    **(cfg or {})}
+        self.cfg = H.settings(PROF, **{"replica_fetch_max_bytes": 1 << 20, "read_max_records": 10000, "round_ms": 100,
+                                       **(cfg or {})})
         self.copied_per_round: list[int] = []
         self.selected_per_round: list[list[tuple]] = []
 
@@ -98,10 +100,10 @@ class Broker:
         self.fut, _ = A.out_of_range(self.fut, self.rep)
         self.fut, sel = A.select_for_copy(self.fut, self.rep, threads)
         self.selected_per_round.append(sorted(zip(self.fut["topic"][sel], self.fut["partition"][sel], strict=True)))
-        ranges = A.copy_ranges(self.fut, self.rep, sel, self.cfg["emulator.read.max.records"])
+        ranges = A.copy_ranges(self.fut, self.rep, sel, self.cfg.read_max_records)
         m = self.log.merge(ranges, on=["broker", "topic", "partition"])
         recs = F.conform(m[(m["offset"] >= m["from_offset"]) & (m["offset"] < m["to_offset"])], F.RECORD)
-        self.fut, copied = A.append_copies(self.fut, self.rep, recs, sel, threads, self.cfg["replica.fetch.max.bytes"],
+        self.fut, copied = A.append_copies(self.fut, self.rep, recs, sel, threads, self.cfg.replica_fetch_max_bytes,
                                            {self.b: A.round_budget(self.cfg, self.b)}, PROF)
         self.copied_per_round.append(int(A.record_bytes(copied).sum()) if len(copied) else 0)
         self.rep, self.fut, swaps = A.swap(self.rep, self.fut, sel)
@@ -266,7 +268,7 @@ def test_current_truncation_sends_the_future_back_to_truncating():
     b.create([("t", 0)])
     b.append("t", 0, 10)
     b.alter([("t", 0, "d2")])
-    b.cfg["replica.fetch.max.bytes"] = 60  # 6 records a round
+    b.cfg = replace(b.cfg, replica_fetch_max_bytes=60)  # 6 records a round
     b.round()
     assert int(b.fut["leo"].iat[0]) == 6
     cut = pd.DataFrame({"broker": [1], "topic": ["t"], "partition": [0], "log_dir": [b.dir_of("t", 0)], "offset": [4]})
@@ -279,7 +281,7 @@ def test_leader_epoch_change_restarts_the_mover_truncating_at_the_current_hw():
     b.create([("t", 0)], epoch=0)
     b.append("t", 0, 5)
     b.alter([("t", 0, "d2")])
-    b.cfg["replica.fetch.max.bytes"] = 20
+    b.cfg = replace(b.cfg, replica_fetch_max_bytes=20)
     b.round()
     assert int(b.fut["fetch_state"].iat[0]) == F.FETCHING
     b.create([("t", 0)], epoch=1)
@@ -298,7 +300,7 @@ def test_fetcher_id_is_kafkas_hash():
 
 
 def test_one_partition_per_thread_smallest_first_and_sticky():
-    b = Broker(dirs=["d0", "d1"], cfg={"num.replica.alter.log.dirs.threads": 1, "replica.fetch.max.bytes": 30})
+    b = Broker(dirs=["d0", "d1"], cfg={"num_replica_alter_log_dirs_threads": 1, "replica_fetch_max_bytes": 30})
     parts = [("b", 0), ("a", 1), ("a", 0)]
     b.create(parts)
     for t, p in parts:
@@ -320,7 +322,7 @@ def test_one_partition_per_thread_smallest_first_and_sticky():
 
 
 def test_threads_move_partitions_concurrently_one_each():
-    b = Broker(dirs=["d0", "d1"], cfg={"num.replica.alter.log.dirs.threads": 2, "replica.fetch.max.bytes": 10})
+    b = Broker(dirs=["d0", "d1"], cfg={"num_replica_alter_log_dirs_threads": 2, "replica_fetch_max_bytes": 10})
     parts = [("t", p) for p in range(4)]
     b.create(parts)
     for t, p in parts:
@@ -356,15 +358,15 @@ def test_throttle_budget_never_exceeded_and_the_move_takes_at_least_n_over_t():
 
 
 def test_round_budget_reads_the_quota_else_the_broker_config():
-    assert A.round_budget({"round_ms": 100}, 1) is None
-    assert A.round_budget({"round_ms": 200, "quota": {"alter_dirs": {1: 1000}}}, 1) == 200
-    assert A.round_budget({"round_ms": 200, "quota": {"alter_dirs": {1: 1000}}}, 2) is None
-    assert A.round_budget({"round_ms": 100, "quota": {}, "replica.alter.log.dirs.io.max.bytes.per.second": 9}, 1) is None
-    assert A.round_budget({"emulator.round.ms": 100, "replica.alter.log.dirs.io.max.bytes.per.second": 500}, 3) == 50
+    assert A.round_budget(H.settings(round_ms=100), 1) is None
+    assert A.round_budget(H.settings(round_ms=200, quota={"alter_dirs": {1: 1000}}), 1) == 200
+    assert A.round_budget(H.settings(round_ms=200, quota={"alter_dirs": {1: 1000}}), 2) is None
+    assert A.round_budget(H.settings(round_ms=100, quota={}, replica_alter_log_dirs_io_max_bytes_per_second=9), 1) is None
+    assert A.round_budget(H.settings(round_ms=100, replica_alter_log_dirs_io_max_bytes_per_second=500), 3) == 50
 
 
 def test_swap_only_when_caught_up_while_the_current_log_grows():
-    b = Broker(dirs=["d0", "d1"], cfg={"replica.fetch.max.bytes": 30})  # 3 records a round
+    b = Broker(dirs=["d0", "d1"], cfg={"replica_fetch_max_bytes": 30})  # 3 records a round
     b.create([("t", 0)])
     b.append("t", 0, 5)
     old = b.dir_of("t", 0)
@@ -484,7 +486,7 @@ def _params(tables, brokers, version, offline=None):
     from sparkkafka.protocol.broker import RoundFacts
 
     return RoundParams(run_id="r", round_no=1, now=0, tables_dir=tables, brokers_dir=brokers, log_version=version,
-                       facts=RoundFacts(cfg={"profile": PROF}, min_isr={}, log_dirs=("d0", "d1"),
+                       facts=RoundFacts(cfg=H.settings(PROF), min_isr={}, log_dirs=("d0", "d1"),
                                         offline_dirs=offline or {}))
 
 

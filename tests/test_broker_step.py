@@ -7,14 +7,14 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
-from harness import Net, batch, lai, round_cfg, run_step
+from harness import Net, batch, lai, run_step, settings
 
 from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol import leader_epoch as LE
 from sparkkafka.protocol.config import LONG_MAX
 
-CFG = round_cfg("2.8", **{"replica.high.watermark.checkpoint.interval.ms": 1000})
+CFG = settings("2.8", topics=("t",), replica_high_watermark_checkpoint_interval_ms=1000)
 
 
 def values(net: Net) -> tuple[int, int, int, int, int]:
@@ -77,7 +77,7 @@ def test_seed_hw_table_as_a_sequence_of_steps():
 
     while not checkpoints(net):  # the next HW checkpoint writes the HW both replicas reached
         net.step()
-    assert net.now - 100 == CFG["replica.high.watermark.checkpoint.interval.ms"]
+    assert net.now - 100 == CFG.replica_high_watermark_checkpoint_interval_ms
     assert checkpoints(net) == {1: (("t", 0, 1),), 2: (("t", 0, 1),)}
 
 
@@ -96,7 +96,7 @@ def test_restart_then_become_follower_truncates(profile, cut):
     leader that holds only 0..2. Before 0.11 (no leader epochs) makeFollowers truncates to the HW at
     once: a TruncateLog effect cutting its log at 2. From 2.8 it keeps its log and asks the leader
     (fetch with DivergingEpoch): the cut comes from the leader's answer, at the leader's epoch end."""
-    cfg = round_cfg(profile)
+    cfg = settings(profile, topics=("t",))
     net = Net(cfg, {"t": 1}, brokers=(1,))
     net.step(leader_and_isr=lai(1, isr=(1,), replicas=(1, 2), epoch=0))
     net.step(produce=batch(3, acks=1, now=100))
@@ -128,7 +128,7 @@ def test_restart_then_become_follower_truncates(profile, cut):
 
 def test_reads_come_through_the_reader_and_a_missing_reader_is_an_error():
     """A follower fetching below the leader's in-memory tail gets records read from the log (ReadLog)."""
-    cfg = {**CFG, "emulator.tail.records": 1}
+    cfg = replace(CFG, tail_records=1)
     net = Net(cfg, {"t": 1})
     net.step(leader_and_isr=F.concat([lai(1, isr=(1,)), lai(2, isr=(1,))], F.LEADER_AND_ISR))
     state, inbox = net.state, net.inbox
@@ -179,7 +179,7 @@ def test_a_follower_that_stops_fetching_holds_no_records_in_the_leaders_tail():
     for i in range(5):
         net.step(produce=batch(2, acks=1, now=net.now, record_id=10 * i))
     net.config, kept = replace(net.config, unreachable={2: frozenset({1}), 1: frozenset({2})}), []
-    quiet = CFG["replica.fetch.wait.max.ms"] + CFG["replica.fetch.backoff.ms"]
+    quiet = CFG.replica_fetch_wait_max_ms + CFG.replica_fetch_backoff_ms
     for i in range(5, 5 + quiet // net.round_ms + 5):
         net.step(produce=batch(2, acks=1, now=net.now, record_id=10 * i))
         kept.append(len(net.state.tail))

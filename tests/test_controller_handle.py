@@ -36,11 +36,11 @@ from sparkkafka.controller.state_machines import (
 )
 from sparkkafka.controller.zookeeper import ZooKeeper
 from sparkkafka.protocol import frames as F
-from sparkkafka.protocol.config import broker_config
+from sparkkafka.protocol.config import TopicSettings, broker_config
 from sparkkafka.scenario.model import TopicSpec
 
 PS, RS = PartitionState, ReplicaState
-CLEAN = {"unclean.leader.election.enable": False}
+CLEAN = TopicSettings.of(broker_config(None), {})  # Kafka's defaults: unclean.leader.election.enable false
 
 
 def cluster(brokers, assignment, controller=None):

@@ -2,6 +2,7 @@
 read (protocol/fetch._read) with the per-partition and per-response byte limits cutting, and the
 remotes' update (fetch._update_followers). Pure: no Spark."""
 
+import harness as H
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,10 +20,10 @@ def _pandas_read(m, log, cfg):
     lg = lg[(lg["offset"] >= lg["fetch_offset"]) & (lg["offset"] < lg["leo"])]
     lg = lg.sort_values([*PART, "offset"], kind="stable")
     lg["_size"] = fetch.record_bytes(lg)
-    lg = lg[lg.groupby(PART)["_size"].cumsum() - lg["_size"] < cfg["replica.fetch.max.bytes"]]
+    lg = lg[lg.groupby(PART)["_size"].cumsum() - lg["_size"] < cfg.replica_fetch_max_bytes]
     per = lg.groupby(PART, as_index=False)["_size"].sum()
     per["_before"] = per.groupby(fetch.RESPONSE)["_size"].cumsum() - per["_size"]
-    per = per[per["_before"] < cfg["replica.fetch.response.max.bytes"]]
+    per = per[per["_before"] < cfg.replica_fetch_response_max_bytes]
     return lg.merge(per[PART], on=PART).drop(columns=["_size"])
 
 
@@ -54,13 +55,13 @@ def _case(seed: int, ordered: str = ""):
 @pytest.mark.parametrize("limits", [(10**6, 10**6), (50, 10**6), (1, 120), (60, 90), (0, 10**6)])
 def test_read_matches_the_merge_and_groupby_it_replaced(seed, limits, ordered):
     m, log = _case(seed, ordered)
-    cfg = {"replica.fetch.max.bytes": limits[0], "replica.fetch.response.max.bytes": limits[1]}
+    cfg = H.settings(replica_fetch_max_bytes=limits[0], replica_fetch_response_max_bytes=limits[1])
     pd.testing.assert_frame_equal(fetch._read(m, log, cfg), _pandas_read(m, log, cfg), check_dtype=True)
 
 
 def test_read_of_nothing_wanted_or_nothing_inside():
     m, log = _case(1)
-    cfg = {"replica.fetch.max.bytes": 10**6, "replica.fetch.response.max.bytes": 10**6}
+    cfg = H.settings(replica_fetch_max_bytes=10**6, replica_fetch_response_max_bytes=10**6)
     outside = m.assign(fetch_offset=50, leo=60)
     pd.testing.assert_frame_equal(fetch._read(outside, log, cfg), _pandas_read(outside, log, cfg), check_dtype=True)
     empty = fetch._read(m.assign(_err="E"), log, cfg)

@@ -7,33 +7,30 @@ fetches, the HW checkpoint timer) with the protocol functions the engine's round
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import harness as H
 import numpy as np
 import pandas as pd
 import pytest
 
 from sparkkafka.protocol import fetch, idle, isr
 from sparkkafka.protocol import frames as F
-from sparkkafka.protocol.config import broker_config, profile_of
+from sparkkafka.protocol.config import RoundSettings
 from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
-from sparkkafka.protocol.rules import rules_for
 
 R = 100
 
 
-def _cfg(**over) -> dict:
-    cfg = broker_config({"replica.lag.time.max.ms": 3000, "replica.high.watermark.checkpoint.interval.ms": 1300,
-                         **over})
-    cfg["profile"] = profile_of(cfg["inter.broker.protocol.version"])
-    cfg["rules"] = rules_for(cfg["profile"])
-    cfg["round_ms"] = R
-    cfg["topic_flush"] = {}
-    return cfg
+def _cfg(**fields) -> RoundSettings:
+    return H.settings("2.8", {"replica.lag.time.max.ms": 3000, "replica.high.watermark.checkpoint.interval.ms": 1300},
+                      round_ms=R, **fields)
 
 
 class _Cluster:
     """Brokers 1-3 after a LeaderAndIsr: broker 1 leads t-0 (ISR 1,2,3) and t-1 (ISR 1,2), all logs at offset 5."""
 
-    def __init__(self, cfg: dict) -> None:
+    def __init__(self, cfg: RoundSettings) -> None:
         self.cfg = cfg
         lai = F.conform(pd.DataFrame([(b, "t", p, 1, 0, 1, isr_, reps, True, "d0", 0)
                             for p, isr_, reps in ((0, "1,2,3", "1,2,3"), (1, "1,2", "1,2")) for b in F.ids(reps)],
@@ -53,12 +50,12 @@ class _Cluster:
                                                  F.empty(F.RECORD), now, cfg)
         r, rem, self.responses, _, self.parked = fetch.serve_fetch(
             r, self.remotes, F.empty(F.RECORD), keep(self.fetches, "src", "broker"), self.parked, now, cfg)
-        r, rem, self.expand = isr.maybe_expand_isr(r, rem, now, cfg["rules"])
-        r, self.shrink = isr.maybe_shrink_isr(r, rem, now, cfg, cfg["rules"])
+        r, rem, self.expand = isr.maybe_expand_isr(r, rem, now, cfg.rules)
+        r, self.shrink = isr.maybe_shrink_isr(r, rem, now, cfg, cfg.rules)
         self.replicas, self.fetches, _ = fetch.fetch_requests(r, now, unreachable, cfg)
         self.remotes = rem
         due = self.brokers["hw_checkpoint_ms"].to_numpy()
-        due = (due < 0) | (due + cfg["replica.high.watermark.checkpoint.interval.ms"] <= now)
+        due = (due < 0) | (due + cfg.replica_high_watermark_checkpoint_interval_ms <= now)
         self.brokers.loc[due, "hw_checkpoint_ms"] = now
         self.now, self.round = now, self.round + 1
 
@@ -81,7 +78,7 @@ class _Cluster:
                 "responses": self.responses, "brokers": self.brokers}
 
 
-def _settled(cfg: dict, rounds: int = 12) -> _Cluster:
+def _settled(cfg: RoundSettings, rounds: int = 12) -> _Cluster:
     c = _Cluster(cfg)
     for _ in range(rounds):
         c.step()
@@ -95,9 +92,9 @@ def _same(a: dict, b: dict) -> None:
 
 
 def test_cycle_and_timer_arithmetic():
-    assert idle.fetch_cycle_rounds({"replica.fetch.wait.max.ms": 500}, 100) == 7
-    assert idle.fetch_cycle_rounds({"replica.fetch.wait.max.ms": 450}, 100) == 7
-    assert idle.fetch_cycle_rounds({"replica.fetch.wait.max.ms": 0}, 100) == 2
+    assert idle.fetch_cycle_rounds(500, 100) == 7
+    assert idle.fetch_cycle_rounds(450, 100) == 7
+    assert idle.fetch_cycle_rounds(0, 100) == 2
     assert idle.jump_rounds(20, 7) == 14 and idle.jump_rounds(6, 7) == 0 and idle.jump_rounds(-3, 7) == 0
     # fires every ceil(5000/100) rounds from 1000: at 6000 and 11000 by 12000; never-run stays -1
     assert idle.advance_timer(np.array([1000, -1]), 5000, 100, 12000).tolist() == [11000, -1]
@@ -110,8 +107,8 @@ def test_every_phase_of_an_idle_cluster_is_quiescent_and_the_jump_equals_running
     """From each of the first `phases` points of the fetch cycle (all 7 with the default wait: the request
     on its way, parked, the answer on its way), a jump of the whole cycles in `span` rounds gives the frames
     the rounds give; 32 and 16 rounds take in HW-checkpoint (13 rounds) and isr-check (15) intervals."""
-    cfg = _cfg(**{"replica.fetch.wait.max.ms": wait})
-    cycle = idle.fetch_cycle_rounds(cfg, R)
+    cfg = _cfg(replica_fetch_wait_max_ms=wait)
+    cycle = idle.fetch_cycle_rounds(cfg.replica_fetch_wait_max_ms, R)
     c = _settled(cfg)
     for _ in range(phases):
         c.step()
@@ -151,7 +148,7 @@ def test_what_is_not_idle():
     assert not idle.cluster_idle(c.report(pending=pending))
     # a dirty log with a flush.ms timer running
     c4 = _settled(_cfg())
-    c4.cfg = {**c4.cfg, "topic_flush": {"t": (10**9, 1000)}}
+    c4.cfg = replace(c4.cfg, topic_flush={"t": (10**9, 1000)})
     c4.replicas["recovery_point"] = 4
     assert not idle.cluster_idle(c4.report())
     assert not idle.cluster_idle({})  # nobody reported

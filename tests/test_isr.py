@@ -9,7 +9,7 @@ import pytest
 
 from sparkkafka.protocol import fetch, isr
 from sparkkafka.protocol import frames as F
-from sparkkafka.protocol.config import LONG_MAX, broker_config
+from sparkkafka.protocol.config import LONG_MAX
 from sparkkafka.protocol.high_watermark import maybe_increment_leader_hw
 from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
 
@@ -23,7 +23,7 @@ class Part:
     LeaderAndIsr making it leader at `epoch` with `isr` and partition state version `zk`."""
 
     def __init__(self, replicas, isr_, leo=0, epoch=0, zk=0, now=0, profile="2.8", **cfg):
-        self.cfg = {**broker_config({}), "profile": profile, **cfg}
+        self.cfg = H.settings(profile, **cfg)
         self.profile = profile
         self.me = replicas[0]
         self.replicas = list(replicas)
@@ -83,7 +83,7 @@ class Part:
     # -- observing ---------------------------------------------------------------------------
     @property
     def lag(self):
-        return self.cfg["replica.lag.time.max.ms"]
+        return self.cfg.replica_lag_time_max_ms
 
     @property
     def row(self):
@@ -111,7 +111,7 @@ T0 = 1000
 def expiration(profile="2.8", init=True):
     """IsrExpirationTest: leader 0, ISR {0,1}, lag 100 ms, leader LEO 20; at t0 the follower's
     fetch state is initialised with fetch offset 0 against leader LEO 0."""
-    p = Part([0, 1], [0, 1], now=T0, profile=profile, **{"replica.lag.time.max.ms": 100})
+    p = Part([0, 1], [0, 1], now=T0, profile=profile, replica_lag_time_max_ms=100)
     if init:
         p.fetch(1, 0, T0)
     p.append(20)
@@ -184,7 +184,7 @@ def test_isr_01g_follower_at_log_end_is_never_shrunk():
 @pytest.mark.parametrize("caught_up_at", [0, 1, 25, 49, 50, 99])
 def test_stuck_follower_leaves_between_1x_and_1_5x_the_lag(caught_up_at):
     """The check runs every lag/2, so removal comes in (1.0, 1.5] x lag after it last caught up."""
-    p = Part([1, 2], [1, 2], now=0, **{"replica.lag.time.max.ms": 100})
+    p = Part([1, 2], [1, 2], now=0, replica_lag_time_max_ms=100)
     removed_at = None
     for now in range(0, 400):
         if now == caught_up_at:
@@ -297,7 +297,7 @@ def test_isr_03_case_2_epoch_start_offset(profile):
 def test_pending_expansion_holds_the_hw():
     """The maximal ISR counts at once (KIP-497; Partition.maybeIncrementLeaderHW over isrState.maximalIsr):
     the leader may not run past a follower the controller is about to admit."""
-    p = Part([1, 2], [1], leo=10, epoch=1, now=0, **{"replica.lag.time.max.ms": 100})
+    p = Part([1, 2], [1], leo=10, epoch=1, now=0, replica_lag_time_max_ms=100)
     p.fetch(2, 10, 0)
     p.expand(0)
     p.append(5)
@@ -323,7 +323,7 @@ def test_expansion_adds_one_broker_at_a_time_lowest_id_first():
 
 
 def test_shrink_removes_all_out_of_sync_followers_in_one_change_and_keeps_the_leader():
-    p = Part([1, 2, 3], [3, 1, 2], leo=10, epoch=1, now=0, **{"replica.lag.time.max.ms": 100})
+    p = Part([1, 2, 3], [3, 1, 2], leo=10, epoch=1, now=0, replica_lag_time_max_ms=100)
     props = p.shrink(500)
     assert props.isr.tolist() == ["1"]  # the leader stays; the ISR never becomes empty
 
@@ -339,7 +339,7 @@ def test_only_leaders_run_the_checks():
 
 def old_rule(profile="0.8"):
     p = Part([1, 2], [1, 2], now=0, profile=profile,
-             **{"replica.lag.time.max.ms": 10000, "replica.lag.max.messages": 4000})
+             replica_lag_time_max_ms=10000, replica_lag_max_messages=4000)
     p.fetch(2, 0, 0)
     assert p.shrink(0).empty
     return p
@@ -389,7 +389,7 @@ def test_0_8_stuck_means_no_fetch_set_the_leo_for_the_lag():
 
 def pending_shrink(profile="2.8"):
     p = Part([1, 2, 3], [1, 2, 3], leo=10, epoch=3, zk=4, now=0, profile=profile,
-             **{"replica.lag.time.max.ms": 100})
+             replica_lag_time_max_ms=100)
     p.fetch(2, 10, 150)
     p.shrink(0)
     props = p.shrink(150)

@@ -8,6 +8,7 @@ from sparkkafka.controller.events import AlterIsrReceived, BrokerChange
 from sparkkafka.controller.kafka_controller import KafkaController
 from sparkkafka.controller.zookeeper import ZooKeeper
 from sparkkafka.protocol import frames as F
+from sparkkafka.protocol.config import TopicSettings, broker_config
 from sparkkafka.protocol.controller_requests import stop_replicas
 from sparkkafka.protocol.leader_and_isr import new_broker_rows
 
@@ -17,7 +18,7 @@ def controller():
     for b in (1, 2, 3):
         zk.register_broker(b)
     zk.create_topic("t", {0: [1, 2, 3]})
-    c = KafkaController.elect(zk, 1, topic_config=lambda t: {"unclean.leader.election.enable": False})
+    c = KafkaController.elect(zk, 1, topic_config=lambda t: TopicSettings.of(broker_config(None), {}))
     c.process(0)
     c.take()
     return zk, c

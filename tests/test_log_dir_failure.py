@@ -15,7 +15,7 @@ from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_br
 from sparkkafka.protocol.log_dir_failure import fail_log_dirs, offline_dirs_now, screen_leader_and_isr
 
 DIRS = ["d0", "d1"]
-CFG = {"profile": "2.8", "replica.lag.time.max.ms": 30000}
+CFG = H.settings("2.8", replica_lag_time_max_ms=30000)
 
 
 def replica(b, t, p, d, **kw):

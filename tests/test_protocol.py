@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
-from harness import Net, batch, lai, round_cfg
+from harness import Net, batch, lai, settings
 
 from sparkkafka.protocol import broker as B
 from sparkkafka.protocol import errors, fetch, produce
 from sparkkafka.protocol import frames as F
-from sparkkafka.protocol.config import broker_config
 from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
 
-CFG = {**broker_config({}), "profile": "2.8"}
+CFG = settings("2.8")
 MIN_ISR = pd.Series({"t": 1})
 
 
@@ -67,7 +68,7 @@ class Pair:
 def pair(isr=(1, 2), min_isr=1) -> Net:
     """Leader 1 and follower 2 of t-0 stepped a broker round at a time (protocol/broker.step), after the
     round that delivered their LeaderAndIsr (the follower's first fetch is in flight)."""
-    net = Net(round_cfg("2.8"), {"t": min_isr})
+    net = Net(settings("2.8", topics=("t",)), {"t": min_isr})
     net.step(leader_and_isr=F.concat([lai(1, 1, isr, [1, 2]), lai(2, 1, isr, [1, 2])], F.LEADER_AND_ISR))
     return net
 
@@ -143,13 +144,13 @@ def test_fetch_max_bytes_limits_a_partition_but_returns_one_record():
     p = Pair()
     p.produce(50)  # 10 bytes each
     p.follower_fetch(0)
-    cfg = {**CFG, "replica.fetch.max.bytes": 95}
+    cfg = replace(CFG, replica_fetch_max_bytes=95)
     p.rep, p.rem, resp, recs, _ = fetch.serve_fetch(p.rep, p.rem, p.tail, p.inflight_req, p.parked, 0, cfg)
     assert len(recs) == 10
     p.resp = (resp, recs)
     p.follower_apply(0)
     assert p.state()[3] == 10
-    cfg = {**CFG, "replica.fetch.max.bytes": 1}
+    cfg = replace(CFG, replica_fetch_max_bytes=1)
     p.follower_fetch(0)
     _, _, _, recs, _ = fetch.serve_fetch(p.rep, p.rem, p.tail, p.inflight_req, F.empty(F.FETCH), 0, cfg)
     assert recs.offset.tolist() == [10]  # KIP-74: at least one record even above the limit
@@ -216,7 +217,7 @@ def test_follower_disconnect_backs_off():
     assert len(req) == 1
     p.rep, req, _ = fetch.fetch_requests(p.rep, 100, {2: frozenset({1})}, CFG)  # leader dies under it
     f = p.rep[p.rep.broker == 2].iloc[0]
-    assert not f.fetch_in_flight and f.backoff_until_ms == 100 + CFG["replica.fetch.backoff.ms"]
+    assert not f.fetch_in_flight and f.backoff_until_ms == 100 + CFG.replica_fetch_backoff_ms
 
 
 def test_response_to_a_superseded_fetch_is_ignored():

@@ -16,10 +16,10 @@ import pytest
 from sparkkafka.protocol import fetch, produce
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol import replication_quota as rq
-from sparkkafka.protocol.config import LONG_MAX, broker_config
+from sparkkafka.protocol.config import LONG_MAX
 from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
 
-CFG = {**broker_config({}), "profile": "2.8"}
+CFG = H.settings("2.8")
 MIN_ISR = pd.Series({"t": 1})
 ROUND_MS = 100
 
@@ -29,7 +29,7 @@ def lai(broker, isr, replicas, partition):
 
 
 def throttle(leader_rate=None, follower_rate=None, leader_list="", follower_list="", round_ms=ROUND_MS):
-    """The cfg keys the driver passes: quota rates per broker, throttled replica lists per topic."""
+    """The settings the driver derives (RoundSettings fields): quota rates per broker, throttled replica lists per topic."""
     quota = {"leader": {1: leader_rate} if leader_rate is not None else {},
              "follower": {b: follower_rate for b in (2, 3)} if follower_rate is not None else {}}
     return {"quota": quota, "throttled_replicas": {"t": (leader_list, follower_list)}, "round_ms": round_ms}
@@ -45,7 +45,7 @@ class Cluster:
         self.rep, self.rem, brokers, _ = become_leader_or_follower(
             F.empty(F.REPLICA), F.empty(F.REMOTE), new_broker_rows(list(replicas)), reqs, ["d0"], 0)
         self.quota = brokers if sensors else None
-        self.cfg = {**CFG, **(cfg or {})}
+        self.cfg = H.settings("2.8", **(cfg or {}))
         self.tail = F.empty(F.RECORD)
         self.requests, self.parked = F.empty(F.FETCH), F.empty(F.FETCH)
         self.responses = (F.empty(F.FETCH_RESPONSE), F.empty(F.RECORD))
@@ -131,14 +131,14 @@ def test_a_broker_keeps_only_entries_naming_itself():
 
 
 def test_is_throttled_vectorised_with_star_and_other_brokers():
-    cfg = {"throttled_replicas": {"a": ("0:1,1:2", ""), "b": ("*", "0:3"), "c": ("", "*")}}
+    cfg = H.settings(throttled_replicas={"a": ("0:1,1:2", ""), "b": ("*", "0:3"), "c": ("", "*")})
     topic = ["a", "a", "a", "b", "b", "c", "d"]
     part = [0, 0, 1, 0, 7, 0, 0]
     broker = [1, 2, 1, 5, 1, 1, 1]
     assert rq.is_throttled(cfg, "leader", topic, part, broker).tolist() == [True, False, False, True, True, False, False]
     assert rq.is_throttled(cfg, "follower", topic, part, [3, 3, 3, 3, 3, 9, 3]).tolist() == \
         [False, False, False, True, False, True, False]
-    assert not rq.is_throttled({}, "leader", topic, part, broker).any()
+    assert not rq.is_throttled(H.settings(), "leader", topic, part, broker).any()
 
 
 def test_budget_per_round():
@@ -147,12 +147,12 @@ def test_budget_per_round():
     assert rq.budget(5, 100) == 0  # below one byte a round: nothing moves
     assert rq.budget(LONG_MAX, 100) == rq.UNLIMITED
     assert rq.budget(None, 100) == rq.UNLIMITED
-    cfg = {"quota": {"leader": {1: 2000, "2": 10000}}, "round_ms": 100}
+    cfg = H.settings(quota={"leader": {1: 2000, "2": 10000}}, round_ms=100)
     assert rq.budgets(cfg, "leader", [1, 2, 3]).tolist() == [200, 1000, rq.UNLIMITED]
     assert rq.budgets(cfg, "follower", [1]).tolist() == [rq.UNLIMITED]
-    assert rq.budgets({"quota": {"leader": {1: 2000}}}, "leader", [1]).tolist() == [200]  # round_ms defaults to 100
-    assert not rq.active({}) and not rq.active({"quota": {"leader": {1: 5}}})
-    assert rq.active(throttle(leader_rate=5, leader_list="*"))
+    assert rq.budgets(H.settings(quota={"leader": {1: 2000}}), "leader", [1]).tolist() == [200]  # round_ms defaults to 100
+    assert not rq.active(H.settings()) and not rq.active(H.settings(quota={"leader": {1: 5}}))
+    assert rq.active(H.settings(**throttle(leader_rate=5, leader_list="*")))
 
 
 def test_within_budget_keeps_whole_records_in_order():
@@ -245,7 +245,7 @@ def test_zero_budget_parks_until_the_deadline():
     c.send()
     c.serve()
     assert c.parked.src.tolist() == [3]
-    wait = CFG["replica.fetch.wait.max.ms"]
+    wait = CFG.replica_fetch_wait_max_ms
     c.now = wait - 1
     resp, recs = c.serve()
     assert c.parked.src.tolist() == [3] and resp.empty
@@ -281,7 +281,7 @@ def test_follower_leaves_out_a_lagging_partition_when_its_quota_is_used():
 
 def test_follower_budget_holds_across_leaders_in_one_round():
     """Responses from two leaders landing in one round: the follower appends within its budget."""
-    cfg = {**CFG, **throttle(follower_rate=1000, follower_list="*")}
+    cfg = H.settings("2.8", **throttle(follower_rate=1000, follower_list="*"))
     rep = F.new_replicas(pd.DataFrame([
         {"broker": 3, "topic": "t", "partition": p, "log_dir": "d0", "leader": p + 1, "leader_epoch": 0,
          "isr": F.csv([p + 1]), "replicas": F.csv([p + 1, 3]), "fetch_in_flight": True, "fetch_sent_ms": 0}
@@ -360,8 +360,8 @@ def test_a_throttled_fetch_stream_moves_the_rate(side, round_ms, seconds):
 def test_sensor_samples_roll_and_purge():
     """SampledStat: a sample lasts window.size, a new one starts at the next record, samples older than
     window.num x size are purged; bytes_left is rate x (now + round - oldest start) - recorded."""
-    cfg = {"quota": {"leader": {1: 1000}}, "round_ms": 100, "replication.quota.window.num": 3,
-           "replication.quota.window.size.seconds": 1}
+    cfg = H.settings(quota={"leader": {1: 1000}}, round_ms=100, replication_quota_window_num=3,
+                     replication_quota_window_size_seconds=1)
     q = new_broker_rows([1, 2])
     assert rq.allowances(cfg, "leader", [1, 2], 0, q).tolist() == [100, rq.UNLIMITED]  # a fresh sensor
     q = rq.record(q, "leader", [1, 1, 2], [30, 20, 7], 500, cfg)

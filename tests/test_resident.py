@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import harness as H
 import pandas as pd
 import pytest
 import yaml
@@ -153,7 +154,7 @@ def test_a_fetch_read_in_a_window_takes_the_held_rows_from_memory(tmp_path):
     tmp = str(tmp_path / "tables")
     _build(tmp, LAYOUT)
     p = RoundParams(run_id="test", round_no=7, now=700, tables_dir=tmp, brokers_dir=str(tmp_path / "brokers"),
-                    log_version=T.LogSnapshot(DeltaTable(T.table_path(tmp, "log")).version()), facts=RoundFacts(cfg={}, min_isr={}, log_dirs=("d0", "d1")))
+                    log_version=T.LogSnapshot(DeltaTable(T.table_path(tmp, "log")).version()), facts=RoundFacts(cfg=H.settings(), min_isr={}, log_dirs=("d0", "d1")))
     held = WindowFiles(writer=0)
     part = ["broker", "log_dir"]
     for r in (4, 5, 6):  # t0-0 offsets 20.. in d0, round by round, and one future row that a read skips

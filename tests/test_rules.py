@@ -10,7 +10,7 @@ import pytest
 
 from sparkkafka.errors import ScenarioError
 from sparkkafka.protocol.config import PROFILES, broker_config, version_defaults
-from sparkkafka.protocol.rules import FLAGS, Rules, first_profile, format_table, rules_for, rules_of, table
+from sparkkafka.protocol.rules import FLAGS, Rules, first_profile, format_table, rules_for, table
 
 # Each boolean flag's first profile with the value True, or (for flags that end) with False.
 TURNS_ON = {
@@ -95,11 +95,6 @@ def test_unknown_versions_are_rejected_like_the_loader(bad):
         rules_for(bad)
     assert e.value.field == "inter.broker.protocol.version"
     assert "0.8, 0.10, 0.11, 2.0, 2.1, 2.7, 2.8" in str(e.value)
-
-
-def test_rules_of_cfg_prefers_the_object_and_falls_back_to_the_profile():
-    assert rules_of({"profile": "0.10"}) is rules_for("0.10")
-    assert rules_of({"profile": "0.10", "rules": rules_for("2.8")}) is rules_for("2.8")
 
 
 def test_version_defaults_come_from_the_table():

@@ -19,7 +19,7 @@ import pytest
 from sparkkafka.protocol import errors, fetch, leader_epoch, produce
 from sparkkafka.protocol import frames as F
 from sparkkafka.protocol import offsets_for_leader_epoch as ofle
-from sparkkafka.protocol.config import LONG_MAX, broker_config
+from sparkkafka.protocol.config import LONG_MAX
 from sparkkafka.protocol.leader_and_isr import become_leader_or_follower, new_broker_rows
 from sparkkafka.protocol.truncation import on_leader_and_isr, truncate
 
@@ -86,8 +86,8 @@ class Duo:
                  leader_hw: int = 0, follower_hw: int = 0, stamped: tuple[bool, bool] = (True, True),
                  cfg: dict | None = None):
         self.profile = profile
-        self.cfg = {**broker_config({"inter.broker.protocol.version": profile}), "profile": profile,
-                    "replica.fetch.wait.max.ms": 0, **(cfg or {})}
+        self.cfg = H.settings(profile, {"inter.broker.protocol.version": profile},
+                              **{"replica_fetch_wait_max_ms": 0, **(cfg or {})})
         on = leader_epoch.enabled(profile)
         self.logs = {LEADER: log_frame(LEADER, leader_log, stamped[0] and on),
                      FOLLOWER: log_frame(FOLLOWER, follower_log, stamped[1] and on)}
@@ -300,7 +300,7 @@ def _truncating_followers(caches: list[str], leo: int, hw: int, profile: str = "
         "broker": FOLLOWER, "topic": "t", "partition": range(n), "log_dir": "d0", "leader": LEADER,
         "leader_epoch": 6, "leo": leo, "hw": hw, "epoch_cache": caches,
         "last_fetched_epoch": leader_epoch.latest_epochs(caches), "fetch_state": F.TRUNCATING}))
-    cfg = {**broker_config({}), "profile": profile}
+    cfg = H.settings(profile)
     rep, fetches, ereqs = fetch.fetch_requests(rep, 0, {}, cfg)
     assert fetches.empty
     return rep, ereqs, cfg
@@ -566,7 +566,7 @@ def test_d08_unknown_leader_epoch_backs_off_and_retries(profile):
     got = r.answers if truncating else r.resp
     assert got["error"].tolist() == [errors.UNKNOWN_LEADER_EPOCH]
     state = F.TRUNCATING if truncating else F.FETCHING
-    backoff = 0 + d.cfg["replica.fetch.backoff.ms"]
+    backoff = 0 + d.cfg.replica_fetch_backoff_ms
     assert (d.f["leo"], d.f["fetch_state"], d.f["backoff_until_ms"]) == (1, state, backoff)
     d.leader_and_isr({LEADER: 1})  # the leader reaches epoch 1
     while d.now < backoff:

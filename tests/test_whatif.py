@@ -306,3 +306,22 @@ def test_balance_dirs_counts_a_move_in_flight_in_its_future_dir():
     assert now[(12, "/var/kafka/data-1")] - settled[(12, "/var/kafka/data-1")] == size
     moves = W.balance_dirs(parts, sc.log_dirs)
     assert W.widest_gap(W.dir_usage(parts, moves, settled=True)) < W.widest_gap(W.dir_usage(parts)) / 100
+
+
+def test_a_loss_on_a_0_11_snapshot_waits_for_the_session_expiry_the_emulator_applies(tmp_path):
+    """server.properties sets inter.broker.protocol.version=0.11 and no zookeeper.session.timeout.ms: the
+    version's historic default applies (6000 before Kafka 2.5, KIP-537) to the emulated broker's session, and
+    the what-if reads the state once that session ended, not 2.8's 18000 later (in-process engine)."""
+    from sparkkafka import Cluster
+    from sparkkafka.protocol.config import BROKER_DEFAULTS
+
+    d = _snapshot(tmp_path)
+    (d / "server.properties").write_text("inter.broker.protocol.version=0.11\n")
+    m, _, sc = _load(d)
+    m["cluster"]["emulator"] = {"engine": "local"}
+    c = Cluster.from_scenario(m, spark=None, out=str(tmp_path / "run"))
+    now = c.round * c.round_ms
+    c.apply({"crash": 1})
+    expiry = c.control.session_expiry[1]  # when the controller sees broker 1 gone
+    assert expiry - now != BROKER_DEFAULTS["zookeeper.session.timeout.ms"]
+    assert W.loss_acted_ms(sc, W.resolve_loss(sc, broker=[1]), now, settle_ms=0) == expiry

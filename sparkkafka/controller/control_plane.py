@@ -21,7 +21,13 @@ import pandas as pd
 
 from ..plaindata import Fields, Plain, from_plain, to_plain
 from ..protocol import frames as F
-from ..protocol.config import broker_config, dynamic_broker_value, topic_config
+from ..protocol.config import (
+    ClusterSettings,
+    EmulatorSettings,
+    TopicSettings,
+    broker_config,
+    dynamic_broker_value,
+)
 from ..protocol.rules import rules_for
 from . import events as ev
 from .kafka_controller import KafkaController, Requests
@@ -83,8 +89,9 @@ class ControlPlane:
         self.tick(now, frozenset())
 
     # ------------------------------------------------------------------ topics and configs
-    def topic_config(self, topic: str) -> dict:
-        return topic_config(self.broker_cfg, self.overrides.get(topic, {}))
+    def topic_config(self, topic: str) -> TopicSettings:
+        """The topic's effective configs: its overrides, else the broker's, else Kafka's defaults."""
+        return TopicSettings.of(self.broker_cfg, self.overrides.get(topic, {}))
 
     def topics(self) -> list[str]:
         return sorted(self.zk.topics())
@@ -161,13 +168,14 @@ class ControlPlane:
 
     def crash(self, b: int, now: int) -> None:
         if b not in self.session_expiry:  # crashing again before re-registering keeps the old session's end
-            self.session_expiry[b] = now + int(self.broker_cfg["zookeeper.session.timeout.ms"])
+            self.session_expiry[b] = now + self.settings().zookeeper_session_timeout_ms
         self.waiting.pop(b, None)
         self.controllers = [c for c in self.controllers if c.broker != b]  # its memory is gone
 
     def pause(self, b: int, start: int, end: int) -> None:
-        if end - start > int(self.broker_cfg["zookeeper.session.timeout.ms"]):
-            self.session_expiry[b] = start + int(self.broker_cfg["zookeeper.session.timeout.ms"])
+        timeout = self.settings().zookeeper_session_timeout_ms
+        if end - start > timeout:
+            self.session_expiry[b] = start + timeout
 
     def resume(self, b: int, now: int) -> None:
         """A paused broker runs again: a zombie controller first works off its queue, then the
@@ -287,23 +295,24 @@ class ControlPlane:
 
     def _rebalance_ms(self, c: KafkaController | None) -> int | None:
         """When the active controller `c` runs its next auto leader-rebalance check (None: none, or disabled)."""
-        if c is None or not bool(self.broker_cfg["auto.leader.rebalance.enable"]):
+        if c is None or not self.settings().auto_leader_rebalance_enable:
             return None
         return c.next_rebalance_ms
 
     def _next_rebalance(self, now: int) -> int:
-        return now + 1000 * int(self.broker_cfg["leader.imbalance.check.interval.seconds"])
+        return now + 1000 * self.settings().leader_imbalance_check_interval_seconds
 
     def _controller_hooks(self) -> dict:
         """What a controller reads of the cluster's configs, as calls into this control plane."""
         return {"topic_config": self.topic_config, "delete_enabled": self._delete_enabled,
-                "broker_config": self._broker_cfg}
+                "settings": self.settings}
 
     def _delete_enabled(self) -> bool:
-        return bool(self.broker_cfg["delete.topic.enable"])
+        return self.settings().delete_topic_enable
 
-    def _broker_cfg(self) -> dict:
-        return {**self.broker_cfg, **{f"emulator.{k}": v for k, v in self.emulator.items()}}
+    def settings(self) -> ClusterSettings:
+        """The broker configs in effect now (a cluster-wide dynamic default included), typed."""
+        return ClusterSettings.of(self.broker_cfg, EmulatorSettings.of(self.emulator))
 
     def broker_value(self, b: int, name: str):
         """A broker's effective config: its own dynamic value, else the cluster default / static one."""

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..plaindata import from_plain, to_plain
 from ..protocol import frames as F
+from ..protocol.config import ClusterSettings, TopicSettings
 from . import events as ev
 from . import instructions as ins
 from . import reassignment as ra
@@ -85,7 +86,7 @@ class KafkaController:
 
     broker: int
     zk: ZooKeeper
-    topic_config: Callable[[str], dict]
+    topic_config: Callable[[str], TopicSettings]
     delete_enabled: Callable[[], bool] = lambda: True
     epoch: int = 0
     epoch_version: int = -1
@@ -98,7 +99,7 @@ class KafkaController:
     reassigning: dict[TP, ra.ReplicaAssignment] = field(default_factory=dict)  # partitionsBeingReassigned
     zk_reassigning: set[TP] = field(default_factory=set)  # those from /admin/reassign_partitions
     offline_replicas: dict[int, set[TP]] = field(default_factory=dict)  # replicasOnOfflineDirs (KIP-112)
-    broker_config: Callable[[], dict] = dict  # the controller's broker configs (auto rebalance)
+    settings: Callable[[], ClusterSettings] = ClusterSettings.defaults  # the broker configs in effect (auto rebalance)
     next_rebalance_ms: int | None = None  # when the next auto leader-rebalance check runs
     last_writes: list[dict] = field(default_factory=list)  # partition_state rows of the last `handle`
     last_lines: list[tuple] = field(default_factory=list)  # state-change lines of the last `handle`
@@ -393,7 +394,7 @@ class KafkaController:
                 continue
             if not self._partition_ok(now, tp, PS.OnlinePartition):
                 continue
-            unclean = force_unclean or bool(self.topic_config(tp[0])["unclean.leader.election.enable"])
+            unclean = force_unclean or self.topic_config(tp[0]).unclean_leader_election_enable
             live = [b for b in self._assignment(tp) if self._replica_online(b, tp)]
             e = offline_election(self._assignment(tp), state["isr"], live, unclean)
             if e is None:
@@ -777,9 +778,9 @@ class KafkaController:
         leader.imbalance.per.broker.percentage; none (2.8) while a partition is being reassigned anywhere.
         Later Kafka dropped that condition, which
         `emulator.auto.rebalance.during.reassignment: true` selects. Reads only."""
-        cfg = self.broker_config()
-        pct = float(cfg.get("leader.imbalance.per.broker.percentage", 10))
-        if self.reassigning and not bool(cfg.get("emulator.auto.rebalance.during.reassignment", False)):
+        cfg = self.settings()
+        pct = float(cfg.leader_imbalance_per_broker_percentage)
+        if self.reassigning and not cfg.auto_rebalance_during_reassignment:
             return []  # 2.8: every candidate fails `partitionsBeingReassigned.isEmpty`
         by_broker: dict[int, list[tuple[TP, int]]] = {}  # preferred broker -> (partition, its leader)
         deleting = set(self.zk.topics_to_delete())
@@ -820,7 +821,7 @@ class KafkaController:
         return out
 
     # ------------------------------------------------------------------ persistence (run_dir.py)
-    _HOOKS = ("zk", "topic_config", "delete_enabled", "broker_config")
+    _HOOKS = ("zk", "topic_config", "delete_enabled", "settings")
 
     def to_dict(self) -> dict[str, Any]:
         """This controller's own state as plain data (not the ZooKeeper and config hooks it is given)."""

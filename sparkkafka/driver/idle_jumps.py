@@ -17,7 +17,7 @@ class IdleJumps:
     """When the driver may skip rounds or leave a window of rounds to the executors."""
 
     def fetch_cycle(self) -> int:
-        return idle.fetch_cycle_rounds(self.broker_cfg, self.round_ms)
+        return idle.fetch_cycle_rounds(self.control.settings().replica_fetch_wait_max_ms, self.round_ms)
 
     def due_ms(self, now: int) -> int | None:
         """The first emulated time after `now` at which the driver has something to do: a timeline event,
@@ -41,7 +41,7 @@ class IdleJumps:
         the driver (`plan`: the first after the controller's ticks a window's plan runs ahead, its `due`),
         or the last of the `horizon` rounds to run (None: jumping is off). The resident tasks get it too,
         to end a window where the driver would jump."""
-        if not self.scenario.emulator.get("idle.jump") or self._throttling():
+        if not self.emulator.idle_jump or self._throttling():
             return None
         last = first + horizon - 1
         due = self.due_ms(first * self.round_ms - 1) if plan is None else plan.due
@@ -54,7 +54,7 @@ class IdleJumps:
         window), so the state after skipped rounds is not the idle state moved along. Kafka's
         `kafka-reassign-partitions --verify` removes the throttles once a move is done."""
         tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
-        return replication_quota.active(self.throttles(tcfg))
+        return replication_quota.throttling(**self.throttles(tcfg))
 
     def _pass_controller_timers(self, last: int, end: int) -> int:
         """Extend an idle span over controller timers that find nothing to do (an auto leader-rebalance
@@ -149,7 +149,7 @@ class IdleJumps:
             at = -(-outside // r) * r  # the crash's round
             crashes[(at - now) // r] = gone
             crashed |= set(gone)
-            expiries.append(at + int(self.broker_cfg["zookeeper.session.timeout.ms"]))
+            expiries.append(at + self.control.settings().zookeeper_session_timeout_ms)
             outside = self._outside_due(after=at)
 
     def _crash_only(self, due: int, first: int | None, crashed: set[int], since: int) -> tuple[int, ...] | None:

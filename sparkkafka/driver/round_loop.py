@@ -31,9 +31,17 @@ from ..engine import rows as W
 from ..engine.broker_round import BrokerRound, RoundParams, WindowFiles, expand_results
 from ..protocol import idle, produce
 from ..protocol.broker import RoundFacts
-from ..protocol.config import LONG_MAX, RoundSettings, broker_config, profile_of
+from ..protocol.config import (
+    LONG_MAX,
+    ClusterSettings,
+    EmulatorSettings,
+    RoundSettings,
+    TopicSettings,
+    broker_config,
+    profile_of,
+    topic_settings,
+)
 from ..protocol.frames import PRODUCE, RESULT, concat, conform
-from ..protocol.rules import rules_for
 from ..run_dir import CLIENT, RUN_FORMAT_VERSION, DriverState, RunDir
 from ..scenario import Scenario
 from ..scenario.workload import Workload
@@ -187,25 +195,24 @@ class RoundLoop(Timeline, IdleJumps):
 
     def require_delta_writer(self) -> None:
         """ScenarioError when the run commits through delta-spark and this session cannot (storage/delta_jvm)."""
-        if self._emulator("delta.writer") == "delta-spark":
+        if self.emulator.delta_writer == "delta-spark":
             from ..storage.delta_jvm import require_delta_session
 
             require_delta_session(self.spark)
 
-    def _emulator(self, name: str) -> Any:
-        """The scenario's emulator setting `name` (a run saved before the setting existed: its default)."""
-        from ..protocol.config import EMULATOR_DEFAULTS
-
-        return self.scenario.emulator.get(name, EMULATOR_DEFAULTS[name])
+    @property
+    def emulator(self) -> EmulatorSettings:
+        """The scenario's emulator settings (a run saved before a setting existed: its default)."""
+        return self.scenario.emulator_settings
 
     def _table_writer(self) -> TableWriter:
         """The run's committer, compacting mid-run as the scenario says, through the Delta writer it names."""
         committer = None
-        if self._emulator("delta.writer") == "delta-spark":
+        if self.emulator.delta_writer == "delta-spark":
             from ..storage.delta_jvm import DeltaSparkCommitter
 
             committer = DeltaSparkCommitter(lambda: self.spark)
-        return TableWriter(self.tables_dir, self.run_id, int(self._emulator("delta.compact.min.files")), committer)
+        return TableWriter(self.tables_dir, self.run_id, self.emulator.delta_compact_min_files, committer)
 
     def _transient(self) -> None:
         """What the driver rebuilds rather than saves: table handles, this round's cuts, timings."""
@@ -222,14 +229,15 @@ class RoundLoop(Timeline, IdleJumps):
 
     def start(self, sc: Scenario) -> None:
         broker_cfg = broker_config(sc.config)
-        profile = profile_of(broker_cfg["inter.broker.protocol.version"])
-        n = int(sc.emulator.get("spark.partitions") or 0)
+        settings = ClusterSettings.of(broker_cfg, sc.emulator_settings)
+        profile = profile_of(settings.inter_broker_protocol_version)
+        n = sc.emulator_settings.spark_partitions
         if n <= 0:
             n = 1 if self.spark is None else int(self.spark.conf.get("spark.sql.shuffle.partitions", "2"))
         self.driver = DriverState(
             scenario=sc, run_id=uuid.uuid4().hex[:12], round_ms=sc.round_ms,
             control=ControlPlane(list(sc.brokers), sc.racks, broker_cfg, sc.seed, profile, emulator=dict(sc.emulator)),
-            workload=Workload(sc.round_ms, int(broker_cfg["request.timeout.ms"])),
+            workload=Workload(sc.round_ms, int(settings.request_timeout_ms)),
             spark_partitions=max(1, min(n, len(sc.brokers))),
             events=sorted(sc.timeline, key=lambda e: (e.time_ms(sc.round_ms), e.index)),
             outbox=[(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)])
@@ -246,7 +254,7 @@ class RoundLoop(Timeline, IdleJumps):
             from ..scenario.initial_logs import write_initial_logs
 
             self.workload.next_record_id = write_initial_logs(
-                self.tables_dir, self.brokers_dir, sc.topics, int(sc.emulator["initial.record.bytes"]),
+                self.tables_dir, self.brokers_dir, sc.topics, sc.emulator_settings.initial_record_bytes,
                 sc.log_dirs, sc.brokers)
         self.control.start(-self.round_ms)  # the scenario's cluster and topics exist when the run starts
         self.control.save(self.out)
@@ -340,7 +348,7 @@ class RoundLoop(Timeline, IdleJumps):
         if send:
             self.send(W.PRODUCE, conform(b[~down], PRODUCE))
 
-    def throttles(self, tcfg: dict[str, dict]) -> dict:
+    def throttles(self, tcfg: dict[str, TopicSettings]) -> dict:
         """KIP-73 / KIP-113 quotas per broker (only brokers with a finite rate) and the topics' throttled
         replica lists, as the round configuration's `quota` and `throttled_replicas`."""
         quota: dict[str, dict[int, int]] = {}
@@ -352,20 +360,15 @@ class RoundLoop(Timeline, IdleJumps):
             if rates:
                 quota[key] = rates
         return {"quota": quota, "throttled_replicas": {
-            t: (c["leader.replication.throttled.replicas"], c["follower.replication.throttled.replicas"])
+            t: (c.leader_replication_throttled_replicas, c.follower_replication_throttled_replicas)
             for t, c in tcfg.items()
-            if c["leader.replication.throttled.replicas"] or c["follower.replication.throttled.replicas"]}}
+            if c.leader_replication_throttled_replicas or c.follower_replication_throttled_replicas}}
 
     def params(self, now: int) -> RoundParams:
         tcfg = {t: self.control.topic_config(t) for t in self.control.topics()}
-        min_isr = {t: int(c["min.insync.replicas"]) for t, c in tcfg.items()}
-        cfg = RoundSettings.of(
-            self.broker_cfg, self.scenario.emulator, profile=self.profile,
-            rules=rules_for(self.profile),  # the version flags the executors read (protocol/rules.py)
-            round_ms=self.round_ms,
-            topic_unclean={t: bool(c["unclean.leader.election.enable"]) for t, c in tcfg.items()},
-            topic_flush={t: (c["flush.messages"], c["flush.ms"]) for t, c in tcfg.items()},
-            **self.throttles(tcfg))
+        min_isr = {t: c.min_insync_replicas for t, c in tcfg.items()}
+        cfg = RoundSettings.of(self.broker_cfg, self.emulator, self.profile, round_ms=self.round_ms,
+                               **topic_settings(tcfg), **self.throttles(tcfg))
         log_version = self.writer.table("log").version()
         return RoundParams(
             run_id=self.run_id, round_no=self.round, now=now, tables_dir=self.tables_dir,
@@ -428,7 +431,7 @@ class RoundLoop(Timeline, IdleJumps):
         """The engine the rounds run on: the scenario's `emulator.engine`, except that Spark refuses barrier
         jobs while dynamic allocation is on (BarrierJobRunWithDynamicAllocationException), so on such a
         cluster the resident engine's windows become one job per round (same tables, slower)."""
-        engine = self.scenario.emulator.get("engine", "resident")
+        engine = self.emulator.engine
         if engine == "resident" and self.spark is not None and self._dynamic_allocation():
             return "rounds"
         return engine
@@ -537,7 +540,7 @@ class RoundLoop(Timeline, IdleJumps):
                             inbox=inbox, sends=sends, ticks=tuple(sorted(plan.ticks)),
                             jump_last=self.jump_last(self.round, horizon, plan if plan.ticks or plan.crashes else None),
                             cycle=self.fetch_cycle(), meet=meet, crashes=self._crashing(plan.crashes),
-                            history_rows=int(self._emulator("resident.history.rows")))
+                            history_rows=self.emulator.resident_history_rows)
             clock.lap("driver")
             out = window_job(inp, ResidentRounds(window))
             where: int | None = tasks
@@ -650,16 +653,16 @@ class RoundLoop(Timeline, IdleJumps):
         # applied between rounds, Cluster.apply, must still reach its broker in the next round)
         self.crashed |= self.stopping
         self.stopping = set()
-        every = int(self.scenario.emulator["history.commit.rounds"])
+        every = self.emulator.history_commit_rounds
         if self.round // every > before // every:
             self.flush()
-        every = int(self.scenario.emulator.get("checkpoint.rounds", 0))
+        every = self.emulator.checkpoint_rounds
         if every and self.round // every > before // every:
             self.save()
         return ran
 
     def window_limit(self) -> int:
-        return int(self.scenario.emulator.get("resident.rounds", 1)) if self.engine == "resident" else 1
+        return self.emulator.resident_rounds if self.engine == "resident" else 1
 
     def resident_tasks(self) -> int:
         """Tasks of a resident window: the Spark partitions, but no more than the cluster's task slots

@@ -55,7 +55,7 @@ class Timeline:
                                    ["log_dir", "topic", "partition", "offset", "append_ms"]).to_pandas()
         flushed = {(d, t, p): o for d in self.scenario.log_dirs
                    for (t, p), o in broker_disk.read_flushed(self.brokers_dir, b, d, self.round).items()}
-        writeback = int(self.scenario.emulator["page.cache.writeback.ms"])
+        writeback = self.emulator.page_cache_writeback_ms
         cuts = power_loss_cuts(log, flushed, now, writeback)
         adds, removes = log_truncation.truncate(self.tables_dir, version, b, cuts,
                                                 f"powerloss-{self.round:08d}-b{b}")

@@ -22,7 +22,6 @@ import pyarrow as pa
 
 from ..protocol import broker as B
 from ..protocol import frames as F
-from ..protocol.rules import rules_of
 from ..storage import broker_disk, log_truncation
 from ..storage.tables import SCHEMAS, durable_batch, write_file
 from . import rows as W
@@ -324,7 +323,7 @@ def stepped(p: RoundParams, state: B.BrokerState, inbox: B.Inbox, held: WindowFi
     def read(req: B.ReadLog) -> pd.DataFrame:  # held rows are read where they are: no file written for it
         return _read(p, req, held)
 
-    return B.step(state, inbox, p.now, rules_of(p.facts.cfg), p.facts, read=read, clock=time.perf_counter), p, adds
+    return B.step(state, inbox, p.now, p.facts.cfg.rules, p.facts, read=read, clock=time.perf_counter), p, adds
 
 
 def executed(p: RoundParams, done: B.Step, tag: str, held: WindowFiles | None, adds: list[dict]) -> list[dict]:

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
-from .config import LONG_MAX
+from .config import LONG_MAX, RoundSettings
 from .fetch import record_bytes  # the bytes a mover's copy counts, as a replica fetch counts them
 from .frames import (
     ALTER_LOG_DIRS_RESPONSE,
@@ -96,24 +96,24 @@ def fetcher_id(topic: str, partition: int, threads: int) -> int:
     return (0 if v == -(1 << 31) else abs(v)) % max(int(threads), 1)
 
 
-def thread_count(cfg: Mapping, log_dirs: Sequence[str]) -> int:
+def thread_count(cfg: RoundSettings, log_dirs: Sequence[str]) -> int:
     """num.replica.alter.log.dirs.threads, default the number of log dirs."""
-    n = cfg.get("num.replica.alter.log.dirs.threads")
-    return int(n) if n else max(len(log_dirs), 1)
+    n = cfg.num_replica_alter_log_dirs_threads
+    return n if n is not None else max(len(log_dirs), 1)
 
 
-def round_budget(cfg: Mapping, broker: int) -> int | None:
+def round_budget(cfg: RoundSettings, broker: int) -> int | None:
     """Bytes a broker's movers may copy this round: replica.alter.log.dirs.io.max.bytes.per.second x round.ms
-    / 1000; None = unthrottled. The rate is the driver's cfg["quota"]["alter_dirs"][broker] (it lists the
-    brokers with a finite rate, dynamic configs included); without cfg["quota"], the broker config."""
-    if "quota" in cfg:
-        per_broker = (cfg.get("quota") or {}).get("alter_dirs") or {}
+    / 1000; None = unthrottled. The rate is the driver's cfg.quota["alter_dirs"][broker] (it lists the
+    brokers with a finite rate, dynamic configs included); without cfg.quota (None), the static broker config."""
+    if cfg.quota is not None:
+        per_broker = cfg.quota.get("alter_dirs") or {}
         rate = per_broker.get(int(broker), per_broker.get(str(int(broker))))
     else:
-        rate = cfg.get("replica.alter.log.dirs.io.max.bytes.per.second", LONG_MAX)
+        rate = cfg.replica_alter_log_dirs_io_max_bytes_per_second
     if rate is None or int(rate) >= LONG_MAX:
         return None
-    return int(rate) * int(cfg.get("round_ms") or cfg.get("emulator.round.ms") or 100) // 1000
+    return int(rate) * cfg.round_ms // 1000
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from . import (
     truncation,
 )
 from . import frames as F
+from .config import RoundSettings
 from .high_watermark import maybe_increment_leader_hw
 from .leader_and_isr import become_leader_or_follower, new_broker_rows
 from .rules import Rules
@@ -126,10 +127,10 @@ class Outbox:
 @dataclass(frozen=True)
 class RoundFacts:
     """What every broker's round reads besides its state and inbox: the settings (`cfg`, protocol/config.py's
-    RoundSettings; plain dicts in unit tests), min.insync.replicas per topic, the log dirs, and the cluster
+    RoundSettings), min.insync.replicas per topic, the log dirs, and the cluster
     facts the driver knows (failed dirs, cut links, stalls). The engine's RoundParams and IdleJump carry one."""
 
-    cfg: Mapping
+    cfg: RoundSettings
     min_isr: Mapping[str, int]
     log_dirs: tuple[str, ...]
     offline_dirs: Mapping[int, frozenset] = field(default_factory=dict)  # broker -> its failed dirs (KIP-112)
@@ -362,7 +363,7 @@ def checkpoint_hw(config: RoundFacts, now: int, replicas: pd.DataFrame, futures:
     """replication-offset-checkpoint (the HW of every current and future log in the dir) for brokers
     whose replica.high.watermark.checkpoint.interval.ms has passed (and, at a clean shutdown or a log-dir
     move's swap, for the brokers concerned). A failed dir is not written. Returns (brokers, effects)."""
-    interval = config.cfg["replica.high.watermark.checkpoint.interval.ms"]
+    interval = config.cfg.replica_high_watermark_checkpoint_interval_ms
     due = F.array(brokers, "hw_checkpoint_ms") + interval <= now
     due |= F.array(brokers, "hw_checkpoint_ms") < 0
     due |= np.isin(F.array(brokers, "broker"), list(force))
@@ -379,7 +380,7 @@ def flush_logs(config: RoundFacts, now: int, replicas: pd.DataFrame, before: pd.
     included; the dirs whose flushed offsets moved, or were cut by a truncation, or gained or lost a log
     by a move (`touched`), get their flushed-offsets file rewritten. Returns (replicas, futures, effects)."""
     force = np.isin(F.array(replicas, "broker"), list(stopping))  # ~10x cheaper than Series.isin
-    replicas, _ = flush.maybe_flush(replicas, config.cfg.get("topic_flush", {}), now, force)
+    replicas, _ = flush.maybe_flush(replicas, config.cfg.topic_flush, now, force)
     old = F.take(before, "recovery_point", found, -1)
     moved = F.array(replicas, "recovery_point") != old
     dirs = set(zip(F.array(replicas, "broker")[moved], F.array(replicas, "log_dir")[moved], strict=True))
@@ -537,11 +538,11 @@ def _movers(config: RoundFacts, rules: Rules, replicas: pd.DataFrame, futures: p
     futures, c2 = alter_log_dirs.out_of_range(futures, replicas)
     threads = alter_log_dirs.thread_count(cfg, config.log_dirs)
     futures, selected = alter_log_dirs.select_for_copy(futures, replicas, threads)
-    ranges = alter_log_dirs.copy_ranges(futures, replicas, selected, cfg["emulator.read.max.records"])
+    ranges = alter_log_dirs.copy_ranges(futures, replicas, selected, cfg.read_max_records)
     records = yield from _current_records(ranges, mem)
     budgets = {int(b): alter_log_dirs.round_budget(cfg, int(b)) for b in set(futures["broker"])}
     futures, copied = alter_log_dirs.append_copies(futures, replicas, records, selected, threads,
-                                                   cfg["replica.fetch.max.bytes"], budgets, rules)
+                                                   cfg.replica_fetch_max_bytes, budgets, rules)
     replicas, futures, swaps = alter_log_dirs.swap(replicas, futures, selected)
     return replicas, futures, copied, swaps, pd.concat([c1, c2], ignore_index=True)
 
@@ -596,7 +597,7 @@ def _min_isr_series(items: tuple[tuple[str, int], ...]) -> pd.Series:
 def round_steps(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config: RoundFacts,
                 clock: Callable[[], float] = no_clock) -> Generator[ReadLog, pd.DataFrame, Step]:
     """The round as a generator: it yields ReadLog requests, is sent their records, and returns the Step.
-    `rules` are the version profile's (rules.rules_of(config.cfg)); `clock` times the phases (Laps)."""
+    `rules` are the version profile's (config.cfg.rules); `clock` times the phases (Laps)."""
     sw = Laps(clock)
     present = present_brokers(state, inbox)  # brokers with any row: the round's history file is named after the least
     held = deferred = None
@@ -646,7 +647,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config
 
     replicas, remotes, counts = isr.apply_isr_results(replicas, remotes, k.isr_results, now)
     if counts["isr_shrinks"]:  # followers that no longer count may let the HW advance (4.3)
-        replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
+        replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg.replica_lag_time_max_ms, now)
     replicas, epoch_cuts = offsets_for_leader_epoch.apply_answers(replicas, k.epoch_responses, now, cfg)
     replicas, appended_f, fetch_cuts, halts = fetch.apply_fetch_responses(
         replicas, k.fetch_responses, k.fetch_records, now, cfg, brokers)
@@ -662,7 +663,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config
     requests, parked = k.fetches, state.parked
     both = F.concat([requests, parked], F.FETCH)
     log = tail
-    misses = fetch.tail_misses(both, tail, replicas, cfg["emulator.read.max.records"])
+    misses = fetch.tail_misses(both, tail, replicas, cfg.read_max_records)
     if len(misses):
         log = F.concat([tail, (yield ReadLog(misses))], F.RECORD)
     sw.lap("storage_reads")
@@ -683,7 +684,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config
     # the log-dir movers (ReplicaAlterLogDirsThread, 9.2) copy from the current logs as they now are
     mem = F.concat([tail, appended_f], F.RECORD) if len(futures) else F.empty(F.RECORD)  # only movers read it
     replicas, futures, copied, swaps, future_cuts = yield from _movers(config, rules, replicas, futures, mem, cuts)
-    tail = fetch.trim_tail(tail, replicas, remotes, cfg["emulator.tail.records"], now, cfg)
+    tail = fetch.trim_tail(tail, replicas, remotes, cfg.tail_records, now, cfg)
     sw.lap("log_dir_movers")
     stopping = set(k.shutdown["broker"].tolist())
     halted = set(halts["broker"].tolist())
@@ -727,7 +728,7 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config
     summary = {"timings": sw.laps, "storage_reads": len(misses), "halted": sorted(int(b) for b in halted),
                **{c: int(v) for c, v in counts.items()},
                **isr.isr_gauge_counts(replicas, min_isr)}
-    if cfg.get("emulator.idle.jump"):  # quiescence, for the driver's idle jump (protocol/idle.py)
+    if cfg.idle_jump:  # quiescence, for the driver's idle jump (protocol/idle.py)
         others = [epoch_requests, epoch_answers, expand, shrink, offline_new, lai_offline, alter_answers, halts]
         summary.update(idle.quiescence(replicas, remotes, parked, pending, futures, brokers, new_requests, responses,
                                        resp_records, sum(map(len, others)) + len(stopping), now, cfg,

@@ -7,7 +7,7 @@ booleans for *.enable, strings for versions and lists.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any
@@ -122,6 +122,40 @@ EMULATOR_DEFAULTS: dict[str, Any] = {
 ENGINES = ("rounds", "resident", "local")
 DELTA_WRITERS = ("deltalake", "delta-spark")
 
+
+@dataclass(frozen=True)
+class EmulatorSettings:
+    """The emulator's settings (scenario `cluster.emulator`, EMULATOR_DEFAULTS), typed: each field is its
+    setting's dotted name in snake_case (round.ms -> round_ms). The scenario keeps the mapping (what a run
+    directory saves); this is derived from it, never saved, so a run saved before a setting existed loads
+    and reads that setting's default."""
+
+    round_ms: int
+    history_commit_rounds: int
+    checkpoint_rounds: int
+    delta_checkpoint_interval: int
+    delta_compact_min_files: int
+    delta_log_retention_commits: int
+    delta_writer: str
+    spark_partitions: int
+    tail_records: int
+    read_max_records: int
+    page_cache_writeback_ms: int
+    auto_rebalance_during_reassignment: bool
+    engine: str
+    resident_rounds: int
+    resident_history_rows: int
+    idle_jump: bool
+    initial_record_bytes: int
+
+    @classmethod
+    def of(cls, emulator: Mapping[str, Any] | None = None) -> EmulatorSettings:
+        """From a scenario's emulator mapping (dotted names; other keys ignored), missing ones at
+        EMULATOR_DEFAULTS: the one place their defaults are read."""
+        values = {**EMULATOR_DEFAULTS, **(emulator or {})}
+        return cls(**{name.replace(".", "_"): values[name] for name in EMULATOR_DEFAULTS})
+
+
 def version_defaults(profile: str) -> dict[str, Any]:
     """Defaults that changed across versions (docs/versions.md), where the profile's differ from
     2.8's (the default_* flags of rules.Rules)."""
@@ -139,11 +173,9 @@ def broker_config(overrides: dict[str, Any] | None) -> dict[str, Any]:
     """The effective broker config: 2.8 defaults, then the profile's historic defaults, then overrides."""
     overrides = dict(overrides or {})
     prof = profile_of(overrides.get("inter.broker.protocol.version", "2.8")) or "2.8"
-    cfg = dict(BROKER_DEFAULTS)
-    cfg.update(version_defaults(prof))
-    cfg.update(overrides)
-    cfg["inter.broker.protocol.version"] = str(cfg["inter.broker.protocol.version"])
-    return cfg
+    effective = {**BROKER_DEFAULTS, **version_defaults(prof), **overrides}
+    effective["inter.broker.protocol.version"] = str(effective["inter.broker.protocol.version"])
+    return effective
 
 
 def topic_config(broker_cfg: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -157,6 +189,27 @@ def topic_config(broker_cfg: dict[str, Any], overrides: dict[str, Any] | None) -
         else:
             out[name] = TOPIC_DEFAULTS.get(name)
     return out
+
+
+@dataclass(frozen=True)
+class TopicSettings:
+    """A topic's effective configs (LogConfig, TOPIC_CONFIGS: its own override, else the broker's, else
+    Kafka's default), typed: each field is the Kafka name in snake_case (min.insync.replicas ->
+    min_insync_replicas)."""
+
+    min_insync_replicas: int
+    unclean_leader_election_enable: bool
+    leader_replication_throttled_replicas: str
+    follower_replication_throttled_replicas: str
+    flush_messages: int
+    flush_ms: int | None
+    retention_ms: int
+    segment_bytes: int
+
+    @classmethod
+    def of(cls, broker_cfg: dict[str, Any], overrides: dict[str, Any] | None) -> TopicSettings:
+        """From the effective broker config (broker_config) and the topic's overrides (topic_config)."""
+        return cls(**{k.replace(".", "_"): v for k, v in topic_config(broker_cfg, overrides).items()})
 
 
 # ---------------------------------------------------------------------------------------- one round's config
@@ -177,26 +230,41 @@ ROUND_KAFKA_CONFIGS: dict[str, str] = {
     "replication.quota.window.num": "replication_quota_window_num",
     "replication.quota.window.size.seconds": "replication_quota_window_size_seconds",
 }
-# The emulator settings it reads ("emulator." + EMULATOR_DEFAULTS name) -> field.
+# The emulator settings it reads (EMULATOR_DEFAULTS name) -> field (EmulatorSettings' and RoundSettings').
 ROUND_EMULATOR_SETTINGS: dict[str, str] = {
-    "emulator.read.max.records": "read_max_records",
-    "emulator.tail.records": "tail_records",
-    "emulator.idle.jump": "idle_jump",
+    "read.max.records": "read_max_records",
+    "tail.records": "tail_records",
+    "idle.jump": "idle_jump",
 }
-# What the driver derives for it (rules, per-topic and per-broker values), read under the field's name.
-ROUND_DERIVED = ("profile", "rules", "round_ms", "topic_unclean", "topic_flush", "quota", "throttled_replicas")
-_ROUND_KEYS: dict[str, str] = {**ROUND_KAFKA_CONFIGS, **ROUND_EMULATOR_SETTINGS, **{k: k for k in ROUND_DERIVED}}
+
+
+def _typed(names: Mapping[str, str], values: Mapping[str, Any]) -> dict[str, Any]:
+    """{field: value} of the configs `names` maps (config name -> field), read from `values` by name."""
+    return {f: values[k] for k, f in names.items()}
+
+
+def _fields(names: Mapping[str, str], settings: EmulatorSettings) -> dict[str, Any]:
+    """{field: value} of the emulator settings `names` maps (name -> field), read from `settings`."""
+    return {f: getattr(settings, f) for f in names.values()}
+
+
+def topic_settings(tcfg: Mapping[str, TopicSettings]) -> dict[str, Any]:
+    """The topics' effective unclean.leader.election.enable and (flush.messages, flush.ms), from their
+    topic configs, as RoundSettings' topic_unclean and topic_flush."""
+    return {"topic_unclean": {t: bool(c.unclean_leader_election_enable) for t, c in tcfg.items()},
+            "topic_flush": {t: (c.flush_messages, c.flush_ms) for t, c in tcfg.items()}}
 
 
 @dataclass(frozen=True, eq=False)
-class RoundSettings(Mapping):
+class RoundSettings:
     """The configuration one round of the brokers reads (the protocol functions' `cfg`), typed: Kafka's
-    broker configs as fields, each also read under its Kafka name (ROUND_KAFKA_CONFIGS), the emulator
-    settings under "emulator.<name>", and what the driver derives each round under the field's name:
-    the version's rules (protocol/rules.py), topics' unclean.leader.election.enable and flush.messages /
-    flush.ms, the brokers' replication quotas (KIP-73 / KIP-113: side -> broker -> bytes/s, brokers with
-    a finite rate only) and the topics' throttled replica lists (leader, follower). A Mapping, so the
-    protocol functions read it as they read the plain dicts of their unit tests; no other key exists."""
+    broker configs as fields (ROUND_KAFKA_CONFIGS names them), the emulator's settings it reads
+    (ROUND_EMULATOR_SETTINGS), the profile and its rules (protocol/rules.py), and what the driver derives
+    each round: round.ms, topics' unclean.leader.election.enable and flush.messages / flush.ms, the
+    brokers' replication quotas (KIP-73 / KIP-113: side -> broker -> bytes/s, brokers with a finite rate
+    only; None when nothing derived them, so the static replica.alter.log.dirs.io.max.bytes.per.second
+    applies) and the topics' throttled replica lists (leader, follower). Read by attribute only: a Kafka
+    name is no key of it, so a setting's default lives in BROKER_DEFAULTS / EMULATOR_DEFAULTS alone."""
 
     inter_broker_protocol_version: str
     replica_lag_time_max_ms: int
@@ -217,28 +285,69 @@ class RoundSettings(Mapping):
     idle_jump: bool
     profile: str
     rules: Rules
-    round_ms: int
+    round_ms: int = EMULATOR_DEFAULTS["round.ms"]
     topic_unclean: Mapping[str, bool] = dataclass_field(default_factory=dict)
     topic_flush: Mapping[str, tuple[Any, Any]] = dataclass_field(default_factory=dict)
-    quota: Mapping[str, Mapping[int, int]] = dataclass_field(default_factory=dict)
+    quota: Mapping[str, Mapping[int, int]] | None = None
     throttled_replicas: Mapping[str, tuple[str, str]] = dataclass_field(default_factory=dict)
 
     @classmethod
-    def of(cls, broker_cfg: Mapping[str, Any], emulator: Mapping[str, Any], **derived: Any) -> RoundSettings:
-        """From the effective broker config (broker_config), the scenario's emulator settings and the
-        derived values (ROUND_DERIVED)."""
-        return cls(**{f: broker_cfg[k] for k, f in ROUND_KAFKA_CONFIGS.items()},
-                   **{f: emulator[k.removeprefix("emulator.")] for k, f in ROUND_EMULATOR_SETTINGS.items()},
-                   **derived)
+    def of(cls, broker_cfg: Mapping[str, Any], emulator: EmulatorSettings, profile: str,
+           **derived: Any) -> RoundSettings:
+        """From the effective broker config (broker_config), the scenario's emulator settings, the version
+        profile (its rules: rules_for) and the derived values (the fields after `rules`: round_ms,
+        topic_unclean, topic_flush, quota, throttled_replicas)."""
+        from .rules import rules_for  # rules.py imports versions.py, not this module: no circle
 
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self, _ROUND_KEYS[key])
+        return cls(**_typed(ROUND_KAFKA_CONFIGS, broker_cfg), **_fields(ROUND_EMULATOR_SETTINGS, emulator),
+                   profile=profile, rules=rules_for(profile), **derived)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(_ROUND_KEYS)
 
-    def __len__(self) -> int:
-        return len(_ROUND_KEYS)
+# ------------------------------------------------------------------------------ the driver's and controller's
+# Kafka's broker configs (and one emulator setting) the driver and the controller read: name -> field.
+CLUSTER_KAFKA_CONFIGS: dict[str, str] = {
+    "inter.broker.protocol.version": "inter_broker_protocol_version",
+    "request.timeout.ms": "request_timeout_ms",
+    "replica.fetch.wait.max.ms": "replica_fetch_wait_max_ms",
+    "zookeeper.session.timeout.ms": "zookeeper_session_timeout_ms",
+    "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
+    "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
+    "leader.imbalance.per.broker.percentage": "leader_imbalance_per_broker_percentage",
+    "delete.topic.enable": "delete_topic_enable",
+}
+CLUSTER_EMULATOR_SETTINGS: dict[str, str] = {
+    "auto.rebalance.during.reassignment": "auto_rebalance_during_reassignment",
+}
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The static broker configs (server.properties, then the cluster-wide dynamic defaults) the driver and
+    the controller read, typed: the sessions' zookeeper.session.timeout.ms, the auto leader rebalance's
+    configs (KafkaController.checkAndTriggerAutoLeaderRebalance), delete.topic.enable, the producer's
+    request.timeout.ms, the idle jump's replica.fetch.wait.max.ms, and the emulator's
+    auto.rebalance.during.reassignment."""
+
+    inter_broker_protocol_version: str
+    request_timeout_ms: int
+    replica_fetch_wait_max_ms: int
+    zookeeper_session_timeout_ms: int
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    leader_imbalance_per_broker_percentage: int
+    delete_topic_enable: bool
+    auto_rebalance_during_reassignment: bool
+
+    @classmethod
+    def of(cls, broker_cfg: Mapping[str, Any], emulator: EmulatorSettings | None = None) -> ClusterSettings:
+        """From the effective broker config (broker_config) and the emulator settings (None: their defaults)."""
+        return cls(**_typed(CLUSTER_KAFKA_CONFIGS, broker_cfg),
+                   **_fields(CLUSTER_EMULATOR_SETTINGS, emulator or EmulatorSettings.of()))
+
+    @classmethod
+    def defaults(cls) -> ClusterSettings:
+        """Kafka 2.8's defaults and the emulator's (a controller built without a control plane)."""
+        return cls.of(BROKER_DEFAULTS)
 
 
 def dynamic_broker_value(name: str, own: Mapping[str, Any], default: Mapping[str, Any], static: Mapping[str, Any],

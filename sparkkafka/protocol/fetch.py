@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch, offsets_for_leader_epoch, replication_quota
+from .config import RoundSettings
 from .frames import (
     EPOCH_REQUEST,
     FETCH,
@@ -49,7 +50,7 @@ from .frames import (
     with_values,
 )
 from .high_watermark import follower_hw, maybe_increment_leader_hw
-from .rules import Rules, rules_of
+from .rules import Rules
 from .truncation import no_cuts, truncate
 
 FOREVER = np.iinfo("int64").max
@@ -72,7 +73,7 @@ def _cut_off(src: np.ndarray, dst: np.ndarray, unreachable: Mapping[int, frozens
 
 
 def fetch_requests(
-    replicas: pd.DataFrame, now: int, unreachable: Mapping[int, frozenset[int]], cfg: Mapping,
+    replicas: pd.DataFrame, now: int, unreachable: Mapping[int, frozenset[int]], cfg: RoundSettings,
     quota: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Each follower sends a request to each leader it has no request outstanding with: a Fetch for
@@ -89,18 +90,18 @@ def fetch_requests(
     follower = (leader >= 0) & (leader != broker)
     cut = _cut_off(broker, leader, unreachable)
     in_flight = r["fetch_in_flight"].to_numpy(dtype=bool).copy()
-    timeout = cfg["replica.socket.timeout.ms"] + cfg["replica.fetch.wait.max.ms"]
+    timeout = cfg.replica_socket_timeout_ms + cfg.replica_fetch_wait_max_ms
     dropped = follower & in_flight & (cut | (now - array(r, "fetch_sent_ms") >= timeout))
     in_flight[dropped] = False
     backoff = array(r, "backoff_until_ms").copy()
-    backoff[dropped & cut] = now + cfg["replica.fetch.backoff.ms"]
+    backoff[dropped & cut] = now + cfg.replica_fetch_backoff_ms
     r["fetch_in_flight"], r["backoff_until_ms"] = in_flight, backoff
     busy = group_any(in_flight, group_ids(r, ["broker", "leader"]))  # a request out to that leader
     send = follower & ~busy & ~cut & (backoff <= now)
     if not send.any():
         return r, empty(FETCH), empty(EPOCH_REQUEST)
     truncating = array(r, "fetch_state") == TRUNCATING
-    rules = rules_of(cfg)
+    rules = cfg.rules
     epoch_reqs = offsets_for_leader_epoch.requests(r, send & truncating, now, rules)
     rows = np.flatnonzero(send & ~truncating)
 
@@ -211,7 +212,7 @@ def _update_followers(remotes: pd.DataFrame, ok: pd.DataFrame, now: int) -> pd.D
     return owned(m, REMOTE)
 
 
-def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
+def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: RoundSettings) -> pd.DataFrame:
     """Records each (request, partition) row gets: from fetch_offset up to LEO, at most
     replica.fetch.max.bytes per partition and replica.fetch.response.max.bytes per response, but
     always at least one record for the first partition with data (KIP-74). In (request, partition,
@@ -239,14 +240,14 @@ def _read(m: pd.DataFrame, log: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
         size = record_bytes(log)[li]
         # runs of one (request, partition), then of one request: the rows are in that order
         part_run = run_ids([cols[c] for c in part])
-        kept = _within(size, part_run, cfg["replica.fetch.max.bytes"])
+        kept = _within(size, part_run, cfg.replica_fetch_max_bytes)
         per = np.zeros(part_run[-1] + 1, dtype="int64")  # each partition's bytes kept
         np.add.at(per, part_run[kept], size[kept])
         parts = np.flatnonzero(np.bincount(part_run[kept], minlength=len(per)))  # those left with a record
         first = _starts(part_run)[parts]
         ok = np.zeros(len(per), dtype=bool)
         ok[parts] = _within(per[parts], run_ids([cols[c][first] for c in RESPONSE]),
-                            cfg["replica.fetch.response.max.bytes"])
+                            cfg.replica_fetch_response_max_bytes)
         keep = kept & ok[part_run]
         if not keep.all():  # most rounds stay within both limits: nothing to cut
             cols = {c: v[keep] for c, v in cols.items()}
@@ -266,7 +267,7 @@ def _within(size: np.ndarray, run: np.ndarray, limit: int) -> np.ndarray:
     return before - before[_starts(run)][run] < limit
 
 
-def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: int, cfg: Mapping,
+def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: int, cfg: RoundSettings,
               quota: pd.DataFrame | None) -> pd.DataFrame:
     """KIP-73 on the leader's reads (ReplicaManager.readFromLocalLog, shouldLeaderThrottle), keeping the
     records the quotas allow (replication_quota.py), in (request, partition, offset) order:
@@ -324,7 +325,7 @@ def _throttle(m: pd.DataFrame, recs: pd.DataFrame, replicas: pd.DataFrame, now: 
     return r[cols]
 
 
-def _cap_appends(appended: pd.DataFrame, now: int, cfg: Mapping, quota: pd.DataFrame | None) -> pd.DataFrame:
+def _cap_appends(appended: pd.DataFrame, now: int, cfg: RoundSettings, quota: pd.DataFrame | None) -> pd.DataFrame:
     """The follower's side of the rate (ReplicaFetcherThread.shouldFollowerThrottle): per follower
     broker, the bytes appended for throttled partitions that are not in sync (response HW - fetch
     offset > 0) stay within its quota left (its sensor in `quota`, now) less its in-sync throttled
@@ -347,7 +348,7 @@ def _cap_appends(appended: pd.DataFrame, now: int, cfg: Mapping, quota: pd.DataF
 
 def serve_fetch(
     replicas: pd.DataFrame, remotes: pd.DataFrame, log: pd.DataFrame, requests: pd.DataFrame,
-    parked: pd.DataFrame, now: int, cfg: Mapping, quota: pd.DataFrame | None = None,
+    parked: pd.DataFrame, now: int, cfg: RoundSettings, quota: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Serve new follower fetches and re-check parked ones on the leaders (`quota`: the leaders'
     KIP-73 sensors, a BROKER frame; None = fresh ones).
@@ -375,7 +376,7 @@ def serve_fetch(
     new_ok = select(m, ["broker", "topic", "partition", "src", "fetch_offset", "leo", "req_log_start"],
                     array(m, "_new") & (array(m, "_err") == "") & (array(m, "_de") < 0))
     remotes = _update_followers(remotes, new_ok, now)
-    replicas = maybe_increment_leader_hw(replicas, remotes, rules_of(cfg), cfg["replica.lag.time.max.ms"], now)
+    replicas = maybe_increment_leader_hw(replicas, remotes, cfg.rules, cfg.replica_lag_time_max_ms, now)
     m["hw"] = take(replicas, "hw", pos, -1)  # replicas keep their rows: pos still holds
     recs = _read(m, log, cfg)
     if replication_quota.active(cfg):
@@ -388,7 +389,7 @@ def serve_fetch(
     is_new = m["_new"].to_numpy(dtype=bool)
     expired = ~is_new & (array(m, "deadline_ms") <= now)
     has_div = group_any(array(m, "_de") >= 0, req)
-    respond = has_err | has_data | has_div | expired | (cfg["replica.fetch.wait.max.ms"] <= 0)
+    respond = has_err | has_data | has_div | expired | (cfg.replica_fetch_wait_max_ms <= 0)
     # New requests answered at once report the HW read before this fetch moved it; parked ones
     # re-read at completion and report the current HW (DelayedFetch.onComplete).
     done = np.flatnonzero(respond)
@@ -412,12 +413,12 @@ def serve_fetch(
     # the rest wait in the purgatory: the new ones (first) until replica.fetch.wait.max.ms from now
     wait = np.r_[np.flatnonzero(~respond & is_new), np.flatnonzero(~respond & ~is_new)]
     still = {c: array(m, "req_log_start" if c == "log_start_offset" else c)[wait] for c in FETCH}
-    still["deadline_ms"] = np.where(is_new[wait], now + cfg["replica.fetch.wait.max.ms"], still["deadline_ms"])
+    still["deadline_ms"] = np.where(is_new[wait], now + cfg.replica_fetch_wait_max_ms, still["deadline_ms"])
     return replicas, remotes, resp, out_recs, owned(still, FETCH)
 
 
 def apply_fetch_responses(
-    replicas: pd.DataFrame, responses: pd.DataFrame, records: pd.DataFrame, now: int, cfg: Mapping,
+    replicas: pd.DataFrame, responses: pd.DataFrame, records: pd.DataFrame, now: int, cfg: RoundSettings,
     quota: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The follower processes fetch responses (AbstractFetcherThread.processFetchRequest).
@@ -451,10 +452,10 @@ def apply_fetch_responses(
     r = with_values(replicas, "fetch_in_flight", pos[mine], False)
     if err.any():
         fenced = error[err] == errors.FENCED_LEADER_EPOCH
-        r = with_values(r, "backoff_until_ms", pos[err], np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"]))
+        r = with_values(r, "backoff_until_ms", pos[err], np.where(fenced, FOREVER, now + cfg.replica_fetch_backoff_ms))
     cuts_d, cuts_o, halts = no_cuts(), no_cuts(), _halts(r, [], [], [])  # the common round: neither case
     if (mine & diverging).any():
-        r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], rules_of(cfg))
+        r, cuts_d = _truncate_diverging(r, pos[mine & diverging], responses[mine & diverging], cfg.rules)
     if out_of_range.any():
         r, cuts_o, halts = out_of_range_recovery(r, pos[out_of_range], responses[out_of_range], cfg)
     cuts = stack([cuts_d, cuts_o])
@@ -483,7 +484,7 @@ def apply_fetch_responses(
         end = np.full(len(r), -1, dtype="int64")
         np.maximum.at(end, at, array(appended, "offset").astype("int64") + 1)
         r["leo"] = np.where(end >= 0, end, array(r, "leo"))
-        r = leader_epoch.on_append(r, appended, rules_of(cfg), at=at, in_order=True)  # sorted above
+        r = leader_epoch.on_append(r, appended, cfg.rules, at=at, in_order=True)  # sorted above
     op = pos[ok]
     ls = np.maximum(array(r, "log_start_offset")[op], array(okr, "log_start_offset"))
     r = with_values(r, "log_start_offset", op, ls)
@@ -491,7 +492,7 @@ def apply_fetch_responses(
     return r, appended, cuts, halts
 
 
-def record_quota(quota: pd.DataFrame, side: str, records: pd.DataFrame, by: str, now: int, cfg: Mapping
+def record_quota(quota: pd.DataFrame, side: str, records: pd.DataFrame, by: str, now: int, cfg: RoundSettings
                  ) -> pd.DataFrame:
     """Record a round's replication bytes in the brokers' sensors (ReplicationQuotaManager.record):
     `records` are what the leaders sent (side "leader", charged to `by` = "src") or what the followers
@@ -506,7 +507,7 @@ def record_quota(quota: pd.DataFrame, side: str, records: pd.DataFrame, by: str,
     return replication_quota.record(quota, side, who[thr], record_bytes(records[thr]), now, cfg)
 
 
-def touch_quota(quota: pd.DataFrame, side: str, requests: pd.DataFrame, now: int, cfg: Mapping) -> pd.DataFrame:
+def touch_quota(quota: pd.DataFrame, side: str, requests: pd.DataFrame, now: int, cfg: RoundSettings) -> pd.DataFrame:
     """Start the sensors the round's fetch requests reach (replication_quota.touch): the leader's (side
     "leader", the requests it serves) and the follower's (side "follower", the requests it sent), for the
     throttled partitions in them. Kafka records every follower fetch of a throttled partition, 0 bytes
@@ -528,7 +529,7 @@ def _truncate_diverging(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, ru
     return truncate(r, pos, np.asarray(offs, dtype="int64"))
 
 
-def out_of_range_recovery(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, cfg: Mapping
+def out_of_range_recovery(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, cfg: RoundSettings
                           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """AbstractFetcherThread.fetchOffsetAndTruncate, with the
     leader's LEO and log start as its ListOffsets answers would give them (the response's snapshot).
@@ -540,9 +541,9 @@ def out_of_range_recovery(r: pd.DataFrame, pos: np.ndarray, resp: pd.DataFrame, 
     leader_ls = array(resp, "log_start_offset")
     own = array(r, "leo")[pos]
     behind = leader_leo < own
-    unclean = cfg.get("topic_unclean", {})
-    old = rules_of(cfg).halt_on_out_of_range_truncation  # KAFKA-7414
-    halt = behind & old & ~np.array([bool(unclean.get(t, cfg["unclean.leader.election.enable"]))
+    unclean = cfg.topic_unclean
+    old = cfg.rules.halt_on_out_of_range_truncation  # KAFKA-7414
+    halt = behind & old & ~np.array([bool(unclean.get(t, cfg.unclean_leader_election_enable))
                                      for t in resp["topic"]], dtype=bool)
     halts = _halts(r, pos[halt], leader_leo[halt], array(resp, "src")[halt])
     cut_pos = pos[behind & ~halt]
@@ -568,7 +569,7 @@ def _halts(r: pd.DataFrame, pos, leader_leo, leader) -> pd.DataFrame:
 
 
 def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame, cap: int, now: int,
-              cfg: Mapping) -> pd.DataFrame:
+              cfg: RoundSettings) -> pd.DataFrame:
     """Keep, per led partition, the records a fetching follower may still fetch: from the lowest LEO
     of the known followers that fetched within replica.fetch.wait.max.ms + replica.fetch.backoff.ms (one
     long-polled fetch and one error backoff), at most `cap` records back from the LEO. Older records
@@ -583,7 +584,7 @@ def trim_tail(tail: pd.DataFrame, replicas: pd.DataFrame, remotes: pd.DataFrame,
     remote_leo = array(remotes, "leo").astype("int64")
     low = np.full(len(replicas), np.iinfo("int64").max)
     at = locate(replicas, remotes)
-    since = now - int(cfg["replica.fetch.wait.max.ms"]) - int(cfg["replica.fetch.backoff.ms"])
+    since = now - int(cfg.replica_fetch_wait_max_ms) - int(cfg.replica_fetch_backoff_ms)
     known = (at >= 0) & (remote_leo >= 0)
     # a known follower that stopped fetching holds nothing (the leader's LEO); one never heard of, `cap`
     held = np.where(array(remotes, "last_fetch_ms") >= since, remote_leo, array(replicas, "leo")[np.maximum(at, 0)])

@@ -39,18 +39,17 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .config import LONG_MAX
+from .config import LONG_MAX, RoundSettings
 from .frames import FETCHING, REMOTE, REPLICA, array, conform, ids, locate, str_len
-from .rules import rules_of
 
 MASK = (1 << 64) - 1  # signatures are sums of 64-bit hashes, mod 2**64
 SIGNATURES = (("idle_fetch_sig", "idle_entry_sig"), ("idle_pair_sig", "idle_remote_sig"))
 KEYS = ("idle_checked", "idle_blockers") + tuple(k for pair in SIGNATURES for k in pair)
 
 
-def fetch_cycle_rounds(cfg: Mapping, round_ms: int) -> int:
-    """Rounds of one idle fetch cycle: the request's hop, the purgatory wait, the answer's hop."""
-    wait = int(cfg["replica.fetch.wait.max.ms"])
+def fetch_cycle_rounds(wait: int, round_ms: int) -> int:
+    """Rounds of one idle fetch cycle: the request's hop, the purgatory wait (replica.fetch.wait.max.ms),
+    the answer's hop."""
     return 2 if wait <= 0 else 2 + -(-wait // round_ms)
 
 
@@ -68,9 +67,9 @@ def advance_timer(last: np.ndarray, interval: int, round_ms: int, until: int) ->
     return np.where(last >= 0, last + fired * step, last)
 
 
-def isr_check_interval(cfg: Mapping) -> int:
+def isr_check_interval(cfg: RoundSettings) -> int:
     """maybeShrinkIsr's period: replica.lag.time.max.ms / 2 (the whole lag before 0.10.2, KAFKA-4485)."""
-    return int(cfg["replica.lag.time.max.ms"]) // rules_of(cfg).isr_check_period_divisor
+    return int(cfg.replica_lag_time_max_ms) // cfg.rules.isr_check_period_divisor
 
 
 def _signature(cols: list[np.ndarray]) -> int:
@@ -104,19 +103,19 @@ def live_remotes(remotes: pd.DataFrame, now: int, cycle_ms: int, unreachable: Ma
 
 def quiescence(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFrame, pending: pd.DataFrame,
                futures: pd.DataFrame, brokers: pd.DataFrame, fetches: pd.DataFrame, responses: pd.DataFrame,
-               records: pd.DataFrame, others: int, now: int, cfg: Mapping,
+               records: pd.DataFrame, others: int, now: int, cfg: RoundSettings,
                unreachable: Mapping[int, frozenset]) -> dict[str, int]:
     """One task's report after the round at `now` over the frames it hosts (replicas, remotes, parked
     fetches, pending produce, future logs, broker rows) and the messages it sent (fetch requests,
     fetch responses, their records; `others`: how many other messages or rows for the driver, e.g.
     OffsetsForLeaderEpoch, ISR changes). Keys: KEYS; `cluster_idle` combines the tasks' sums."""
-    round_ms = int(cfg["round_ms"])
-    cycle_ms = fetch_cycle_rounds(cfg, round_ms) * round_ms
+    round_ms = int(cfg.round_ms)
+    cycle_ms = fetch_cycle_rounds(cfg.replica_fetch_wait_max_ms, round_ms) * round_ms
     r = replicas
     fol = _followers(r)
     lead = array(r, "leader") == array(r, "broker")
     role = array(r, "leader") >= 0
-    flush_ms = cfg.get("topic_flush", {})
+    flush_ms = cfg.topic_flush
     timed_topics = [t for t, (_, x) in flush_ms.items() if x is not None and int(x) < LONG_MAX]
     timed = r["topic"].isin(timed_topics).to_numpy() if timed_topics else np.zeros(len(r), dtype=bool)
     dirty = array(r, "leo") > array(r, "recovery_point")
@@ -175,7 +174,7 @@ def cluster_idle(totals: Mapping[str, int]) -> bool:
 
 
 def shift_time(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFrame, fetches: pd.DataFrame,
-               responses: pd.DataFrame, brokers: pd.DataFrame, rounds: int, last_ms: int, cfg: Mapping,
+               responses: pd.DataFrame, brokers: pd.DataFrame, rounds: int, last_ms: int, cfg: RoundSettings,
                unreachable: Mapping[int, frozenset]
                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The frames of an idle cluster after the round at `last_ms` as they are `rounds` rounds later
@@ -190,10 +189,10 @@ def shift_time(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFra
     * backoff_until_ms (already passed), last_flush_ms (clean logs or no flush.ms), log offsets,
       epochs, ISR, the tail's records: unchanged, as the skipped rounds leave them.
     Returns (replicas, remotes, parked, fetches, responses, brokers)."""
-    round_ms = int(cfg["round_ms"])
+    round_ms = int(cfg.round_ms)
     dt = int(rounds) * round_ms
     until = last_ms + dt
-    cycle_ms = fetch_cycle_rounds(cfg, round_ms) * round_ms
+    cycle_ms = fetch_cycle_rounds(cfg.replica_fetch_wait_max_ms, round_ms) * round_ms
     r = replicas.copy()
     fol = _followers(r) & r["fetch_in_flight"].to_numpy(dtype=bool)
     r.loc[fol, "fetch_sent_ms"] = r.loc[fol, "fetch_sent_ms"] + dt
@@ -208,6 +207,6 @@ def shift_time(replicas: pd.DataFrame, remotes: pd.DataFrame, parked: pd.DataFra
     fet = fetches.assign(sent_ms=fetches["sent_ms"] + dt)
     resp = responses.assign(sent_ms=responses["sent_ms"] + dt)
     b = brokers.assign(hw_checkpoint_ms=advance_timer(
-        array(brokers, "hw_checkpoint_ms"), int(cfg["replica.high.watermark.checkpoint.interval.ms"]),
+        array(brokers, "hw_checkpoint_ms"), int(cfg.replica_high_watermark_checkpoint_interval_ms),
         round_ms, until))
     return conform(r, REPLICA), conform(rem, REMOTE), park, fet, resp, b

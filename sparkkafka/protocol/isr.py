@@ -16,12 +16,11 @@ answers to `apply_isr_results`; after that it recomputes the HW (a committed shr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import pandas as pd
 
 from . import errors
+from .config import RoundSettings
 from .frames import (
     ISR_CHANGE,
     KEY,
@@ -125,7 +124,7 @@ def maybe_expand_isr(
 
 
 def out_of_sync_replicas(
-    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: Mapping, rules: Rules | str
+    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: RoundSettings, rules: Rules | str
 ) -> pd.DataFrame:
     """Partition.getOutOfSyncReplicas: the followers in each led partition's committed ISR that
     are out of sync now (KEY + `replica`), whether or not a shrink check is due.
@@ -151,13 +150,13 @@ def out_of_sync_replicas(
     who = remote("replica")
     # _member reads a null ISR (None, NaN) as no member, as it reads the "" _strs makes of it
     in_isr = _member(array(replicas, "isr")[rp], who) & (who != array(replicas, "broker")[rp])
-    lag = cfg["replica.lag.time.max.ms"]
+    lag = cfg.replica_lag_time_max_ms
     leo = remote("leo")
     leader_leo = array(replicas, "leo")[rp]
     rules = rules_for(rules)
     if rules.isr_lag_by_messages:
         stuck = (now - remote("leo_changed_ms")) > lag
-        slow = (leo >= 0) & (leader_leo - leo > cfg["replica.lag.max.messages"])
+        slow = (leo >= 0) & (leader_leo - leo > cfg.replica_lag_max_messages)
         out = stuck | slow
     else:
         out = (now - remote("last_caught_up_ms")) > lag
@@ -167,7 +166,7 @@ def out_of_sync_replicas(
 
 
 def maybe_shrink_isr(
-    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: Mapping, rules: Rules | str
+    replicas: pd.DataFrame, remotes: pd.DataFrame, now: int, cfg: RoundSettings, rules: Rules | str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The broker's isr-expiration task, Partition.maybeShrinkIsr.
     Returns (replicas, proposals).
@@ -183,7 +182,7 @@ def maybe_shrink_isr(
     replicas = positional(replicas)
     if replicas.empty:
         return replicas, empty(ISR_CHANGE)
-    lag = int(cfg["replica.lag.time.max.ms"])
+    lag = int(cfg.replica_lag_time_max_ms)
     rules = rules_for(rules)
     period = lag // rules.isr_check_period_divisor
     last = array(replicas, "isr_check_ms")

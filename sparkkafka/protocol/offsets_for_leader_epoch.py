@@ -10,12 +10,11 @@ KIP-279 says it is not done, asks again with its new latest epoch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
+from .config import RoundSettings
 from .frames import (
     EPOCH_REQUEST,
     EPOCH_RESPONSE,
@@ -30,7 +29,7 @@ from .frames import (
     positional,
     take,
 )
-from .rules import Rules, rules_for, rules_of
+from .rules import Rules, rules_for
 from .truncation import no_cuts, truncate
 
 FOREVER = np.iinfo("int64").max
@@ -75,7 +74,7 @@ def answer(replicas: pd.DataFrame, reqs: pd.DataFrame, rules: Rules | str) -> pd
     }), EPOCH_RESPONSE)
 
 
-def apply_answers(replicas: pd.DataFrame, responses: pd.DataFrame, now: int, cfg: Mapping
+def apply_answers(replicas: pd.DataFrame, responses: pd.DataFrame, now: int, cfg: RoundSettings
                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The follower handles answers to its outstanding request: a stale one (the partition changed
     leader or epoch since, KAFKA-7786) is dropped; FENCED_LEADER_EPOCH marks the partition failed until
@@ -94,9 +93,9 @@ def apply_answers(replicas: pd.DataFrame, responses: pd.DataFrame, now: int, cfg
     failed = mine & pd.notna(err)
     if failed.any():
         fenced = err[failed] == errors.FENCED_LEADER_EPOCH
-        r.loc[pos[failed], "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg["replica.fetch.backoff.ms"])
+        r.loc[pos[failed], "backoff_until_ms"] = np.where(fenced, FOREVER, now + cfg.replica_fetch_backoff_ms)
     ok = np.flatnonzero(mine & pd.isna(err))
-    rules = rules_of(cfg)
+    rules = cfg.rules
     offs, done = [], []
     for i in ok:
         p = pos[i]

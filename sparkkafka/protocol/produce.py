@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from . import errors, leader_epoch
+from .config import RoundSettings
 from .frames import (
     PENDING,
     PRODUCE,
@@ -33,7 +34,6 @@ from .frames import (
     take,
 )
 from .high_watermark import maybe_increment_leader_hw
-from .rules import rules_of
 
 VALID_ACKS = (-1, 0, 1)
 Batches = pd.DataFrame | Mapping[str, np.ndarray]  # a frame, or its columns as arrays of one length
@@ -79,7 +79,7 @@ def _offline(frame: pd.DataFrame, offline: pd.DataFrame | None) -> np.ndarray:
 
 def append_to_leader(
     replicas: pd.DataFrame, remotes: pd.DataFrame, batches: pd.DataFrame, min_isr: pd.Series, now: int,
-    cfg: Mapping, offline: pd.DataFrame | None = None,
+    cfg: RoundSettings, offline: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Append produce batches on the brokers that lead their partitions.
 
@@ -135,11 +135,11 @@ def append_to_leader(
     replicas = conform(replicas, REPLICA, copy=False)  # only replaced columns below: no copy
     replicas["leo"] = leo
     # Message format v2 (0.11+) stamps each batch with the leader's epoch; older formats carry none (-1).
-    rules = rules_of(cfg)
+    rules = cfg.rules
     records = expand_batches({**a, "leader_epoch": epoch[ok] if rules.leader_epoch_cache else np.full(len(at), -1),
                               "src": a["broker"], "timestamp": a["sent_ms"]})
     replicas = leader_epoch.on_append(replicas, records, rules, at=np.repeat(at, count), in_order=True)
-    replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg["replica.lag.time.max.ms"], now)
+    replicas = maybe_increment_leader_hw(replicas, remotes, rules, cfg.replica_lag_time_max_ms, now)
 
     ack1 = a["acks"] == 1
     answered = _answers(a, ack1, now, None, a["base_offset"], True)

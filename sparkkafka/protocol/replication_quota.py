@@ -42,12 +42,11 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from .config import LONG_MAX
+from .config import LONG_MAX, RoundSettings
 
 UNLIMITED = LONG_MAX  # Long.MaxValue: the default rate, and the budget of an unthrottled broker
 ALL = "*"
 SIDES = ("leader", "follower")
-ROUND_MS = 100  # the engine's default round length, used when cfg has no round_ms
 
 
 @lru_cache(maxsize=1024)
@@ -81,15 +80,15 @@ def throttled_partitions(value: str | None, broker: int) -> str | list[int]:
     return ALL if every else sorted(p for p, b in entries if b == broker)
 
 
-def _lists(cfg: Mapping, side: str) -> dict[str, tuple[bool, frozenset[tuple[int, int]]]]:
+def _lists(cfg: RoundSettings, side: str) -> dict[str, tuple[bool, frozenset[tuple[int, int]]]]:
     i = SIDES.index(side)
-    return {t: parse_throttled_replicas(v[i]) for t, v in (cfg.get("throttled_replicas") or {}).items()
+    return {t: parse_throttled_replicas(v[i]) for t, v in cfg.throttled_replicas.items()
             if v and v[i]}
 
 
-def is_throttled(cfg: Mapping, side: str, topic, partition, broker) -> np.ndarray:
+def is_throttled(cfg: RoundSettings, side: str, topic, partition, broker) -> np.ndarray:
     """ReplicationQuotaManager.isThrottled, vectorised: whether `broker` throttles each
-    (topic, partition) on `side` ("leader" or "follower"), from cfg["throttled_replicas"]."""
+    (topic, partition) on `side` ("leader" or "follower"), from cfg.throttled_replicas."""
     topic = np.asarray(topic, dtype=object)
     out = np.zeros(len(topic), dtype=bool)
     lists = _lists(cfg, side)
@@ -115,7 +114,7 @@ def budget(rate: int | None, round_ms: int) -> int:
     return min(max(int(rate), 0) * int(round_ms) // 1000, UNLIMITED)
 
 
-def budgets(cfg: Mapping, side: str, brokers) -> np.ndarray:
+def budgets(cfg: RoundSettings, side: str, brokers) -> np.ndarray:
     """Per-round budget of each broker in `brokers` on `side` (UNLIMITED where it has no rate): the
     allowance of a fresh sensor."""
     return allowances(cfg, side, brokers, 0, None)
@@ -135,31 +134,30 @@ def encode(samples: list[tuple[int, int]]) -> str:
     return ",".join(f"{a}:{b}" for a, b in samples)
 
 
-def window(cfg: Mapping) -> tuple[int, int]:
+def window(cfg: RoundSettings) -> tuple[int, int]:
     """(replication.quota.window.num, replication.quota.window.size.seconds in ms)."""
-    return (int(cfg.get("replication.quota.window.num") or 11),
-            int(cfg.get("replication.quota.window.size.seconds") or 1) * 1000)
+    return cfg.replication_quota_window_num, cfg.replication_quota_window_size_seconds * 1000
 
 
-def purge(samples: list[tuple[int, int]], now: int, cfg: Mapping) -> list[tuple[int, int]]:
+def purge(samples: list[tuple[int, int]], now: int, cfg: RoundSettings) -> list[tuple[int, int]]:
     """SampledStat.purgeObsoleteSamples: samples that began num x size or longer ago are gone."""
     num, size = window(cfg)
     return [s for s in samples if now - s[0] < num * size]
 
 
-def bytes_left(samples: list[tuple[int, int]], rate: int, now: int, cfg: Mapping) -> int:
+def bytes_left(samples: list[tuple[int, int]], rate: int, now: int, cfg: RoundSettings) -> int:
     """isQuotaExceeded as an allowance: the bytes a fetch served at `now` may take so that the rate over
     the sensor's window, this round included, stays within `rate` (UNLIMITED for Long.MaxValue)."""
     if rate >= UNLIMITED:
         return UNLIMITED
     live = purge(samples, now, cfg)
     start = live[0][0] if live else now
-    span = now + int(cfg.get("round_ms") or ROUND_MS) - start
+    span = now + cfg.round_ms - start
     return max(max(int(rate), 0) * span // 1000 - sum(b for _, b in live), 0)
 
 
-def _rate_of(cfg: Mapping, side: str) -> dict[int, int]:
-    return {int(b): int(r) for b, r in ((cfg.get("quota") or {}).get(side) or {}).items()}
+def _rate_of(cfg: RoundSettings, side: str) -> dict[int, int]:
+    return {int(b): int(r) for b, r in ((cfg.quota or {}).get(side) or {}).items()}
 
 
 def _samples_of(quota: pd.DataFrame | None, side: str) -> dict[int, str]:
@@ -168,7 +166,7 @@ def _samples_of(quota: pd.DataFrame | None, side: str) -> dict[int, str]:
     return dict(zip(quota["broker"].astype("int64"), quota[COLUMNS[side]], strict=True))
 
 
-def allowances(cfg: Mapping, side: str, brokers, now: int, quota: pd.DataFrame | None) -> np.ndarray:
+def allowances(cfg: RoundSettings, side: str, brokers, now: int, quota: pd.DataFrame | None) -> np.ndarray:
     """bytes_left of each broker in `brokers` on `side`, from the brokers' sensors in `quota` (a BROKER
     frame; None or a broker without samples: a fresh sensor); UNLIMITED where it has no rate."""
     rates = _rate_of(cfg, side)
@@ -182,7 +180,7 @@ def allowances(cfg: Mapping, side: str, brokers, now: int, quota: pd.DataFrame |
     return out
 
 
-def grown(left: np.ndarray, cfg: Mapping, brokers, waited_ms: np.ndarray) -> np.ndarray:
+def grown(left: np.ndarray, cfg: RoundSettings, brokers, waited_ms: np.ndarray) -> np.ndarray:
     """A follower's quota left as its request carried it (`left`), plus what its rate adds over the
     `waited_ms` the request has waited at the leader: a parked fetch is not held to the allowance of the
     round it was sent in (UNLIMITED stays UNLIMITED)."""
@@ -196,7 +194,7 @@ def grown(left: np.ndarray, cfg: Mapping, brokers, waited_ms: np.ndarray) -> np.
     return np.where(left >= UNLIMITED, UNLIMITED, np.minimum(left, UNLIMITED - add) + add)
 
 
-def record(quota: pd.DataFrame, side: str, brokers, sizes, now: int, cfg: Mapping) -> pd.DataFrame:
+def record(quota: pd.DataFrame, side: str, brokers, sizes, now: int, cfg: RoundSettings) -> pd.DataFrame:
     """ReplicationQuotaManager.record: add each broker's bytes (`sizes` per row of `brokers`) to its
     `side` sensor at `now`: into the current sample while it lasts (window size), else into a new one
     starting now; obsolete samples are purged. A broker recording 0 bytes only gets a first sample when
@@ -227,7 +225,7 @@ def record(quota: pd.DataFrame, side: str, brokers, sizes, now: int, cfg: Mappin
     return out
 
 
-def touch(quota: pd.DataFrame, side: str, brokers, now: int, cfg: Mapping) -> pd.DataFrame:
+def touch(quota: pd.DataFrame, side: str, brokers, now: int, cfg: RoundSettings) -> pd.DataFrame:
     """A record of 0 bytes (a fetch of a throttled partition that moved nothing yet): a broker with a rate
     on `side` whose sensor has no live sample gets an empty one starting `now` (SampledStat.current), so
     its window runs from the first fetch, as the allowance it was given assumed, not from the first byte."""
@@ -237,11 +235,16 @@ def touch(quota: pd.DataFrame, side: str, brokers, now: int, cfg: Mapping) -> pd
     return record(quota, side, b, np.zeros(len(b), dtype="int64"), now, cfg)
 
 
-def active(cfg: Mapping) -> bool:
-    """Whether anything can be throttled this round: some broker has a rate and some topic a
-    throttled replica list. False costs the fetch path nothing."""
-    q = cfg.get("quota")
-    return bool(q and cfg.get("throttled_replicas") and any(q.get(s) for s in SIDES))
+def throttling(quota: Mapping[str, Mapping[int, int]] | None, throttled_replicas: Mapping[str, tuple[str, str]]
+               ) -> bool:
+    """Whether anything can be throttled: some broker has a rate and some topic a throttled replica list
+    (RoundSettings' quota and throttled_replicas, as the driver derives them)."""
+    return bool(quota and throttled_replicas and any(quota.get(s) for s in SIDES))
+
+
+def active(cfg: RoundSettings) -> bool:
+    """Whether anything can be throttled this round (`throttling`). False costs the fetch path nothing."""
+    return throttling(cfg.quota, cfg.throttled_replicas)
 
 
 def should_leader_throttle(throttled: np.ndarray, in_isr: np.ndarray, limited: np.ndarray) -> np.ndarray:

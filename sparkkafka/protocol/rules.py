@@ -12,8 +12,8 @@ The emulator groups Kafka versions into profiles (config.PROFILES, docs/versions
 
 Code never compares versions itself: it asks the frozen `Rules` of its profile for a named flag,
 `rules_for(profile_or_version).truncate_to_hw`. The round config handed to the executors carries
-the object as `cfg["rules"]` (config.RoundSettings, built by driver/round_loop.RoundLoop.params); `rules_of(cfg)` reads it, falling back to
-`cfg["profile"]` for configs built by hand (unit tests).
+the object as `cfg.rules` (config.RoundSettings, built by driver/round_loop.RoundLoop.params); `cfg.rules` reads it, falling back to
+`cfg.profile` for configs built by hand (unit tests).
 
 Each flag is declared once with the profile where its value changes and the KIP / Kafka version
 that changed it; `table()` / `format_table()` give every flag's value per profile (docs/versions.md's
@@ -192,12 +192,6 @@ def rules_for(version: Rules | str) -> Rules:
     if profile is None:
         raise ScenarioError(IBP, version, unknown_version_message())
     return _rules(profile)
-
-
-def rules_of(cfg: Mapping) -> Rules:
-    """The rules a round config carries (`cfg["rules"]`), else those of its `cfg["profile"]`."""
-    r = cfg.get("rules")
-    return r if r is not None else rules_for(cfg["profile"])
 
 
 def first_profile(name: str) -> str | None:

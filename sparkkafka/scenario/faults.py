@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ScenarioError
+from ..protocol.config import EmulatorSettings
 
 # the fault kinds a campaign draws from (KINDS) and what each adds to the timeline
 KINDS = ("crash", "power_loss", "pause", "isolate", "controller_failover", "fail_log_dir")
@@ -70,7 +71,7 @@ def _ms(entry: dict, round_ms: int) -> int:
 
 def default_plan(base: dict, **kw) -> Plan:
     """Faults while the base scenario's workload runs: from its first event to its last one's end."""
-    round_ms = int((base["cluster"].get("emulator") or {}).get("round.ms", 100))
+    round_ms = int(EmulatorSettings.of(base["cluster"].get("emulator")).round_ms)
     times = []
     for e in base.get("timeline") or []:
         t = _ms(e, round_ms)
@@ -104,7 +105,7 @@ def with_faults(base: dict, faults: list[dict], settle_ms: int, name: str) -> di
     isolation healed at the end of the faults, and the run lasting `settle_ms` after that."""
     sc = copy.deepcopy(base)
     sc["name"] = name
-    round_ms = int((sc["cluster"].get("emulator") or {}).get("round.ms", 100))
+    round_ms = int(EmulatorSettings.of(sc["cluster"].get("emulator")).round_ms)
     last = max([_ms(e, round_ms) for e in [*(sc.get("timeline") or []), *faults]] or [0])
     recover = last + round_ms
     tail = [{"at": recover, "heal": {}}, *({"at": recover, "restart": b} for b in brokers_of(sc))]

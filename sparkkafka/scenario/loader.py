@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from sparkkafka.errors import NotYetSupportedError
-from sparkkafka.protocol.config import EMULATOR_DEFAULTS, broker_config
+from sparkkafka.protocol.config import EMULATOR_DEFAULTS, EmulatorSettings, broker_config
 from sparkkafka.scenario import events as _kafka_kinds  # noqa: F401 - Kafka's event kinds registered
 from sparkkafka.scenario import schema
 from sparkkafka.scenario.event_kind import KINDS, child, refuse
@@ -268,14 +268,15 @@ def parse_scenario(data: Any, name: str = "scenario", base_dir: str | Path | Non
     log_dirs = tuple(c.log_dirs) if c.log_dirs else ("d0",)
     config = c.config.given() if c.config else {}
     emulator = {**EMULATOR_DEFAULTS, **(c.emulator.given() if c.emulator else {})}
+    settings = EmulatorSettings.of(emulator)
     racks = _racks(c.racks, brokers)
-    seq = _Sequence(brokers, log_dirs, broker_config(config), emulator["initial.record.bytes"], running)
+    seq = _Sequence(brokers, log_dirs, broker_config(config), settings.initial_record_bytes, running)
     topics = tuple(seq.create(seq.topic_spec(t, f"topics[{i}]", same_rf=not running), f"topics[{i}]")
                    for i, t in enumerate(doc.topics))
-    timeline = _timeline(doc.timeline or [], seq, emulator["round.ms"])
+    timeline = _timeline(doc.timeline or [], seq, settings.round_ms)
     if not topics and not running and not any(e.type == "create_topic" for e in timeline):
         _err("topics", [], "at least one topic is required (unless the timeline creates one)")
-    until_ms, until_round = _run(doc.run, timeline, emulator["round.ms"])
+    until_ms, until_round = _run(doc.run, timeline, settings.round_ms)
     _check_supported(timeline, data.get("timeline"))
     return Scenario(name=doc.name or name, seed=doc.seed, brokers=brokers, racks=racks, log_dirs=log_dirs,
                     config=config, emulator=emulator, topics=topics, timeline=timeline, until_ms=until_ms,

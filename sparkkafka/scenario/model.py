@@ -7,7 +7,10 @@ of the emulator never re-validates user input.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
+
+from ..protocol.config import EmulatorSettings
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,16 @@ class Scenario:
     until_ms: int | None
     until_round: int | None
 
+    @cached_property
+    def emulator_settings(self) -> EmulatorSettings:
+        """The emulator settings, typed (missing ones at their defaults: a run saved before a setting existed).
+        Built once per Scenario and not a field, so a run directory saves the mapping alone."""
+        return EmulatorSettings.of(self.emulator)
+
     @property
     def round_ms(self) -> int:
         """Emulated milliseconds per round."""
-        return self.emulator["round.ms"]
+        return self.emulator_settings.round_ms
 
     def on_engine(self, engine: str) -> Scenario:
         """The same scenario on another engine (cluster.emulator.engine; `run --engine`,

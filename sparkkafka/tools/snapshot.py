@@ -60,6 +60,8 @@ replica.lag.time.max.ms=30000
 num.replica.fetchers=2
 inter.broker.protocol.version=2.8
 """
+# the topic-level configs SERVER_PROPERTIES sets, which every topic inherits: the sample's own choice of
+# min.insync.replicas 2 for its RF-3 topics (Kafka's default is 1), not a default
 STATIC = {"min.insync.replicas": 2, "unclean.leader.election.enable": False}
 
 
@@ -91,9 +93,10 @@ def build(rng: random.Random, brokers: int = SAMPLE_BROKERS, partitions: int | N
     reassigning = {("orders", 7), ("clickstream", 40)}
     moving = {("payments", 3), ("metrics.raw", 11)}
     for t, n, (lo, hi), overrides, _, _ in topics_of(partitions):
+        configs = {**from_broker, **overrides}  # the topic's own, else the sample's server.properties
         topics.append({"topic": t, "topic_id": topic_id(SEED, t), "partition_count": n, "replication_factor": 3,
-                       "configs": {**from_broker, **overrides},
-                       "min_insync_replicas": overrides.get("min.insync.replicas", 2), "marked_for_deletion": False})
+                       "configs": configs, "min_insync_replicas": configs["min.insync.replicas"],
+                       "marked_for_deletion": False})
         assignment = assign_replicas_to_brokers(ids, n, 3, racks, seed=rng.randrange(1 << 30))
         for p, reps in assignment.items():
             size = rng.randrange(lo, hi)
