@@ -625,7 +625,7 @@ class RoundLoop(Timeline, IdleJumps):
         for a in adds:
             if a["table"] != "log":
                 self._history_adds[a["table"]].append(a)
-        if self._held is not None and self._held.history_rows >= int(self._emulator("resident.history.rows")):
+        if self._held is not None and self._held.history_rows >= self.emulator.resident_history_rows:
             self._stage_history(self._held.flush(self.tables_dir, log=False))  # the driver's memory stays bounded
         # the controller is as it is for every round of the window: its gauges once (metrics() hands the unclean
         # elections since it was last asked to the window's first round, then counts none)
