@@ -35,10 +35,11 @@ def reference(spark, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["rounds", "resident"])
+@pytest.mark.parametrize("engine", ["rounds", "resident", "local"])
 def test_a_run_killed_at_seeded_io_points_continues_to_the_uninterrupted_tables(spark, tmp_path, reference, engine):
     """10 kills per engine, one after another in one run: each continuation is killed again at the next
-    seeded point (its recovery included), the last one runs to the end."""
+    seeded point (its recovery included), the last one runs to the end. The in-process engine's kills also
+    land in the brokers' own writes (their files, the held log rows written at a commit point)."""
     want_tables, want_summary, points = reference
     assert points > 50  # every round commits: the kills spread over every kind of write
     out = str(tmp_path / "run")
