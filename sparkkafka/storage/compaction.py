@@ -46,21 +46,17 @@ def plan(actions: pa.Table, partition_by: list[str], min_files: int,
          skip: Collection[tuple[str, ...]] = ()) -> list[tuple[dict[str, str], int, list[tuple[str, int]]]]:
     """The folds to make over a table's live add actions (get_add_actions(flatten=True)): per partition
     (values as strings, in `partition_by` order) and tier with at least `min_files` files, those files
-    as (raw relative path, size), in run order: by their first round (the `min.round` statistic of the
-    per-round tables), then by path (rounds' files carry their round first). A folded file of a per-round
-    table is then in round order, so a reader of one round (the audit's final replicas) skips the other
-    rounds' row groups by their statistics. Partitions in `skip` (tuples of partition values) are left alone."""
-    groups: dict[tuple[tuple[str, ...], int], list[tuple[int, str, int]]] = defaultdict(list)
+    as (raw relative path, size), sorted by path (rounds' files carry their round first: run order).
+    Partitions in `skip` (tuples of partition values) are left alone."""
+    groups: dict[tuple[tuple[str, ...], int], list[tuple[str, int]]] = defaultdict(list)
     cols = [actions[f"partition.{c}"].to_pylist() for c in partition_by]
-    first = (actions["min.round"].to_pylist() if "min.round" in actions.column_names
-             else [None] * actions.num_rows)
     for i, (path, size) in enumerate(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist(),
                                          strict=True)):
         key = tuple(str(c[i]) for c in cols)
         if key not in skip:
             raw = unquote(path)
-            groups[(key, tier_of(raw))].append((-1 if first[i] is None else int(first[i]), raw, int(size)))
-    return [(dict(zip(partition_by, key, strict=True)), tier, [(p, s) for _, p, s in sorted(files)])
+            groups[(key, tier_of(raw))].append((raw, int(size)))
+    return [(dict(zip(partition_by, key, strict=True)), tier, sorted(files))
             for (key, tier), files in sorted(groups.items()) if len(files) >= min_files]
 
 
