@@ -127,11 +127,10 @@ def conf(name: str, **config) -> dict:
     return parse_scenario(raw, name=name)
 
 
-REAL = {  # runs whose full audits find lost, divergent and pending records, a deleted topic, an unclean election
+REAL = {  # runs whose full audits find lost (an unclean election), divergent and pending records; a deleted topic
     "kip101-1-0.10": lambda: kip101_scenario_1("0.10"),
     "kip101-2-0.10": lambda: kip101_scenario_2("0.10"), "zombie-2.0": lambda: zombie("2.0"),
-    "elect-delete": lambda: conf("diff-elect-delete"), "unclean-min-isr": lambda: conf("diff-unclean-min-isr"),
-    "failures": lambda: conf("failures"),
+    "elect-delete": lambda: conf("diff-elect-delete"), "failures": lambda: conf("failures"),
 }
 
 
