@@ -150,7 +150,7 @@ def test_a_real_run_gives_the_full_audits_findings(tmp_path, name):
 
 def test_the_real_runs_hold_findings_of_several_kinds(tmp_path):
     """E-02 under 0.10's rules (test_durability): the comparison covers lost, divergent and StrongIsr findings."""
-    s = run_and_compare(REAL["e02-0.10"](), str(tmp_path / "run"))
+    s = run_and_compare(e02("0.10"), str(tmp_path / "run"))
     assert s["violations"]["lost"] == 5 and s["violations"]["StrongIsr"] == 1 and s["violations"]["divergent"] == 1
 
 
