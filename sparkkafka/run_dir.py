@@ -133,6 +133,9 @@ class DriverState:
     # each table's Delta version when this state was saved: later commits are undone on recovery
     # (None: a state saved before it was recorded, continued as it is)
     table_versions: dict[str, int] | None = None
+    # the checker's incremental state (scenario/checker.Checks): the marked replica_state rows so far; None in
+    # a state saved before it was kept (its run's end audits the whole history)
+    checks: Any = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.driver_rows, defaultdict):

@@ -20,6 +20,8 @@ from .storage import tables as T
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from .scenario.checker import Checks
+
 
 def read_table_df(spark: SparkSession, tables_dir: str, name: str) -> DataFrame:
     """A table's current snapshot as a DataFrame with its fixed schema.
@@ -113,12 +115,13 @@ def summarize(out: str) -> dict:
     return audit_run(out)[0]
 
 
-def audit_run(out: str) -> tuple[dict, pd.DataFrame]:
-    """The summary and the violations frame of a run (one read of its tables)."""
+def audit_run(out: str, checks: Checks | None = None) -> tuple[dict, pd.DataFrame]:
+    """The summary and the violations frame of a run (one read of its tables); `checks`, the driver state's
+    (DriverState.checks, of the tables' rounds): replica_state's history is read only where it marks it suspect."""
     from .scenario.checker import audit
 
     meta = RunDir(out).meta()
-    return audit(os.path.join(out, "tables"), meta)
+    return audit(os.path.join(out, "tables"), meta, checks=checks)
 
 
 VIOLATIONS_ROUND = "sparkkafka.violations.round"  # commit metadata: the run round the table describes

@@ -29,7 +29,7 @@ from pyspark.sql import functions as Fn
 from ..controller.control_plane import ControlPlane
 from ..engine import rows as W
 from ..engine.broker_round import BrokerRound, RoundParams, WindowFiles, expand_results
-from ..protocol import idle, produce
+from ..protocol import idle, produce, replica_marks
 from ..protocol.broker import RoundFacts
 from ..protocol.config import (
     LONG_MAX,
@@ -44,6 +44,7 @@ from ..protocol.config import (
 from ..protocol.frames import PRODUCE, RESULT, concat, conform
 from ..run_dir import CLIENT, RUN_FORMAT_VERSION, DriverState, RunDir
 from ..scenario import Scenario
+from ..scenario.checker import Checks
 from ..scenario.workload import Workload
 from ..storage import tables as T
 from ..storage.tables import TableWriter
@@ -100,6 +101,7 @@ class RoundLoop(Timeline, IdleJumps):
     _outbox, _produced, _driver_rows = _Driven("outbox"), _Driven("produced"), _Driven("driver_rows")
     _log_actions, _flushed_round = _Driven("log_actions"), _Driven("flushed_round")
     _idle_round = _Driven("idle_round")
+    checks = _Driven()  # the checker's incremental state (scenario/checker.Checks), None for a run saved before it
 
     def __init__(self, spark: SparkSession | None, out: str, driver: DriverState | None = None) -> None:
         self.spark = spark
@@ -240,7 +242,7 @@ class RoundLoop(Timeline, IdleJumps):
             workload=Workload(sc.round_ms, int(settings.request_timeout_ms)),
             spark_partitions=max(1, min(n, len(sc.brokers))),
             events=sorted(sc.timeline, key=lambda e: (e.time_ms(sc.round_ms), e.index)),
-            outbox=[(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)])
+            outbox=[(W.START, pd.DataFrame({"broker": list(sc.brokers)}), CLIENT)], checks=Checks())
         self._transient()
         if self.spark is not None and self.engine == "resident":  # the session's cold costs, paid while the cluster is set up
             from ..engine.resident import placing_rows
@@ -578,14 +580,18 @@ class RoundLoop(Timeline, IdleJumps):
         adds = [json.loads(p) for p in side.loc[side["kind"] == W.ADD, "payload"]]
         gauges: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         halted: list[int] = []
+        marked: list[tuple[int, dict]] = []
         for p in side.loc[side["kind"] == W.RESULT_SUMMARY, "payload"]:
             summary = json.loads(p)
             r = summary.pop("round", self.round)
             halted += summary.pop("halted", [])
+            marked.append((r, summary.pop(replica_marks.MARKS, None)))
             for k, v in summary.pop("timings").items():
                 self.timings[f"task.{k}"] += v
             for k, v in summary.items():
                 gauges[r][k] += v
+        if self.checks is not None:  # the checker's state folds the rounds' marked replica_state rows in
+            self.checks = self.checks.fold(replica_marks.from_summaries(marked), self.round_ms)
         ran = max([*gauges, self.round]) - self.round + 1
         last = self.round + ran - 1
         # before the window's reports reach the controller: its ticks run ahead and the rounds the tasks produced

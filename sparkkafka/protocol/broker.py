@@ -54,6 +54,8 @@ from . import frames as F
 from .config import RoundSettings
 from .high_watermark import maybe_increment_leader_hw
 from .leader_and_isr import become_leader_or_follower, new_broker_rows
+from .replica_marks import MARKS, replica_marks
+from .replica_marks import to_summary as marks_summary
 from .rules import Rules
 
 # ------------------------------------------------------------------------------------------------ data
@@ -719,15 +721,19 @@ def round_steps(state: BrokerState, inbox: Inbox, now: int, rules: Rules, config
     flips = swaps[FLIPS] if len(swaps) else F.from_rows([], FLIPS)  # selecting no rows costs ~80 us a round
     if len(all_cuts) or len(flips):
         effects.append(TruncateLog(all_cuts, flips))
+    marked = None
     if config.write_history and present:
         # a paused broker's replicas are still there, unchanged: they keep their history rows
         hr, hm = (held.replicas, held.remotes) if held is not None else (F.empty(F.REPLICA), F.empty(F.REMOTE))
         effects += history(F.concat([replicas, hr], F.REPLICA), F.concat([remotes, hm], F.REMOTE), results,
                            F.stack([metadata_lines, lines, stop_lines]))
+        marked = replica_marks(wire_replicas, replicas)  # (held rows are as they were: nothing to mark)
     sw.lap("write_files")
     summary = {"timings": sw.laps, "storage_reads": len(misses), "halted": sorted(int(b) for b in halted),
                **{c: int(v) for c, v in counts.items()},
                **isr.isr_gauge_counts(replicas, min_isr)}
+    if marked is not None and len(marked):  # for the checker's state on the driver (RoundLoop.take_results)
+        summary[MARKS] = marks_summary(marked)
     if cfg.idle_jump:  # quiescence, for the driver's idle jump (protocol/idle.py)
         others = [epoch_requests, epoch_answers, expand, shrink, offline_new, lai_offline, alter_answers, halts]
         summary.update(idle.quiescence(replicas, remotes, parked, pending, futures, brokers, new_requests, responses,

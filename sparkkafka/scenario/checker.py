@@ -29,13 +29,20 @@ the table's columns: docs/tables.md). One `violations` row per finding:
 A topic deleted and created again is a new incarnation (its partition_state starts again at
 version 0); the history rules compare rows of one incarnation only. All rules are vectorised
 over the history tables; Python loops run only over the rows found.
+
+Every rule judges one partition's rows. The end of a run (Cluster.run) does not read replica_state's
+whole history (one row per replica per round): the brokers mark, as they make the rows, those that may
+break a rule (protocol/replica_marks.py), the driver folds the marks into `Checks` (kept with its
+state), and the audit reads the whole history of the partitions the marks make suspect
+(`suspect_partitions`) and only the final round's rows of the others: the same findings as the full
+audit (`audit` without `checks`), which stays the reference.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,6 +50,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..protocol import replica_marks as M
 from ..protocol.consumer import visible_records
 from ..storage import api as T
 
@@ -85,9 +93,10 @@ class RunTables:
     partition_state: pd.DataFrame
 
     @classmethod
-    def read(cls, tables_dir: str) -> RunTables:
-        """The columns the rules read (READ_COLUMNS) of every row; each Arrow table is freed as it becomes pandas."""
-        return cls(*(_pandas(T.read_table(tables_dir, n, columns=READ_COLUMNS[n])) for n in TABLES))
+    def read(cls, tables_dir: str, replica_state: pa.Table | None = None) -> RunTables:
+        """The columns the rules read (READ_COLUMNS) of every row (replica_state's: `replica_state` when
+        given, see reduced_replica_state); each Arrow table is freed as it becomes pandas."""
+        return cls(*(_pandas(_columns(tables_dir, n, READ_COLUMNS[n], replica_state)) for n in TABLES))
 
     @classmethod
     def read_spilled(cls, folder: str, i: int) -> RunTables:
@@ -96,6 +105,13 @@ class RunTables:
 
 
 TABLES = ("produce_results", "log", "replica_state", "partition_state")  # RunTables' fields
+
+
+def _columns(tables_dir: str, name: str, columns: list[str], replica_state: pa.Table | None) -> pa.Table:
+    """Table `name`'s `columns`: read, or taken from `replica_state` (its rows the audit judges) when given."""
+    if name == "replica_state" and replica_state is not None:
+        return replica_state.select(columns)
+    return T.read_table(tables_dir, name, columns=columns)
 
 
 def _read_arrow(path: str) -> pa.Table:
@@ -121,8 +137,8 @@ class Whole:
                    _recreated(t.partition_state))
 
     @classmethod
-    def read(cls, tables_dir: str) -> Whole:
-        rounds = T.read_table(tables_dir, "replica_state", columns=["round"]).column("round")
+    def read(cls, tables_dir: str, replica_state: pa.Table | None = None) -> Whole:
+        rounds = _columns(tables_dir, "replica_state", ["round"], replica_state).column("round")
         ps = T.read_table(tables_dir, "partition_state", columns=["topic", "partition", "version"]).to_pandas()
         return cls(None if len(rounds) == 0 else int(pc.max(rounds).as_py()), _recreated(ps))
 
@@ -137,19 +153,23 @@ def violations(tables_dir: str, meta: dict) -> pd.DataFrame:
     return audit(tables_dir, meta)[1]
 
 
-def audit(tables_dir: str, meta: dict, rows: int = AUDIT_ROWS) -> tuple[dict, pd.DataFrame]:
+def audit(tables_dir: str, meta: dict, rows: int = AUDIT_ROWS, checks: Checks | None = None
+          ) -> tuple[dict, pd.DataFrame]:
     """The summary and the violations of a run, reading its tables once. A run of more than `rows` rows is
     cut into slices of whole partitions (ranges of partition numbers) of about `rows` rows each, spilled to
     local files in one pass over each table, and judged slice by slice: every rule judges one partition's
-    rows, so the slices' findings and counts add up to the whole run's, and the driver holds one slice."""
-    whole = Whole.read(tables_dir)
-    starts = _slices(tables_dir, rows)
+    rows, so the slices' findings and counts add up to the whole run's, and the driver holds one slice.
+    `checks` (the run's Checks): replica_state's rows are only those reduced_replica_state keeps, the same
+    findings; without it, its whole history is read (the reference)."""
+    rs = None if checks is None else reduced_replica_state(tables_dir, checks)
+    whole = Whole.read(tables_dir, rs)
+    starts = _slices(tables_dir, rows, rs)
     pa.default_memory_pool().release_unused()  # the columns read to plan the slices
     if len(starts) == 1:
-        return audit_tables(RunTables.read(tables_dir), meta, whole)
+        return audit_tables(RunTables.read(tables_dir, rs), meta, whole)
     summary, found = None, []
     with tempfile.TemporaryDirectory(prefix="sparkkafka-audit-") as folder:
-        _spill(tables_dir, starts, folder)
+        _spill(tables_dir, starts, folder, rs)
         pa.default_memory_pool().release_unused()
         for i in range(len(starts)):
             s, f = audit_tables(RunTables.read_spilled(folder, i), meta, whole)
@@ -159,12 +179,12 @@ def audit(tables_dir: str, meta: dict, rows: int = AUDIT_ROWS) -> tuple[dict, pd
     return summary, _conform(pd.concat(found, ignore_index=True))
 
 
-def _slices(tables_dir: str, rows: int) -> list[int]:
+def _slices(tables_dir: str, rows: int, replica_state: pa.Table | None = None) -> list[int]:
     """The first partition number of each slice: ranges of partition numbers of about `rows` rows of the
     SLICED tables each ([0]: one slice, the whole run)."""
     counts = np.zeros(1, np.int64)
     for name in SLICED:
-        col = T.read_table(tables_dir, name, columns=["partition"]).column("partition")
+        col = _columns(tables_dir, name, ["partition"], replica_state).column("partition")
         c = np.bincount(col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)) if len(col) else counts
         counts = np.pad(counts, (0, max(0, len(c) - len(counts)))) + np.pad(c, (0, max(0, len(counts) - len(c))))
     cum = np.cumsum(counts)
@@ -175,12 +195,16 @@ def _slices(tables_dir: str, rows: int) -> list[int]:
     return starts
 
 
-def _spill(tables_dir: str, starts: list[int], folder: str) -> None:
+def _spill(tables_dir: str, starts: list[int], folder: str, replica_state: pa.Table | None = None) -> None:
     """Write each table's READ_COLUMNS, cut by slice (`starts`), into `folder` as Arrow files
     `<table>-<slice>.arrow`, in one streaming pass per table (rows keep their order within a slice)."""
     bounds = np.asarray(starts, np.int64)
     for name in TABLES:
-        schema, batches = T.scan_table(tables_dir, name, READ_COLUMNS[name])
+        if name == "replica_state" and replica_state is not None:
+            t = replica_state.select(READ_COLUMNS[name])
+            schema, batches = t.schema, iter(t.to_batches())
+        else:
+            schema, batches = T.scan_table(tables_dir, name, READ_COLUMNS[name])
         writers = [pa.ipc.new_file(os.path.join(folder, f"{name}-{i}.arrow"), schema) for i in range(len(starts))]
         try:
             for batch in batches:
@@ -478,11 +502,8 @@ def _history_rules(ps: pd.DataFrame, rs: pd.DataFrame) -> tuple[pd.DataFrame, pd
     c = pd.merge_asof(c.sort_values("round", kind="stable"),
                       lead[["round", *TP, "_inc", "committed"]].sort_values("round", kind="stable"),
                       on="round", by=[*TP, "_inc"])
-    c = pd.merge_asof(c.sort_values("time_ms", kind="stable"),
-                      ps[["time_ms", *TP, "isr"]].sort_values("time_ms", kind="stable"), on="time_ms", by=TP)
-    in_isr = np.array([isinstance(i, list | np.ndarray) and b in list(i) for b, i in zip(c["broker"], c["isr"],
-                                                                                          strict=True)], bool)
-    c = c[in_isr & (c["leo"] < c["committed"]).fillna(False).to_numpy(bool)]
+    c = _isr_at(c, ps)
+    c = c[_in_isr(c) & (c["leo"] < c["committed"]).fillna(False).to_numpy(bool)]
     if not len(c):
         return mono, _empty()
     strong = pd.DataFrame({
@@ -494,6 +515,95 @@ def _history_rules(ps: pd.DataFrame, rs: pd.DataFrame) -> tuple[pd.DataFrame, pd
                    for p, n, k, i in zip(c["prev_leo"], c["leo"], c["committed"], c["isr"], strict=True)],
     })
     return mono, strong
+
+
+def _in_isr(rows: pd.DataFrame) -> np.ndarray:
+    """Whether each row's broker is in its `isr` (a list, an array, or missing)."""
+    return np.array([isinstance(i, list | np.ndarray) and b in list(i) for b, i in zip(rows["broker"], rows["isr"],
+                                                                                       strict=True)], bool)
+
+
+def _isr_at(rows: pd.DataFrame, ps: pd.DataFrame) -> pd.DataFrame:
+    """`rows` (topic, partition, broker, time_ms) with the `isr` of their partition's latest partition_state
+    row at their time (`ps` in time order, as _incarnations sorts it): StrongIsr's view of the ISR."""
+    return pd.merge_asof(rows.sort_values("time_ms", kind="stable"),
+                         ps[["time_ms", *TP, "isr"]].sort_values("time_ms", kind="stable"), on="time_ms", by=TP)
+
+
+# ---------------------------------------------------------------------- incremental
+def _no_marks() -> pd.DataFrame:
+    return pd.DataFrame({"round": pd.Series(dtype="int64"), "time_ms": pd.Series(dtype="int64"),
+                         "topic": pd.Series(dtype=object), "partition": pd.Series(dtype="int32"),
+                         "broker": pd.Series(dtype="int32"), "leader_epoch": pd.Series(dtype="int32"),
+                         "marks": pd.Series(dtype="int64")})
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The checker's incremental state, kept with the driver's (DriverState.checks) so a run continued in
+    another process or recovered after a crash has the marks of exactly the rounds its tables hold: every
+    replica_state row the brokers marked (protocol/replica_marks.py), with its round and time. A handful a
+    round once the replicas exist (their first rows, leader changes, truncations)."""
+
+    marks: pd.DataFrame = field(default_factory=_no_marks)
+
+    def fold(self, rows: pd.DataFrame, round_ms: int) -> Checks:
+        """This state with a job's mark rows (replica_marks.from_summaries) added; rows of round r at time
+        r x round_ms, as the engine stamps replica_state."""
+        if not len(rows):
+            return self
+        new = rows.assign(time_ms=rows["round"].astype("int64") * round_ms)[list(self.marks.columns)]
+        new = new.astype(self.marks.dtypes.to_dict())
+        return Checks(pd.concat([self.marks, new], ignore_index=True) if len(self.marks) else new)
+
+
+def suspect_partitions(marks: pd.DataFrame, ps: pd.DataFrame) -> pd.DataFrame:
+    """(topic, partition) of every partition whose replica_state history may break a rule, from the marks
+    and partition_state: a replica row marked SUSPECT (HwWithinLeo, LeaderHwMonotonic); a LEO drop, or a
+    replica appearing again (after a restart or a move back: its previous row is not its broker's), while
+    in the ISR (StrongIsr's truncation in the ISR); a leader epoch claimed by more than one broker across
+    both tables (UniqueLeaderPerEpoch, incarnations taken together: more, never fewer). Every partition
+    the full audit finds such a violation on is one of them."""
+    ps = _incarnations(ps, ps.iloc[:0])[0]
+    bits = marks["marks"].to_numpy()
+    hw = marks.loc[(bits & M.SUSPECT) != 0, TP]
+    appeared = marks[(bits & M.APPEARED) != 0].sort_values("round", kind="stable")
+    again = appeared[appeared.duplicated([*TP, "broker"], keep="first")]
+    drops = pd.concat([marks[(bits & M.LEO_DROP) != 0], again], ignore_index=True)
+    if len(drops) and len(ps):
+        drops = drops.astype({"partition": ps["partition"].dtype})
+        drops = _isr_at(drops[[*TP, "broker", "time_ms"]], ps)
+        drops = drops[_in_isr(drops)]
+    claims = marks.loc[(bits & M.CLAIMED) != 0, [*TP, "leader_epoch", "broker"]]
+    led = ps.loc[ps["leader"] >= 0, [*TP, "leader_epoch", "leader"]].rename(columns={"leader": "broker"})
+    both = pd.concat([claims, led], ignore_index=True).astype({"partition": "int64", "leader_epoch": "int64",
+                                                                "broker": "int64"})
+    n = both.groupby([*TP, "leader_epoch"])["broker"].nunique()
+    shared = n[n > 1].reset_index()[TP]
+    out = pd.concat([x[TP].astype({"partition": "int64"}) for x in (hw, drops, shared)], ignore_index=True)
+    return out.drop_duplicates().sort_values(TP, kind="stable").reset_index(drop=True)
+
+
+def reduced_replica_state(tables_dir: str, checks: Checks) -> pa.Table:
+    """The replica_state rows (READ_COLUMNS) the audit needs given the run's `checks`: every row of the
+    suspect partitions (suspect_partitions), and the final round's rows of the others (the final replicas
+    the lost and divergent rules read). The rules find on them what they find on the whole table: the
+    other partitions' history breaks no rule, and one row per replica makes no pair to compare."""
+    cols = READ_COLUMNS["replica_state"]
+    final = T.column_max(tables_dir, "replica_state", "round")
+    if final is None:
+        return T.read_table(tables_dir, "replica_state", columns=cols)
+    ps = T.read_table(tables_dir, "partition_state", columns=READ_COLUMNS["partition_state"]).to_pandas()
+    suspects = suspect_partitions(checks.marks, ps)
+    keep = pc.field("round") == final
+    if len(suspects):
+        keep = keep | pc.field("partition").isin(pa.array(sorted(set(suspects["partition"].tolist())), pa.int32()))
+    t = T.read_table(tables_dir, "replica_state", columns=cols, filter=keep)
+    if len(suspects):  # the rows of suspect (topic, partition) pairs, not of every topic's partition of that number
+        tp = pd.MultiIndex.from_arrays([t.column("topic").to_pandas(), t.column("partition").to_pandas().astype("int64")])
+        mine = tp.isin(pd.MultiIndex.from_frame(suspects))
+        t = t.filter(pa.array(mine | (t.column("round").to_numpy() == final)))
+    return t
 
 
 # ---------------------------------------------------------------------- frames

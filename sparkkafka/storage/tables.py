@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
@@ -425,10 +426,28 @@ def delta_remove(r: RemoveAction) -> dict:
                        "partitionValues": dict(r.partition_values or {}), "size": r.size}}
 
 
-def read_table(tables_dir: str, name: str, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
-    """Read a whole table's current snapshot as Arrow (partition columns included), or its `columns`."""
+def read_table(tables_dir: str, name: str, version: int | None = None, columns: list[str] | None = None,
+               filter: pc.Expression | None = None) -> pa.Table:  # noqa: A002 - pyarrow's name
+    """Read a whole table's current snapshot as Arrow (partition columns included), or its `columns`; only
+    the rows `filter` (a pyarrow dataset expression) keeps, when given (Parquet statistics skip row groups)."""
     dt = DeltaTable(table_path(tables_dir, name), version=version)
-    return dt.to_pyarrow_table(columns=columns)
+    if filter is None:
+        return dt.to_pyarrow_table(columns=columns)
+    return dt.to_pyarrow_dataset().to_table(columns=columns, filter=filter)
+
+
+def column_max(tables_dir: str, name: str, column: str) -> int | None:
+    """The largest value of an integer `column` in the table's current snapshot, from the add actions'
+    statistics (no data file read; None for an empty table). Falls back to reading the column when some
+    file has no statistics."""
+    acts = pa.table(DeltaTable(table_path(tables_dir, name)).get_add_actions(flatten=True))
+    if not acts.num_rows:
+        return None
+    stat = f"max.{column}"
+    if stat in acts.column_names and acts.column(stat).null_count == 0:
+        return int(pc.max(acts.column(stat)).as_py())
+    col = read_table(tables_dir, name, columns=[column]).column(column)
+    return None if len(col) == 0 else int(pc.max(col).as_py())
 
 
 def scan_table(tables_dir: str, name: str, columns: list[str]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
