@@ -317,16 +317,23 @@ def test_unclean_election_loss_is_one_lost_row(g01):
 
 
 # ---------------------------------------------------------------------- slices
-def test_an_audit_in_slices_of_partitions_finds_what_one_pass_finds(tmp_path):
-    """The checker reads a large run in slices of whole partitions (checker.AUDIT_ROWS rows each, spilled to
-    local files in one pass): one slice per partition gives the same summary and violations as one pass, also for a slice with no final replica
-    (its partitions unjudged) and with a recreated topic elsewhere in the run."""
-    rows: dict[str, list[dict]] = {"log": [], "replica_state": [], "partition_state": [], "produce_results": []}
+class Cases:
+    """Hand-built rows of a run, case by case on partitions of their own (`add(base, table=rows)`: each case's
+    partitions are base + its partition numbers)."""
 
-    def add(base: int, **tables: list[dict]) -> None:  # another case's rows, on partitions base + p
+    def __init__(self) -> None:
+        self.rows: dict[str, list[dict]] = {"log": [], "replica_state": [], "partition_state": [], "produce_results": []}
+
+    def add(self, base: int, **tables: list[dict]) -> None:
         for name, rs_ in tables.items():
-            rows[name] += [{**r, "partition": base + r["partition"]} for r in rs_]
+            self.rows[name] += [{**r, "partition": base + r["partition"]} for r in rs_]
 
+
+def every_kind_of_finding() -> Cases:
+    """One case per kind of finding (lost and pending, divergent, HwWithinLeo with no final row,
+    LeaderHwMonotonic / UniqueLeaderPerEpoch / StrongIsr, a topic created twice), on partitions 0-49."""
+    cases = Cases()
+    add = cases.add
     add(0, log=[rec(0, 0, 0), rec(0, 1, 2), rec(0, 2, 4), rec(1, 0, 0), rec(1, 1, 2)],  # lost and pending
         replica_state=[rs(9, 0, 3, 2), rs(9, 1, 2, 2)],
         partition_state=[ps(-100, 0, [0, 1]), ps(-100, 0, [0, 1], partition=1),
@@ -341,6 +348,14 @@ def test_an_audit_in_slices_of_partitions_finds_what_one_pass_finds(tmp_path):
         partition_state=[ps(-100, 0, [0, 1], epoch=1), ps(100, 1, [0, 1], epoch=1, version=1)])
     add(40, replica_state=[rs(9, 0, 3, 3)],  # a topic created twice
         partition_state=[ps(-100, 0, [0, 1]), ps(300, -2, [], epoch=-2, version=-1), ps(500, 1, [1, 0])])
+    return cases
+
+
+def test_an_audit_in_slices_of_partitions_finds_what_one_pass_finds(tmp_path):
+    """The checker reads a large run in slices of whole partitions (checker.AUDIT_ROWS rows each, spilled to
+    local files in one pass): one slice per partition gives the same summary and violations as one pass, also for a slice with no final replica
+    (its partitions unjudged) and with a recreated topic elsewhere in the run."""
+    rows = every_kind_of_finding().rows
     out = make_run(str(tmp_path), **rows)
     meta = json.load(open(os.path.join(out, "run.json")))
     tables_dir = os.path.join(out, "tables")

@@ -11,7 +11,7 @@ import os
 import pandas as pd
 import pytest
 import yaml
-from test_checker import ROUND_MS, make_run, ps, rec, res, rs
+from test_checker import ROUND_MS, every_kind_of_finding, make_run, ps, rs
 from test_durability import e02, kip101_scenario_1, kip101_scenario_2, zombie
 
 from sparkkafka import Cluster, parse_scenario
@@ -79,25 +79,8 @@ def same_audit(out: str, checks: Checks, rows: int = checker.AUDIT_ROWS) -> tupl
 def hand_run(out: str) -> tuple[str, list[dict]]:
     """test_checker's slice case: every kind of finding, each on its own partitions, plus clean history
     (many rounds of progress on partition 50) that the incremental audit must not read."""
-    rows: dict[str, list[dict]] = {"log": [], "replica_state": [], "partition_state": [], "produce_results": []}
-
-    def add(base: int, **tables: list[dict]) -> None:
-        for name, rs_ in tables.items():
-            rows[name] += [{**r, "partition": base + r["partition"]} for r in rs_]
-
-    add(0, log=[rec(0, 0, 0), rec(0, 1, 2), rec(0, 2, 4), rec(1, 0, 0), rec(1, 1, 2)],
-        replica_state=[rs(9, 0, 3, 2), rs(9, 1, 2, 2)],
-        partition_state=[ps(-100, 0, [0, 1]), ps(-100, 0, [0, 1], partition=1),
-                         ps(500, -1, [0], epoch=1, version=1, partition=1)],
-        produce_results=[res(0, 0), res(1, 1, acks=1), res(2, 1), res(3, None, acked=False), res(4, 2),
-                         res(5, 0, partition=1), res(6, 0, acks=0)])
-    add(10, log=[rec(0, o, r) for o, r in enumerate([0, 1, 2])] + [rec(1, o, r) for o, r in enumerate([0, 9, 8])],
-        replica_state=[rs(9, 0, 3, 3), rs(9, 1, 3, 3)], partition_state=[ps(-100, 0, [0, 1])])
-    add(20, replica_state=[rs(3, 0, 5, 5), rs(3, 1, 4, 5), rs(4, 1, 5, 5)], partition_state=[ps(-100, 0, [0, 1])])
-    add(30, replica_state=[rs(1, 0, 6, 5, epoch=1), rs(2, 0, 6, 4, epoch=1), rs(1, 1, 3, 2), rs(2, 1, 0, 0)],
-        partition_state=[ps(-100, 0, [0, 1], epoch=1), ps(100, 1, [0, 1], epoch=1, version=1)])
-    add(40, replica_state=[rs(9, 0, 3, 3)],
-        partition_state=[ps(-100, 0, [0, 1]), ps(300, -2, [], epoch=-2, version=-1), ps(500, 1, [1, 0])])
+    cases = every_kind_of_finding()
+    add, rows = cases.add, cases.rows
     # a replica that comes back (a restart) below what it had, in the ISR: StrongIsr with no LEO drop seen
     add(60, replica_state=[rs(1, 0, 4, 4), rs(1, 1, 4, 4), rs(2, 0, 4, 4), rs(4, 0, 4, 4), rs(4, 1, 1, 1)],
         partition_state=[ps(-100, 0, [0, 1])])
