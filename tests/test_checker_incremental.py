@@ -131,22 +131,27 @@ def test_a_real_run_gives_the_full_audits_findings(tmp_path, name):
     run_and_compare(REAL[name](), str(tmp_path / "run"))
 
 
-def test_the_real_runs_hold_findings_of_several_kinds(tmp_path):
-    """E-02 under 0.10's rules (test_durability): the comparison covers lost, divergent and StrongIsr findings."""
-    s = run_and_compare(e02("0.10"), str(tmp_path / "run"))
+@pytest.fixture(scope="module")
+def e02_local(tmp_path_factory) -> dict:
+    """E-02 under 0.10's rules (test_durability) on the local engine, compared once: its summary."""
+    return run_and_compare(e02("0.10"), str(tmp_path_factory.mktemp("e02") / "run"))
+
+
+def test_the_real_runs_hold_findings_of_several_kinds(e02_local):
+    """E-02 under 0.10's rules: the comparison covers lost, divergent and StrongIsr findings."""
+    s = e02_local
     assert s["violations"]["lost"] == 5 and s["violations"]["StrongIsr"] == 1 and s["violations"]["divergent"] == 1
 
 
 @pytest.mark.parametrize("engine", ["resident"])  # the round engine's summaries come from `process`, as the local one's
-def test_spark_engines_give_the_local_engines_findings(spark, tmp_path, engine):
-    local = run_and_compare(e02("0.10"), str(tmp_path / "local"))
-    assert run_and_compare(e02("0.10"), str(tmp_path / engine), spark, engine) == local
+def test_spark_engines_give_the_local_engines_findings(spark, tmp_path, engine, e02_local):
+    assert run_and_compare(e02("0.10"), str(tmp_path / engine), spark, engine) == e02_local
 
 
-def test_a_run_continued_in_another_process_keeps_its_marks(tmp_path):
+def test_a_run_continued_in_another_process_keeps_its_marks(tmp_path, e02_local):
     """Stepped, saved and reopened (the driver state's Checks from disk), then run to the end: the same
     findings as one uninterrupted run."""
-    one = run_and_compare(e02("0.10"), str(tmp_path / "one"))
+    one = e02_local
     out = str(tmp_path / "two")
     Cluster.from_scenario(e02("0.10"), engine="local", out=out).step(39)
     c = Cluster.for_path(None, out)
