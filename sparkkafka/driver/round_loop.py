@@ -628,9 +628,7 @@ class RoundLoop(Timeline, IdleJumps):
         self.writer.commit("log", [a for a in log if not a.get("remove") and a["path"] not in removed], last,
                            [a for a in log if a.get("remove") and a["path"] not in added])
         clock.lap("commit")
-        for a in adds:
-            if a["table"] != "log":
-                self._history_adds[a["table"]].append(a)
+        self._stage_history(adds)
         if self._held is not None and self._held.history_rows >= self.emulator.resident_history_rows:
             self._stage_history(self._held.flush(self.tables_dir, log=False))  # the driver's memory stays bounded
         # the controller is as it is for every round of the window: its gauges once (metrics() hands the unclean
