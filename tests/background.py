@@ -9,7 +9,13 @@ other tests do; the test itself then waits for the result and asserts on it as b
   their tests come, each ahead of the suite in CPU priority (realkafka_util.REPLAY_NICENESS: it runs on
   the wall clock, the other tests do not); each writes its replay directory under the run's pytest base
   temp dir;
-- one lane of set-up: the side venv (idempotent and locked, test_delta_spark.side_python).
+- one lane of set-up: the side venv (idempotent and locked, test_delta_spark.side_python);
+- one lane of offloaded tests (`@pytest.mark.offload(work=fn)`): a test whose time is a child process it waits
+  on (spark-submit, a standalone or Connect cluster, the docs' pages run as written) has that part in a
+  module-level `work(tmp, **params)` run here, one after another, while the in-process tests use the
+  cores they leave idle (an in-process test waits on its disk about half its time); the test asserts on
+  what `work` returned. `work` starts child processes only with the environment of the run's start
+  (sparkutil.BASE_ENV), never what a foreground test has monkeypatched since.
 
 A test selected alone still works: its work starts at collection's end as well, or, where nothing started
 it (the hook did not run), on first use in the test itself.
@@ -17,6 +23,7 @@ it (the hook did not run), on first use in the test itself.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 _LANES = {"replays": ThreadPoolExecutor(1, thread_name_prefix="replays"),
-          "setup": ThreadPoolExecutor(1, thread_name_prefix="setup")}
+          "setup": ThreadPoolExecutor(1, thread_name_prefix="setup"),
+          "offload": ThreadPoolExecutor(1, thread_name_prefix="offload")}
 _STARTED: dict[str, Future] = {}
 _LOCK = threading.Lock()
 
@@ -57,6 +65,18 @@ def start_replay(scenario: Path, base: Path) -> Future:
         return replay(d, Path(scenario))
 
     return start(replay_key(scenario), "replays", run)
+
+
+def start_offload(nodeid: str, work: Callable[..., Any], tmp: Path, params: dict[str, Any]) -> Future:
+    """`work(tmp, **params)` for the test `nodeid` (its parameters that `work` names), in a new directory."""
+    accepted = inspect.signature(work).parameters
+    kwargs = {k: v for k, v in params.items() if k in accepted}
+
+    def run() -> Any:
+        tmp.mkdir(parents=True, exist_ok=True)
+        return work(tmp, **kwargs)
+
+    return start(f"offload:{nodeid}", "offload", run)
 
 
 def start_side_venv() -> Future:

@@ -29,6 +29,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "replay(scenario): the test asserts on `sparkkafka replay scenario --on-kafka 2.8.2` (the "
         "`replayed` fixture), run in the background from the end of collection (tests/background.py)"
     )
+    config.addinivalue_line(
+        "markers", "offload(work=fn): `fn(tmp, **params)` (the child processes the test waits on) runs in the "
+        "background from the end of collection; the `offloaded` fixture is its result (tests/background.py)"
+    )
 
 
 def _replay_scenario(item: pytest.Item) -> Path | None:
@@ -36,11 +40,27 @@ def _replay_scenario(item: pytest.Item) -> Path | None:
     return Path(marker.args[0]) if marker else None
 
 
+def _offload_work(item: pytest.Item):
+    marker = item.get_closest_marker("offload")
+    return marker.kwargs["work"] if marker else None
+
+
+def _offload_params(item: pytest.Item) -> dict:
+    callspec = getattr(item, "callspec", None)
+    return dict(callspec.params) if callspec else {}
+
+
+def _waits(item: pytest.Item) -> int:
+    """0: runs at once; 1: waits on its offloaded work; 2: on a replay or the side venv."""
+    if _replay_scenario(item) or "side_venv" in getattr(item, "fixturenames", ()):
+        return 2
+    return 1 if _offload_work(item) else 0
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests that wait on background work last, so the rest of the run overlaps that work."""
-    waits = [bool(_replay_scenario(i) or "side_venv" in getattr(i, "fixturenames", ())) for i in items]
-    items[:] = [i for i, w in zip(items, waits, strict=True) if not w] + [i for i, w in zip(items, waits, strict=True) if w]
+    items.sort(key=_waits)  # stable: each group keeps its order
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -51,11 +71,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     items = session.items
     if any("side_venv" in getattr(i, "fixturenames", ()) for i in items):
         background.start_side_venv()
-    base = None
+    base = offloads = None
     for item in items:
         if (scenario := _replay_scenario(item)) is not None:
             base = base or session.config._tmp_path_factory.mktemp("replays")
             background.start_replay(scenario, base)
+    for n, item in enumerate(items):
+        if (work := _offload_work(item)) is not None:
+            offloads = offloads or session.config._tmp_path_factory.mktemp("offload")
+            background.start_offload(item.nodeid, work, offloads / str(n), _offload_params(item))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -81,6 +105,16 @@ def replayed(request, tmp_path):
     done = background.start_replay(scenario, tmp_path).result(timeout=1800)
     print(f"{scenario.stem}: replayed in {done.wall_s:.1f} s")  # the cost, in the test's captured output
     return done
+
+
+@pytest.fixture
+def offloaded(request, tmp_path):
+    """What the test's `@pytest.mark.offload(work=fn)` returned, waited for; it started at collection's end (in
+    a directory of its own), or starts now in the test's tmp_path."""
+    work = _offload_work(request.node)
+    assert work is not None, "the offloaded fixture needs @pytest.mark.offload(work=fn)"
+    return background.start_offload(request.node.nodeid, work, tmp_path / "offload",
+                                    _offload_params(request.node)).result(timeout=1800)
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,10 @@ from sparkkafka.engine.session import DEFAULT_CONF, TEST_JVM_OPTS_ENV
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 PYTHON = sys.executable
 LOOPBACK = "127.0.0.1"
+# The environment as the test run started (this module is imported at collection, before any test): what
+# child processes start from, so that a test's monkeypatched PATH or PYSPARK_PYTHON never reaches a child
+# that an offloaded test (tests/background.py) starts at that moment in another thread.
+BASE_ENV = dict(os.environ)
 
 # Variables that would make a child attach to *this* process's Spark instead of its own.
 _INHERITED_SPARK_STATE = (
@@ -45,6 +49,7 @@ _INHERITED_SPARK_STATE = (
 )
 
 __all__ = [
+    "BASE_ENV",
     "LOOPBACK",
     "PYTHON",
     "SPARK_HOME",
@@ -66,7 +71,7 @@ def free_port() -> int:
 
 def spark_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment for a Spark child process: loopback only, the venv's python everywhere."""
-    env = {k: v for k, v in os.environ.items() if k not in _INHERITED_SPARK_STATE}
+    env = {k: v for k, v in BASE_ENV.items() if k not in _INHERITED_SPARK_STATE}
     env.update(
         SPARK_HOME=str(SPARK_HOME),
         SPARK_LOCAL_IP=LOOPBACK,

@@ -12,12 +12,18 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
+import subprocess
 import time
+from pathlib import Path
+from typing import IO
 
 import pandas as pd
 import pytest
+import yaml
 from crash_util import killed_and_continued, outcome, scenario, uninterrupted
-from test_determinism import assert_same
+from sparkutil import PYTHON, _stop_group, spark_env
+from test_determinism import ROOT, assert_same
 
 from sparkkafka import Cluster
 from sparkkafka.scenario import parse_scenario
@@ -167,42 +173,51 @@ def test_a_retried_round_task_writes_the_same_files_and_rows(spark, tmp_path):
     assert any(".r0000000005" in f for f in first_files)  # round 5's versions of the brokers' files
 
 
-@pytest.mark.slow
-def test_a_sparkkafka_run_killed_with_sigkill_is_continued_by_sparkkafka_run(spark, tmp_path, reference, capsys):
-    """A real kill -9 of a `sparkkafka run` process at a seeded moment (after a seeded number of the log
-    table's commits), then `sparkkafka run RUN --until-ms T`: the uninterrupted run's tables."""
-    import signal
-    import subprocess
+def _cli_run(tmp: Path, master: str, stderr: int | IO[bytes] = subprocess.DEVNULL) -> tuple[subprocess.Popen, Path]:
+    """`sparkkafka run` of the rounds crash scenario on `master` in a child process (its own session and
+    process group), started: the process and its run directory."""
+    path = tmp / "crash.yaml"
+    path.write_text(yaml.safe_dump(scenario("rounds")))
+    out = tmp / "run"
+    proc = subprocess.Popen([PYTHON, "-m", "sparkkafka.cli", "run", str(path), "--out", str(out), "--no-progress",
+                             "--master", master], env=spark_env({"PYTHONPATH": str(ROOT)}),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                            start_new_session=True)
+    return proc, out
 
-    import yaml
-    from sparkutil import PYTHON, _stop_group, spark_env
 
-    from sparkkafka.cli import main
+def _log_commits(out: Path) -> int:
+    log = out / "tables" / "log" / "_delta_log"
+    return sum(n.endswith(".json") for n in os.listdir(log)) if log.is_dir() else 0
 
-    sc = scenario("rounds")
-    path = tmp_path / "crash.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    out = tmp_path / "run"
+
+def killed_by_sigkill(tmp: Path) -> tuple[int, Path]:
+    """The run killed with SIGKILL after a seeded number of the log table's commits and a seeded pause: how
+    it ended, and its run directory."""
     rng = random.Random(SEED)
     commits, pause = rng.randint(2, 9), rng.uniform(0, 0.3)
-    log = out / "tables" / "log" / "_delta_log"
-    proc = subprocess.Popen([PYTHON, "-m", "sparkkafka.cli", "run", str(path), "--out", str(out), "--no-progress",
-                             "--master", "local[2]"], env=spark_env({"PYTHONPATH": os.getcwd()}),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc, out = _cli_run(tmp, "local[2]")
     try:
         deadline = time.monotonic() + 300
-        while proc.poll() is None and time.monotonic() < deadline:
-            if log.is_dir() and sum(n.endswith(".json") for n in os.listdir(log)) > commits:
-                break
+        while proc.poll() is None and time.monotonic() < deadline and _log_commits(out) <= commits:
             time.sleep(0.05)
         time.sleep(pause)
         os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=30) == -signal.SIGKILL  # killed, not finished
+        return proc.wait(timeout=30), out
     finally:
         _stop_group(proc.pid, grace=5.0)  # the JVM and Python workers it started
-    assert not (out / "summary.json").exists()
-    assert main(["run", str(out), "--until-ms", str(sc["run"]["until_ms"]), "--no-progress"]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.offload(work=killed_by_sigkill)
+def test_a_sparkkafka_run_killed_with_sigkill_is_continued_by_sparkkafka_run(spark, offloaded, reference, capsys):
+    """A real kill -9 of a `sparkkafka run` process at a seeded moment (after a seeded number of the log
+    table's commits), then `sparkkafka run RUN --until-ms T`: the uninterrupted run's tables."""
+    from sparkkafka.cli import main
+
+    code, out = offloaded
+    assert code == -signal.SIGKILL and not (out / "summary.json").exists()  # killed, not finished
+    assert main(["run", str(out), "--until-ms", str(scenario("rounds")["run"]["until_ms"]), "--no-progress"]) == 0
     capsys.readouterr()
     want_tables, want_summary, _ = reference
     got_tables, got_summary = outcome(str(out))
@@ -231,42 +246,37 @@ def _python_workers(session: int) -> list[int]:
                   if b"fastdaemon" in cmd and ppid in procs and procs[ppid][1] == cmd and pid in running)
 
 
-@pytest.mark.slow
-def test_a_python_worker_killed_mid_run_is_retried_to_the_uninterrupted_tables(tmp_path, reference):
-    """An executor's Python worker killed with SIGKILL mid-run (`local[2,4]`: a task may be tried 4 times):
-    Spark runs the lost task again on the same input, and the run ends with the uninterrupted run's tables."""
-    import signal
-    import subprocess
-
-    import yaml
-    from sparkutil import PYTHON, _stop_group, spark_env
-
-    sc = scenario("rounds")
-    path = tmp_path / "crash.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    out, err = tmp_path / "run", tmp_path / "stderr.txt"
+def workers_killed(tmp: Path) -> tuple[int, list[int], str, Path]:
+    """The run on `local[2,4]` (a task may be tried 4 times) with up to three of its Python workers killed
+    with SIGKILL while they run a task, after a seeded number of the log table's commits, until Spark reports
+    a lost task: its exit code, the PIDs killed, its stderr and its run directory."""
     commits = random.Random(SEED + 1).randint(2, 6)
-    log = out / "tables" / "log" / "_delta_log"
+    err = tmp / "stderr.txt"
     with open(err, "wb") as stderr:
-        proc = subprocess.Popen([PYTHON, "-m", "sparkkafka.cli", "run", str(path), "--out", str(out), "--no-progress",
-                                 "--master", "local[2,4]"], env=spark_env({"PYTHONPATH": os.getcwd()}),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                start_new_session=True)
+        proc, out = _cli_run(tmp, "local[2,4]", stderr)
     killed = []
     try:
         deadline = time.monotonic() + 300
         while proc.poll() is None and time.monotonic() < deadline and "Lost task" not in err.read_text():
-            done = log.is_dir() and sum(n.endswith(".json") for n in os.listdir(log)) > commits
-            workers = _python_workers(proc.pid) if done and len(killed) < 3 else []
+            workers = _python_workers(proc.pid) if _log_commits(out) > commits and len(killed) < 3 else []
             if workers:
                 os.kill(workers[-1], signal.SIGKILL)
                 killed.append(workers[-1])
                 time.sleep(1.0)
             time.sleep(0.005)
-        assert proc.wait(timeout=300) == 0, err.read_text()[-3000:]
+        return proc.wait(timeout=300), killed, err.read_text(), out
     finally:
         _stop_group(proc.pid, grace=5.0)
-    assert killed and "Lost task" in err.read_text()  # a task died with its worker and was run again
+
+
+@pytest.mark.slow
+@pytest.mark.offload(work=workers_killed)
+def test_a_python_worker_killed_mid_run_is_retried_to_the_uninterrupted_tables(offloaded, reference):
+    """An executor's Python worker killed with SIGKILL mid-run: Spark runs the lost task again on the same
+    input, and the run ends with the uninterrupted run's tables."""
+    code, killed, stderr, out = offloaded
+    assert code == 0, stderr[-3000:]
+    assert killed and "Lost task" in stderr  # a task died with its worker and was run again
     want_tables, want_summary, _ = reference
     got_tables, got_summary = outcome(str(out))
     assert_same(got_tables, want_tables)

@@ -5,6 +5,7 @@ standalone Master + Worker (executors in their own JVMs and Python workers, as o
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -68,13 +69,28 @@ def test_run_stopped_and_reopened_between_jobs_is_identical(spark, reference, tm
     assert_same(tables(out), reference)
 
 
+def submitted(tmp: Path, master: str) -> tuple[subprocess.CompletedProcess, str]:
+    """jobs/run_scenario.py on the resident engine (many rounds per barrier job, messages over the tasks' own
+    sockets) through spark-submit on `master`: the process and its run directory."""
+    out = str(tmp / "run")
+    return spark_submit(JOB, SCENARIO, "--out", out, "--engine", "resident", master=master, timeout=900), out
+
+
+def connected(tmp: Path) -> tuple[subprocess.CompletedProcess, str]:
+    """The same job as a Spark Connect client of a server whose master is a standalone Master + Worker."""
+    out = str(tmp / "run")
+    with standalone_cluster() as master, connect_server(master=master) as url:
+        proc = run_python(JOB, SCENARIO, "--out", out, "--engine", "resident", env={"SPARK_REMOTE": url},
+                          timeout=900)
+    return proc, out
+
+
 @pytest.mark.slow
+@pytest.mark.offload(work=submitted)
 @pytest.mark.parametrize("master", ["local[1]", "local-cluster[2,1,1024]"])
-def test_spark_submit_gives_identical_tables(reference, tmp_path, master):
-    out = str(tmp_path / "run")
-    # the resident engine (many rounds per barrier job, messages over the tasks' own sockets) in a
-    # multi-process cluster gives the in-process round engine's tables
-    proc = spark_submit(JOB, SCENARIO, "--out", out, "--engine", "resident", master=master, timeout=900)
+def test_spark_submit_gives_identical_tables(reference, offloaded, master):
+    # in a multi-process cluster the resident engine gives the in-process round engine's tables
+    proc, out = offloaded
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Topic: a\tTopicId: " in proc.stdout
     assert [line for line in proc.stderr.splitlines() if " ERROR " in line] == []  # a good run logs no ERROR
@@ -82,10 +98,8 @@ def test_spark_submit_gives_identical_tables(reference, tmp_path, master):
 
 
 @pytest.mark.slow
-def test_spark_connect_on_standalone_cluster_gives_identical_tables(reference, tmp_path):
-    out = str(tmp_path / "run")
-    with standalone_cluster() as master, connect_server(master=master) as url:
-        proc = run_python(JOB, SCENARIO, "--out", out, "--engine", "resident", env={"SPARK_REMOTE": url},
-                          timeout=900)
+@pytest.mark.offload(work=connected)
+def test_spark_connect_on_standalone_cluster_gives_identical_tables(reference, offloaded):
+    proc, out = offloaded
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert_same(tables(out), reference)

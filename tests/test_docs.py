@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sparkutil import _run
+from sparkutil import BASE_ENV, _run
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -153,7 +153,7 @@ def all_blocks() -> list[Block]:
 
 def repo_copy(dest: Path) -> Path:
     """A copy of the tracked files (``git ls-files``) under `dest`: what a fresh clone holds, no runs/."""
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True, env=BASE_ENV).stdout
     for name in filter(None, files.decode().split("\0")):
         src = ROOT / name
         if src.is_file():
@@ -169,7 +169,7 @@ def _without_venv(path: str) -> str:
 
 def block_env(kind: str) -> dict[str, str]:
     """The environment a block runs in: shell with the venv's bin first on PATH, Python without it."""
-    env = {k: v for k, v in os.environ.items()
+    env = {k: v for k, v in BASE_ENV.items()
            if k not in ("VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
            and not k.startswith(("PYSPARK_GATEWAY", "SPARK_"))}
     path = _without_venv(env.get("PATH", "/usr/bin:/bin"))
@@ -218,16 +218,25 @@ def test_docs_have_blocks_to_run():
 # ------------------------------------------------------------------ the docs, run
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("page", [p for p in pages() if extract_blocks(p, (ROOT / p).read_text())])
-def test_page_runs_as_written(page, tmp_path):
-    """Every block of `page`, in order, in one fresh copy of the repository, exits 0."""
-    cwd = repo_copy(tmp_path / "repo")
+def run_page(tmp: Path, page: str) -> str | None:
+    """Every block of `page`, in order, in one fresh copy of the repository under `tmp`: None when all exit
+    0, else what the first that did not printed."""
+    cwd = repo_copy(tmp / "repo")
     for block in extract_blocks(page, (ROOT / page).read_text()):
         declared = declaration(block)
         if block.skip or (declared and declared.rewrite is None):
             continue
         text = declared.rewrite(block.text) if declared else block.text
         result = run_block(block, text, cwd)
-        assert result.returncode == 0, (f"{page}:{block.line} exited {result.returncode}\n--- block\n{text}"
-                                        f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-5000:]}")
+        if result.returncode != 0:
+            return (f"{page}:{block.line} exited {result.returncode}\n--- block\n{text}"
+                    f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-5000:]}")
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.offload(work=run_page)
+@pytest.mark.parametrize("page", [p for p in pages() if extract_blocks(p, (ROOT / p).read_text())])
+def test_page_runs_as_written(page, offloaded):
+    """Every block of `page`, in order, in one fresh copy of the repository, exits 0."""
+    assert offloaded is None, offloaded

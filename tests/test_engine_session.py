@@ -172,18 +172,38 @@ def test_daemon_keeps_sparks_zip_of_another_version_or_a_distributions_zip(tmp_p
 # separate processes (slow: each starts its own JVMs)
 
 
-@pytest.mark.slow
-def test_placement_under_spark_submit_local_cluster():
-    from sparkutil import spark_submit
+def placed_by_spark_submit(tmp: Path, master: str) -> tuple[subprocess.CompletedProcess, str]:
+    """JOB through spark-submit on `master` (a standalone Master + Worker for "standalone"), and the master
+    URL it was given."""
+    from sparkutil import spark_submit, standalone_cluster
 
-    proc = spark_submit(
-        JOB, master="local-cluster[2,1,1024]", conf={"spark.sql.shuffle.partitions": "5"}, timeout=300
-    )
+    if master != "standalone":
+        return spark_submit(JOB, master=master, conf={"spark.sql.shuffle.partitions": "5"}, timeout=300), master
+    with standalone_cluster() as url:
+        return spark_submit(JOB, master=url, timeout=300), url
+
+
+def placed_through_spark_connect(tmp: Path) -> subprocess.CompletedProcess:
+    """JOB as a Spark Connect client: SPARK_REMOTE in the environment, get_spark() builds a Connect
+    session and sets nothing."""
+    from sparkutil import connect_server, run_python
+
+    with connect_server() as url:
+        return run_python(JOB, timeout=300, env={"SPARK_REMOTE": url})
+
+
+@pytest.mark.slow
+@pytest.mark.offload(work=placed_by_spark_submit)
+@pytest.mark.parametrize("master", ["local-cluster[2,1,1024]", "standalone"])
+def test_placement_under_spark_submit(offloaded, master):
+    proc, url = offloaded
     result = _result(proc)
     assert proc.returncode == 0, result
     _assert_placement(result)
+    assert result["master"] == url
+    if master == "standalone":
+        return
     # get_spark kept spark-submit's master and --conf, and filled in only the missing defaults.
-    assert result["master"] == "local-cluster[2,1,1024]"
     assert result["sql_conf"] == {"spark.sql.shuffle.partitions": "5", "spark.sql.adaptive.enabled": "false"}
     assert result["conf"]["spark.python.daemon.module"] == FASTDAEMON_MODULE
     assert result["conf"]["spark.python.unix.domain.socket.enabled"] == "true"
@@ -191,26 +211,10 @@ def test_placement_under_spark_submit_local_cluster():
 
 
 @pytest.mark.slow
-def test_placement_on_standalone_cluster():
-    from sparkutil import spark_submit, standalone_cluster
-
-    with standalone_cluster() as url:
-        proc = spark_submit(JOB, master=url, timeout=300)
-    result = _result(proc)
-    assert proc.returncode == 0, result
-    _assert_placement(result)
-    assert result["master"] == url
-
-
-@pytest.mark.slow
-def test_placement_through_spark_connect():
-    from sparkutil import connect_server, run_python
-
-    with connect_server() as url:
-        # SPARK_REMOTE in the environment: get_spark() builds a Connect session, sets nothing.
-        proc = run_python(JOB, timeout=300, env={"SPARK_REMOTE": url})
-    result = _result(proc)
-    assert proc.returncode == 0, result
+@pytest.mark.offload(work=placed_through_spark_connect)
+def test_placement_through_spark_connect(offloaded):
+    result = _result(offloaded)
+    assert offloaded.returncode == 0, result
     _assert_placement(result)
     assert result["connect"] is True
     assert result["sql_conf"]["spark.sql.adaptive.enabled"] == "false"  # the server's DEFAULT_CONF

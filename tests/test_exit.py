@@ -5,13 +5,16 @@ exception"). cli.entry flushes and leaves with os._exit, so no shutdown-time cod
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from operator_util import TINY
+from sparkutil import BASE_ENV
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "data", "snapshots", "sample")
@@ -20,7 +23,7 @@ SCRIPT = [sys.executable, "-c", "import sys; from sparkkafka.cli import entry; s
 
 
 def _sparkkafka(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*SCRIPT, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run([*SCRIPT, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=BASE_ENV)
 
 
 def test_a_shutdown_time_abort_does_not_reach_the_exit_code(tmp_path):
@@ -44,35 +47,29 @@ def test_usage_errors_keep_argparse_exit_code_and_output():
     assert (p.returncode, p.stdout.startswith("usage: sparkkafka")) == (0, True)
 
 
-@pytest.fixture(scope="module")
-def local_run(tmp_path_factory) -> str:
-    """TINY on the in-process engine (no Spark), 300 emulated ms."""
-    from sparkkafka import Cluster
-    from sparkkafka.scenario import parse_scenario
-
-    out = str(tmp_path_factory.mktemp("exit") / "run")
-    sc = parse_scenario({**TINY, "cluster": {**TINY["cluster"], "emulator": {"engine": "local"}}}, name="exit")
-    Cluster.from_scenario(sc, out=out).run()
-    return out
-
-
 # 5 runs of each tool in CI (about a minute and a half); SPARKKAFKA_EXIT_RUNS=20 for the full check.
 RUNS = int(os.environ.get("SPARKKAFKA_EXIT_RUNS", "5"))
 
 
-@pytest.mark.slow
-def test_runs_in_a_row_of_every_read_only_tool_exit_0(local_run, tmp_path):
-    """RUNS runs in a row of each read-only verb exit 0 with no abort message."""
-    plan = tmp_path / "plan.json"
+def tools_in_a_row(tmp: Path) -> tuple[list[str], float]:
+    """TINY on the in-process engine (no Spark) for 300 emulated ms, made by a child process, then RUNS runs
+    in a row of each read-only verb on it: what went wrong, and the seconds they took."""
+    out = tmp / "run"
+    make = ("import json, sys\nfrom sparkkafka import Cluster\nfrom sparkkafka.scenario import parse_scenario\n"
+            "Cluster.from_scenario(parse_scenario(json.loads(sys.argv[1]), name='exit'), out=sys.argv[2]).run()\n")
+    scenario = {**TINY, "cluster": {**TINY["cluster"], "emulator": {"engine": "local"}}}
+    subprocess.run([sys.executable, "-c", make, json.dumps(scenario), str(out)], check=True, timeout=300, cwd=ROOT,
+                   env=BASE_ENV)
+    plan = tmp / "plan.json"
     plan.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,1]}]}')
     tools = {
-        "describe": ["describe", local_run],
-        "log-dirs": ["log-dirs", local_run, "--describe"],
-        "state-change-log": ["state-change-log", local_run],
-        "verify-replicas": ["verify-replicas", local_run],
-        "reassign --verify": ["reassign", local_run, "--verify", "--preserve-throttles",
+        "describe": ["describe", str(out)],
+        "log-dirs": ["log-dirs", str(out), "--describe"],
+        "state-change-log": ["state-change-log", str(out)],
+        "verify-replicas": ["verify-replicas", str(out)],
+        "reassign --verify": ["reassign", str(out), "--verify", "--preserve-throttles",
                               "--reassignment-json-file", str(plan)],
-        "report": ["report", local_run, "--out", str(tmp_path / "report")],
+        "report": ["report", str(out), "--out", str(tmp / "report")],
         "whatif --no-emulate": ["whatif", SAMPLE, "--lose-broker", "4", "--no-emulate"],
     }
     failures, started = [], time.perf_counter()
@@ -81,5 +78,13 @@ def test_runs_in_a_row_of_every_read_only_tool_exit_0(local_run, tmp_path):
             p = _sparkkafka(*args)
             if p.returncode != 0 or "terminate called" in p.stderr:
                 failures.append(f"{name} run {i + 1}: exit {p.returncode}: {p.stderr[-300:]}")
-    print(f"{len(tools)} tools x {RUNS} runs in {time.perf_counter() - started:.0f} s")
+    return failures, time.perf_counter() - started
+
+
+@pytest.mark.slow
+@pytest.mark.offload(work=tools_in_a_row)
+def test_runs_in_a_row_of_every_read_only_tool_exit_0(offloaded):
+    """RUNS runs in a row of each read-only verb exit 0 with no abort message."""
+    failures, took = offloaded
+    print(f"7 tools x {RUNS} runs in {took:.0f} s")
     assert failures == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -132,45 +133,63 @@ Cluster.from_scenario("conf/scenarios/quickstart.yaml", spark=spark, out="runs/q
 """
 
 
+def session_first(tmp: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """SESSION_FIRST run with the venv not activated: the process and its folder."""
+    (tmp / "script.py").write_text(SESSION_FIRST)
+    (tmp / "conf").symlink_to(ROOT / "conf")
+    return _run([sys.executable, "script.py"], env=block_env("python"), timeout=300, cwd=str(tmp)), tmp
+
+
 @pytest.mark.slow
-def test_session_built_before_import_is_refused_with_the_setting(tmp_path):
+@pytest.mark.offload(work=session_first)
+def test_session_built_before_import_is_refused_with_the_setting(offloaded):
     """The venv not activated, the session built before sparkkafka is imported: its workers would run the
     system python3 (ModuleNotFoundError in a task); the run is refused at once, naming the one setting."""
-    (tmp_path / "script.py").write_text(SESSION_FIRST)
-    (tmp_path / "conf").symlink_to(ROOT / "conf")
-    result = _run([sys.executable, "script.py"], env=block_env("python"), timeout=300, cwd=str(tmp_path))
+    result, cwd = offloaded
     assert result.returncode == 1, result.stderr[-3000:]
     assert "ScenarioError: spark.pyspark.python: " in result.stderr
     assert f"PYSPARK_PYTHON={sys.executable}" in result.stderr
-    assert "ModuleNotFoundError" not in result.stderr and not (tmp_path / "runs").exists()
+    assert "ModuleNotFoundError" not in result.stderr and not (cwd / "runs").exists()
 
 
-def submitted(tmp_path: Path, snippet: str, master: str | None = None) -> Path:
+def submitted(tmp: Path, snippet: str, master: str | None = None) -> tuple[subprocess.CompletedProcess, Path]:
     """docs/cli.md's spark-submit block holding `snippet`, as written (its master replaced by `master`), run in a
-    copy of the repository with the venv not on PATH; it must exit 0 and leave the run's summary."""
+    copy of the repository with the venv not on PATH: the process and the copy."""
     [recipe] = [b for b in extract_blocks("docs/cli.md", (ROOT / "docs" / "cli.md").read_text()) if snippet in b.text]
     text = recipe.text if master is None else recipe.text.replace("spark://127.0.0.1:7077", master)
-    cwd = repo_copy(tmp_path / "repo")
-    result = _run(["bash", "-euo", "pipefail", "-c", text], env=block_env("python"), timeout=600, cwd=str(cwd))
-    assert result.returncode == 0, result.stderr[-5000:]
-    assert (cwd / "runs" / "submitted" / "summary.json").is_file()
-    assert "Cannot run program" not in result.stderr
-    return cwd
+    cwd = repo_copy(tmp / "repo")
+    return _run(["bash", "-euo", "pipefail", "-c", text], env=block_env("python"), timeout=600, cwd=str(cwd)), cwd
 
 
-@pytest.mark.slow
-def test_spark_submit_recipe(tmp_path):
-    """docs/cli.md's spark-submit command, as written, on local-cluster with the venv not on PATH."""
-    submitted(tmp_path, "local-cluster[2,1,1024]' \\")
+def submitted_locally(tmp: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    return submitted(tmp, "local-cluster[2,1,1024]' \\")
 
 
-@pytest.mark.slow
-def test_spark_submit_recipe_on_a_standalone_master(tmp_path):
-    """docs/cli.md's cluster-master command on a standalone Master + Worker (the venv not on PATH): the
-    executors run the interpreter `--conf spark.pyspark.python` names, and the run completes."""
+def submitted_to_a_standalone_master(tmp: Path) -> tuple[subprocess.CompletedProcess, Path]:
     from sparkutil import standalone_cluster
 
     with standalone_cluster() as master:
-        cwd = submitted(tmp_path, "--master spark://127.0.0.1:7077", master)
-    summary = json.loads((cwd / "runs" / "submitted" / "summary.json").read_text())
+        return submitted(tmp, "--master spark://127.0.0.1:7077", master)
+
+
+def assert_submitted(result: subprocess.CompletedProcess, cwd: Path) -> dict:
+    """The recipe exited 0, its workers found their interpreter, and it left the run's summary (returned)."""
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert "Cannot run program" not in result.stderr
+    return json.loads((cwd / "runs" / "submitted" / "summary.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.offload(work=submitted_locally)
+def test_spark_submit_recipe(offloaded):
+    """docs/cli.md's spark-submit command, as written, on local-cluster with the venv not on PATH."""
+    assert assert_submitted(*offloaded)["acked"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.offload(work=submitted_to_a_standalone_master)
+def test_spark_submit_recipe_on_a_standalone_master(offloaded):
+    """docs/cli.md's cluster-master command on a standalone Master + Worker (the venv not on PATH): the
+    executors run the interpreter `--conf spark.pyspark.python` names, and the run completes."""
+    summary = assert_submitted(*offloaded)
     assert summary["acked"] > 0 and summary["lost_acked"] == 0
