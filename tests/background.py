@@ -10,12 +10,15 @@ other tests do; the test itself then waits for the result and asserts on it as b
   the wall clock, the other tests do not); each writes its replay directory under the run's pytest base
   temp dir;
 - one lane of set-up: the side venv (idempotent and locked, test_delta_spark.side_python);
-- one lane of offloaded tests (`@pytest.mark.offload(work=fn)`): a test whose time is a child process it waits
-  on (spark-submit, a standalone or Connect cluster, the docs' pages run as written) has that part in a
-  module-level `work(tmp, **params)` run here, one after another, while the in-process tests use the
-  cores they leave idle (an in-process test waits on its disk about half its time); the test asserts on
-  what `work` returned. `work` starts child processes only with the environment of the run's start
-  (sparkutil.BASE_ENV), never what a foreground test has monkeypatched since.
+- offloaded tests (`@pytest.mark.offload(work=fn)`), on the replays' lane after the replays (run beside
+  them, their JVMs and syncs once held a replay's Kafka tool 4.4 s late): a test whose time is a child
+  process it waits on (spark-submit, a standalone or Connect cluster, the docs' pages run as written) has
+  that part in a module-level `work(tmp, **params)` run there, one after another, while the in-process
+  tests use the core they leave idle (the suite's CPU time is ~0.9 of its wall time on 2 cores); the
+  test asserts on what `work` returned (tests marked with the same work share one run of it; work that
+  needs the side venv waits on its lock). `work` starts child processes
+  only with the environment of the run's start (sparkutil.BASE_ENV), never what a foreground test has
+  monkeypatched since.
 
 A test selected alone still works: its work starts at collection's end as well, or, where nothing started
 it (the hook did not run), on first use in the test itself.
@@ -31,8 +34,7 @@ from pathlib import Path
 from typing import Any
 
 _LANES = {"replays": ThreadPoolExecutor(1, thread_name_prefix="replays"),
-          "setup": ThreadPoolExecutor(1, thread_name_prefix="setup"),
-          "offload": ThreadPoolExecutor(1, thread_name_prefix="offload")}
+          "setup": ThreadPoolExecutor(1, thread_name_prefix="setup")}
 _STARTED: dict[str, Future] = {}
 _LOCK = threading.Lock()
 
@@ -67,8 +69,10 @@ def start_replay(scenario: Path, base: Path) -> Future:
     return start(replay_key(scenario), "replays", run)
 
 
-def start_offload(nodeid: str, work: Callable[..., Any], tmp: Path, params: dict[str, Any]) -> Future:
-    """`work(tmp, **params)` for the test `nodeid` (its parameters that `work` names), in a new directory."""
+def start_offload(work: Callable[..., Any], tmp: Path, params: dict[str, Any]) -> Future:
+    """`work(tmp, **params)` (the test's parameters that `work` names) on the replays' lane, once: the tests
+    marked with the same work and parameters share its result (one run the several tests of a module
+    assert on)."""
     accepted = inspect.signature(work).parameters
     kwargs = {k: v for k, v in params.items() if k in accepted}
 
@@ -76,7 +80,7 @@ def start_offload(nodeid: str, work: Callable[..., Any], tmp: Path, params: dict
         tmp.mkdir(parents=True, exist_ok=True)
         return work(tmp, **kwargs)
 
-    return start(f"offload:{nodeid}", "offload", run)
+    return start(f"offload:{work.__module__}.{work.__qualname__}:{sorted(kwargs.items())!r}", "replays", run)
 
 
 def start_side_venv() -> Future:

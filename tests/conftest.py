@@ -30,8 +30,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "`replayed` fixture), run in the background from the end of collection (tests/background.py)"
     )
     config.addinivalue_line(
-        "markers", "offload(work=fn): `fn(tmp, **params)` (the child processes the test waits on) runs in the "
-        "background from the end of collection; the `offloaded` fixture is its result (tests/background.py)"
+        "markers", "offload(work=fn): `fn(tmp, **params)` (the child processes the test waits on) runs in "
+        "the background from the end of collection; the `offloaded` fixture is its result (tests/background.py)"
     )
 
 
@@ -43,6 +43,11 @@ def _replay_scenario(item: pytest.Item) -> Path | None:
 def _offload_work(item: pytest.Item):
     marker = item.get_closest_marker("offload")
     return marker.kwargs["work"] if marker else None
+
+
+def _start_offload(item: pytest.Item, tmp: Path):
+    marker = item.get_closest_marker("offload")
+    return background.start_offload(marker.kwargs["work"], tmp, _offload_params(item))
 
 
 def _offload_params(item: pytest.Item) -> dict:
@@ -77,9 +82,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             base = base or session.config._tmp_path_factory.mktemp("replays")
             background.start_replay(scenario, base)
     for n, item in enumerate(items):
-        if (work := _offload_work(item)) is not None:
+        if _offload_work(item) is not None:
             offloads = offloads or session.config._tmp_path_factory.mktemp("offload")
-            background.start_offload(item.nodeid, work, offloads / str(n), _offload_params(item))
+            _start_offload(item, offloads / str(n))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -111,10 +116,8 @@ def replayed(request, tmp_path):
 def offloaded(request, tmp_path):
     """What the test's `@pytest.mark.offload(work=fn)` returned, waited for; it started at collection's end (in
     a directory of its own), or starts now in the test's tmp_path."""
-    work = _offload_work(request.node)
-    assert work is not None, "the offloaded fixture needs @pytest.mark.offload(work=fn)"
-    return background.start_offload(request.node.nodeid, work, tmp_path / "offload",
-                                    _offload_params(request.node)).result(timeout=1800)
+    assert _offload_work(request.node) is not None, "the offloaded fixture needs @pytest.mark.offload(work=fn)"
+    return _start_offload(request.node, tmp_path / "offload").result(timeout=2400)
 
 
 @pytest.fixture(scope="session")

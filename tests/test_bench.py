@@ -1,6 +1,8 @@
 """The benchmark's reference scenario is the one docs/benchmarks.md describes, and its flags are checked (no
 Spark needed but for the one repeated run)."""
 
+from pathlib import Path
+
 import pytest
 
 from sparkkafka.bench import reference_scenario
@@ -101,13 +103,24 @@ def test_medians_pick_each_engines_middle_run_by_loop_time():
     assert lines[-1].startswith("| median of 3 | resident | 12 |") and "| 2.862x |" in lines[-1]
 
 
-def test_a_repeated_reference_run_reports_every_run_and_the_median(spark, capsys):
-    """`bench --reference --repeat 2` on a tiny cluster: a row per engine and run, in turn, then the medians."""
-    from sparkkafka.cli import main
+def bench(tmp: Path, args: tuple[str, ...]) -> str:
+    """`sparkkafka bench ARGS` in a child process (its own Spark session): its stdout; it must exit 0."""
+    from sparkutil import PYTHON, _run, spark_env
 
-    assert main(["bench", "--reference", "--scale", "3,6", "--seconds", "1", "--engine", "rounds,resident",
-                 "--repeat", "2", "--no-progress"]) == 0
-    out = capsys.readouterr().out
+    result = _run([PYTHON, "-m", "sparkkafka.cli", "bench", *args], env=spark_env(), timeout=900, cwd=str(tmp))
+    assert result.returncode == 0, result.stderr[-5000:]
+    return result.stdout
+
+
+REPEATED = ("--reference", "--scale", "3,6", "--seconds", "1", "--engine", "rounds,resident", "--repeat", "2",
+            "--no-progress")
+
+
+@pytest.mark.offload(work=bench)
+@pytest.mark.parametrize("args", [REPEATED])
+def test_a_repeated_reference_run_reports_every_run_and_the_median(offloaded, args):
+    """`bench --reference --repeat 2` on a tiny cluster: a row per engine and run, in turn, then the medians."""
+    out = offloaded
     final = [row for row in out[out.rindex("| run | engine"):].splitlines()[2:] if row]
     assert [row.split("|")[1:3] for row in final] == [
         [" 1 ", " job per round "], [" 1 ", " resident "], [" 2 ", " job per round "], [" 2 ", " resident "],
@@ -181,15 +194,14 @@ def test_the_operator_benchs_move_is_every_tenth_partition_within_its_rack():
 
 
 @pytest.mark.slow  # ~35-60 s: whatif --lose-rack emulates 21 s (the default ZooKeeper session timeout) and the recovery
-def test_the_operator_bench_times_each_question_phase_by_phase(spark, capsys):
+@pytest.mark.offload(work=bench)
+@pytest.mark.parametrize("args", [("--operator", "--scale", "6,40", "--seconds", "1")])
+def test_the_operator_bench_times_each_question_phase_by_phase(offloaded, args):
     """`bench --operator` on a small generated snapshot: the import, `whatif --lose-rack` and the first emulated
     second of a move whose throttle the prediction puts at two hours, each with its phases' wall time."""
     import re
 
-    from sparkkafka.cli import main
-
-    assert main(["bench", "--operator", "--scale", "6,40", "--seconds", "1"]) == 0
-    out = capsys.readouterr().out
+    out = offloaded
     rows = [r.split("|")[1:-1] for r in out[out.rindex("| row |"):].splitlines()[2:5]]
     assert [r[0].strip().split(":")[0] for r in rows] == ["import", "whatif --lose-rack rack-a",
                                                            "reassign 4 partitions"]

@@ -31,7 +31,7 @@ import pytest
 from crash_util import IoPoints, uninterrupted
 from crash_util import scenario as crash_scenario
 from deltalake import DeltaTable
-from sparkutil import _INHERITED_SPARK_STATE, _run
+from sparkutil import _INHERITED_SPARK_STATE, BASE_ENV, _run, spark_env
 from test_determinism import tables as canonical_tables
 
 from sparkkafka import Cluster
@@ -90,33 +90,36 @@ def side_python() -> Path:
 def thinned_scenario() -> dict:
     """The crash scenario with each table's Delta log trimmed to 2 commits before the saved state (plus one
     checkpoint per 2 versions of the older history) at every save: checkpoints every 3 commits."""
-    sc = crash_scenario("rounds", **{"delta.log.retention.commits": 2})
+    sc = crash_scenario(ENGINE, **{"delta.log.retention.commits": 2})
     sc["name"] = "thinned"
     return sc
 
 
-@pytest.fixture(scope="module")
-def runs(spark, tmp_path_factory) -> dict[str, str]:
+#: the runs' engine: every engine writes the same tables (test_determinism, test_resident), and this one
+#: needs no Spark session of its own in the child process that makes them
+ENGINE = "local"
+
+
+def make_runs(root: str) -> dict[str, str]:
     """(a) finished, (b) killed twice at seeded I/O points then continued by `sparkkafka run RUN --until-ms`,
-    (c) thinned: run directories."""
-    root = tmp_path_factory.mktemp("delta-spark")
-    finished = str(root / "finished")
-    _, _, points = uninterrupted(spark, crash_scenario("rounds"), finished)
-    continued = str(root / "continued")
-    sc = crash_scenario("rounds")
+    (c) thinned: run directories under `root` (run in a child process: the kills patch this process's I/O)."""
+    finished = os.path.join(root, "finished")
+    _, _, points = uninterrupted(None, crash_scenario(ENGINE), finished)
+    continued = os.path.join(root, "continued")
+    sc = crash_scenario(ENGINE)
     rng = random.Random(2604)
     for _ in range(2):
         # after the run directory exists (a kill before that leaves no run to continue), inside the run
         with pytest.MonkeyPatch.context() as mp, IoPoints(rng.randint(points // 4, points // 2)).installed(mp):
             with contextlib.suppress(BaseException):
                 if os.path.exists(os.path.join(continued, "run.json")):
-                    Cluster.for_path(spark, continued).run()
+                    Cluster.for_path(None, continued).run()
                 else:
-                    Cluster.from_scenario(parse_scenario(sc), spark=spark, out=continued).run()
+                    Cluster.from_scenario(parse_scenario(sc), out=continued).run()
     assert not os.path.exists(os.path.join(continued, "summary.json"))  # killed, not finished
     assert main(["run", continued, "--until-ms", str(sc["run"]["until_ms"]), "--no-progress"]) == 0
-    thinned = str(root / "thinned")
-    Cluster.from_scenario(parse_scenario(thinned_scenario()), spark=spark, out=thinned).run()
+    thinned = os.path.join(root, "thinned")
+    Cluster.from_scenario(parse_scenario(thinned_scenario()), out=thinned).run()
     log0 = os.path.join(thinned, "tables", "log", "_delta_log", f"{0:020d}.json")
     assert not os.path.exists(log0)  # the history was thinned
     return {"finished": finished, "continued": continued, "thinned": thinned}
@@ -139,12 +142,17 @@ def refused_versions(tables_dir: str, name: str) -> list[int]:
     return sorted(set(T.loadable_versions(tables_dir, name)) - set(T.unbroken_versions(tables_dir, name)))
 
 
-@pytest.fixture(scope="module")
-def read_by_delta_spark(runs, tmp_path_factory, side_venv) -> tuple[Path, dict]:
-    """Run the reader in the side venv over every table of every run: current snapshot, time travel,
-    history, and the parquet-folder count of `log`. Returns the output dir and the reader's timings."""
-    python = side_venv
-    out = tmp_path_factory.mktemp("delta-spark-read")
+def runs_read(tmp: Path) -> tuple[dict[str, str], Path, dict]:
+    """The three runs (make_runs, in a child process), then the reader in the side venv over every table of
+    every run: current snapshot, time travel, history, and the parquet-folder count of `log`. Returns the
+    runs, the reader's output dir and its timings."""
+    make = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_delta_spark as t; t.make_runs(sys.argv[1])"
+    made = _run([sys.executable, "-c", make, str(tmp / "runs")], env=spark_env(), timeout=1800, cwd=str(tmp))
+    assert made.returncode == 0, made.stderr[-5000:]
+    runs = {run: str(tmp / "runs" / run) for run in ("finished", "continued", "thinned")}
+    python = side_python()
+    out = tmp / "read"
+    out.mkdir()
     spec: dict = {"ivy": str(CACHE / "ivy"), "reads": [], "history": [], "parquet_counts": []}
     for run, path in runs.items():
         tables_dir = os.path.join(path, "tables")
@@ -158,14 +166,26 @@ def read_by_delta_spark(runs, tmp_path_factory, side_venv) -> tuple[Path, dict]:
             spec["history"].append({"path": table, "out": str(out / f"{run}.{name}.history.json")})
         spec["parquet_counts"].append({"path": T.table_path(tables_dir, "log"), "out": str(out / f"{run}.log.count")})
     (out / "spec.json").write_text(json.dumps(spec))
-    env = {k: v for k, v in os.environ.items() if k not in _INHERITED_SPARK_STATE
+    env = {k: v for k, v in BASE_ENV.items() if k not in _INHERITED_SPARK_STATE
            and k not in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "PYTHONPATH")}
     env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(python))
     result = _run([str(python), str(READER), str(out / "spec.json")], env=env, timeout=1800)
     assert result.returncode == 0, result.stderr[-5000:]
     timings = json.loads(result.stdout.strip().splitlines()[-1])
     assert timings["pyspark"] == PYSPARK
-    return out, timings
+    return runs, out, timings
+
+
+@pytest.fixture
+def runs(offloaded) -> dict[str, str]:
+    """The run directories of runs_read, made in the background once for the module's tests."""
+    return offloaded[0]
+
+
+@pytest.fixture
+def read_by_delta_spark(offloaded) -> tuple[Path, dict]:
+    """The reader's output dir and timings (runs_read)."""
+    return offloaded[1:]
 
 
 def _read(out: Path, key: str) -> pd.DataFrame:
@@ -191,6 +211,7 @@ def assert_rows(got: pd.DataFrame, want: pd.DataFrame, what: str) -> None:
 # ------------------------------------------------------------------ the tests
 
 
+@pytest.mark.offload(work=runs_read)
 @pytest.mark.slow
 @pytest.mark.parametrize("run", ["finished", "continued", "thinned"])
 def test_every_table_read_by_delta_spark_is_the_python_apis(spark, runs, read_by_delta_spark, run):
@@ -206,6 +227,7 @@ def test_every_table_read_by_delta_spark_is_the_python_apis(spark, runs, read_by
     assert len(_read(out, f"{run}.log")) > 0 and len(_read(out, f"{run}.produce_results")) > 0  # rows, not empty tables
 
 
+@pytest.mark.offload(work=runs_read)
 @pytest.mark.slow
 @pytest.mark.parametrize("run", ["finished", "continued", "thinned"])
 def test_time_travel_and_history_by_delta_spark_are_deltalakes(runs, read_by_delta_spark, run):
@@ -231,6 +253,7 @@ def test_time_travel_and_history_by_delta_spark_are_deltalakes(runs, read_by_del
         assert {op for _, op in history} >= {"WRITE"}
 
 
+@pytest.mark.offload(work=runs_read)
 @pytest.mark.slow
 def test_spark_read_parquet_on_a_table_folder_counts_removed_files_too(runs, read_by_delta_spark):
     """The wrong way (docs/tables.md): `spark.read.parquet` on a table's folder also reads the files an older
