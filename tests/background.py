@@ -10,15 +10,16 @@ other tests do; the test itself then waits for the result and asserts on it as b
   the wall clock, the other tests do not); each writes its replay directory under the run's pytest base
   temp dir;
 - one lane of set-up: the side venv (idempotent and locked, test_delta_spark.side_python);
-- offloaded tests (`@pytest.mark.offload(work=fn)`), on the replays' lane after the replays (run beside
-  them, their JVMs and syncs once held a replay's Kafka tool 4.4 s late): a test whose time is a child
-  process it waits on (spark-submit, a standalone or Connect cluster, the docs' pages run as written) has
-  that part in a module-level `work(tmp, **params)` run there, one after another, while the in-process
-  tests use the core they leave idle (the suite's CPU time is ~0.9 of its wall time on 2 cores); the
-  test asserts on what `work` returned (tests marked with the same work share one run of it; work that
-  needs the side venv waits on its lock). `work` starts child processes
-  only with the environment of the run's start (sparkutil.BASE_ENV), never what a foreground test has
-  monkeypatched since.
+- offloaded tests (`@pytest.mark.offload(work=fn)`): a test whose time is a child process it waits on
+  (spark-submit, a standalone or Connect cluster, the docs' pages run as written) has that part in a
+  module-level `work(tmp, **params)`, run in the background while the in-process tests use the core they
+  leave idle (the suite's CPU time is ~0.9 of its wall time on 2 cores); the test asserts on what `work`
+  returned (tests marked with the same work share one run of it). The work runs one after another on the
+  replays' lane after the replays (run beside them, their JVMs and syncs once held a replay's Kafka tool
+  4.4 s late), or with `lane="setup"` (the work that needs the side venv) on the set-up lane once both the
+  side venv and the replays are done, so that two lanes of it share what the foreground leaves. `work`
+  starts child processes only with the environment of the run's start (sparkutil.BASE_ENV), never what a
+  foreground test has monkeypatched since.
 
 A test selected alone still works: its work starts at collection's end as well, or, where nothing started
 it (the hook did not run), on first use in the test itself.
@@ -29,7 +30,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -69,18 +70,23 @@ def start_replay(scenario: Path, base: Path) -> Future:
     return start(replay_key(scenario), "replays", run)
 
 
-def start_offload(work: Callable[..., Any], tmp: Path, params: dict[str, Any]) -> Future:
-    """`work(tmp, **params)` (the test's parameters that `work` names) on the replays' lane, once: the tests
-    marked with the same work and parameters share its result (one run the several tests of a module
-    assert on)."""
+def start_offload(work: Callable[..., Any], tmp: Path, params: dict[str, Any], lane: str = "replays") -> Future:
+    """`work(tmp, **params)` (the test's parameters that `work` names) on `lane`, once: the tests marked with
+    the same work and parameters share its result (one run the several tests of a module assert on). On
+    the set-up lane it waits for the replays queued before it to end first."""
     accepted = inspect.signature(work).parameters
     kwargs = {k: v for k, v in params.items() if k in accepted}
+    if lane == "setup":
+        start_side_venv()  # queued first on that lane (once), whatever the tests selected
+    with _LOCK:
+        replays = [f for k, f in _STARTED.items() if k.startswith("replay:")] if lane != "replays" else []
 
     def run() -> Any:
+        wait(replays)
         tmp.mkdir(parents=True, exist_ok=True)
         return work(tmp, **kwargs)
 
-    return start(f"offload:{work.__module__}.{work.__qualname__}:{sorted(kwargs.items())!r}", "replays", run)
+    return start(f"offload:{work.__module__}.{work.__qualname__}:{sorted(kwargs.items())!r}", lane, run)
 
 
 def start_side_venv() -> Future:

@@ -30,8 +30,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "`replayed` fixture), run in the background from the end of collection (tests/background.py)"
     )
     config.addinivalue_line(
-        "markers", "offload(work=fn): `fn(tmp, **params)` (the child processes the test waits on) runs in "
-        "the background from the end of collection; the `offloaded` fixture is its result (tests/background.py)"
+        "markers", "offload(work=fn, lane='replays'): `fn(tmp, **params)` (the child processes the test waits "
+        "on) runs in the background from the end of collection; the `offloaded` fixture is its result "
+        "(tests/background.py)"
     )
 
 
@@ -47,7 +48,8 @@ def _offload_work(item: pytest.Item):
 
 def _start_offload(item: pytest.Item, tmp: Path):
     marker = item.get_closest_marker("offload")
-    return background.start_offload(marker.kwargs["work"], tmp, _offload_params(item))
+    return background.start_offload(marker.kwargs["work"], tmp, _offload_params(item),
+                                    marker.kwargs.get("lane", "replays"))
 
 
 def _offload_params(item: pytest.Item) -> dict:
@@ -56,8 +58,8 @@ def _offload_params(item: pytest.Item) -> dict:
 
 
 def _waits(item: pytest.Item) -> int:
-    """0: runs at once; 1: waits on its offloaded work; 2: on a replay or the side venv."""
-    if _replay_scenario(item) or "side_venv" in getattr(item, "fixturenames", ()):
+    """0: runs at once; 1: waits on its offloaded work; 2: on a replay."""
+    if _replay_scenario(item):
         return 2
     return 1 if _offload_work(item) else 0
 
@@ -69,13 +71,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the selected tests' background work (tests/background.py): the side venv, then the replays in
-    the order their tests come."""
+    """Start the selected tests' background work (tests/background.py): the replays in the order their
+    tests come, then the offloaded work (the side venv first on its lane when any needs it)."""
     if session.config.option.collectonly:
         return
     items = session.items
-    if any("side_venv" in getattr(i, "fixturenames", ()) for i in items):
-        background.start_side_venv()
     base = offloads = None
     for item in items:
         if (scenario := _replay_scenario(item)) is not None:
@@ -118,13 +118,6 @@ def offloaded(request, tmp_path):
     a directory of its own), or starts now in the test's tmp_path."""
     assert _offload_work(request.node) is not None, "the offloaded fixture needs @pytest.mark.offload(work=fn)"
     return _start_offload(request.node, tmp_path / "offload").result(timeout=2400)
-
-
-@pytest.fixture(scope="session")
-def side_venv() -> Path:
-    """delta-spark's side venv python (test_delta_spark.side_python), made in the background from the end of
-    collection."""
-    return background.start_side_venv().result(timeout=1800)
 
 
 @pytest.fixture

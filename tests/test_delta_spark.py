@@ -211,7 +211,7 @@ def assert_rows(got: pd.DataFrame, want: pd.DataFrame, what: str) -> None:
 # ------------------------------------------------------------------ the tests
 
 
-@pytest.mark.offload(work=runs_read)
+@pytest.mark.offload(work=runs_read, lane="setup")
 @pytest.mark.slow
 @pytest.mark.parametrize("run", ["finished", "continued", "thinned"])
 def test_every_table_read_by_delta_spark_is_the_python_apis(spark, runs, read_by_delta_spark, run):
@@ -227,7 +227,7 @@ def test_every_table_read_by_delta_spark_is_the_python_apis(spark, runs, read_by
     assert len(_read(out, f"{run}.log")) > 0 and len(_read(out, f"{run}.produce_results")) > 0  # rows, not empty tables
 
 
-@pytest.mark.offload(work=runs_read)
+@pytest.mark.offload(work=runs_read, lane="setup")
 @pytest.mark.slow
 @pytest.mark.parametrize("run", ["finished", "continued", "thinned"])
 def test_time_travel_and_history_by_delta_spark_are_deltalakes(runs, read_by_delta_spark, run):
@@ -253,7 +253,7 @@ def test_time_travel_and_history_by_delta_spark_are_deltalakes(runs, read_by_del
         assert {op for _, op in history} >= {"WRITE"}
 
 
-@pytest.mark.offload(work=runs_read)
+@pytest.mark.offload(work=runs_read, lane="setup")
 @pytest.mark.slow
 def test_spark_read_parquet_on_a_table_folder_counts_removed_files_too(runs, read_by_delta_spark):
     """The wrong way (docs/tables.md): `spark.read.parquet` on a table's folder also reads the files an older

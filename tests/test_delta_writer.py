@@ -102,7 +102,7 @@ def test_the_json_actions_are_what_delta_rs_writes_for_the_same_files(tmp_path):
 def writer_runs(tmp: Path) -> dict:
     """The quickstart run once with each writer in the side venv (delta-spark first, so it also pays the
     session's first jobs), then one of its rounds committed again; the script's JSON line."""
-    python = side_python()  # made by the set-up lane (this waits on its lock); the JAR is in its Ivy cache
+    python = side_python()  # made before on this lane; the JAR is in its Ivy cache
     runs = [{"scenario": quickstart(), "writer": w, "out": str(tmp / w)} for w in ("delta-spark", "deltalake")]
     spec = {"ivy": str(READER_CACHE / "ivy"), "runs": runs, "recommit": str(tmp / "delta-spark")}
     (tmp / "spec.json").write_text(json.dumps(spec))
@@ -122,7 +122,7 @@ def runs(offloaded) -> dict:
     return offloaded
 
 
-@pytest.mark.offload(work=writer_runs)
+@pytest.mark.offload(work=writer_runs, lane="setup")
 @pytest.mark.slow
 def test_both_writers_give_the_same_tables_and_summary(runs):
     ds, dl = runs["dirs"]["delta-spark"], runs["dirs"]["deltalake"]
@@ -132,7 +132,7 @@ def test_both_writers_give_the_same_tables_and_summary(runs):
     assert json.loads(Path(ds, "summary.json").read_text()) == json.loads(Path(dl, "summary.json").read_text())
 
 
-@pytest.mark.offload(work=writer_runs)
+@pytest.mark.offload(work=writer_runs, lane="setup")
 @pytest.mark.slow
 def test_delta_spark_commits_are_deltas_own_with_the_round_and_the_app_transaction(runs):
     """Every round's commit is Delta's WRITE tagged with its round, a compaction (the end-of-run one folds the
@@ -162,7 +162,7 @@ def test_delta_spark_commits_are_deltas_own_with_the_round_and_the_app_transacti
     assert log_version_before(tables_dir, 40) == log_version_before(os.path.join(dl, "tables"), 40)
 
 
-@pytest.mark.offload(work=writer_runs)
+@pytest.mark.offload(work=writer_runs, lane="setup")
 @pytest.mark.slow
 def test_a_round_committed_again_through_delta_spark_is_refused(runs):
     """Delta's txnVersion check in the commit's own transaction refuses the run's last round: no version."""
@@ -170,7 +170,7 @@ def test_a_round_committed_again_through_delta_spark_is_refused(runs):
     assert again["round"] > 0 and again["accepted"] is False and again["after"] == again["before"]
 
 
-@pytest.mark.offload(work=writer_runs)
+@pytest.mark.offload(work=writer_runs, lane="setup")
 @pytest.mark.slow
 def test_a_rollback_drops_the_checksums_delta_left_beside_the_commits(runs):
     """Delta's JVM writer leaves a `.crc` beside a commit: the versions a rollback drops lose theirs too (a
