@@ -12,7 +12,10 @@ instead of ~7 s, as measured there).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import background
 import pytest
@@ -41,18 +44,18 @@ def _replay_scenario(item: pytest.Item) -> Path | None:
     return Path(marker.args[0]) if marker else None
 
 
-def _offload_work(item: pytest.Item):
+def _offload_work(item: pytest.Item) -> Callable[..., Any] | None:
     marker = item.get_closest_marker("offload")
     return marker.kwargs["work"] if marker else None
 
 
-def _start_offload(item: pytest.Item, tmp: Path):
+def _start_offload(item: pytest.Item, tmp: Path) -> Future:
     marker = item.get_closest_marker("offload")
     return background.start_offload(marker.kwargs["work"], tmp, _offload_params(item),
                                     marker.kwargs.get("lane", "replays"))
 
 
-def _offload_params(item: pytest.Item) -> dict:
+def _offload_params(item: pytest.Item) -> dict[str, Any]:
     callspec = getattr(item, "callspec", None)
     return dict(callspec.params) if callspec else {}
 
