@@ -13,7 +13,7 @@ other tests do; the test itself then waits for the result and asserts on it as b
 - offloaded tests (`@pytest.mark.offload(work=fn)`): a test whose time is a child process it waits on
   (spark-submit, a standalone or Connect cluster, the docs' pages run as written) has that part in a
   module-level `work(tmp, **params)`, run in the background while the in-process tests use the core they
-  leave idle (the suite's CPU time is ~0.9 of its wall time on 2 cores); the test asserts on what `work`
+  leave idle (test_failures and golden J-04 alone: 42 s of CPU in 84 s of wall time); the test asserts on what `work`
   returned (tests marked with the same work share one run of it). The work runs one after another on the
   replays' lane after the replays (run beside them, their JVMs and syncs once held a replay's Kafka tool
   4.4 s late), or with `lane="setup"` (the work that needs the side venv) on the set-up lane once both the

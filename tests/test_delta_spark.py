@@ -80,11 +80,18 @@ def side_python() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not ready.exists() or ready.read_text().split() != pins:
             shutil.rmtree(CACHE, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(CACHE)], check=True, timeout=300)
+            subprocess.run([sys.executable, "-m", "venv", str(CACHE)], check=True, timeout=300, env=BASE_ENV)
             subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],
-                           check=True, timeout=1800)
+                           check=True, timeout=1800, env=BASE_ENV)
             ready.write_text(" ".join(pins) + "\n")
     return python
+
+
+def side_env(python: Path, **extra: str) -> dict[str, str]:
+    """The environment of a child on the side venv's `python`: none of this venv's Spark or Python paths."""
+    env = {k: v for k, v in BASE_ENV.items() if k not in _INHERITED_SPARK_STATE
+           and k not in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "PYTHONPATH")}
+    return {**env, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(python), **extra}
 
 
 def thinned_scenario() -> dict:
@@ -98,6 +105,7 @@ def thinned_scenario() -> dict:
 #: the runs' engine: every engine writes the same tables (test_determinism, test_resident), and this one
 #: needs no Spark session of its own in the child process that makes them
 ENGINE = "local"
+RUNS = ("finished", "continued", "thinned")
 
 
 def make_runs(root: str) -> dict[str, str]:
@@ -149,7 +157,7 @@ def runs_read(tmp: Path) -> tuple[dict[str, str], Path, dict]:
     make = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_delta_spark as t; t.make_runs(sys.argv[1])"
     made = _run([sys.executable, "-c", make, str(tmp / "runs")], env=spark_env(), timeout=1800, cwd=str(tmp))
     assert made.returncode == 0, made.stderr[-5000:]
-    runs = {run: str(tmp / "runs" / run) for run in ("finished", "continued", "thinned")}
+    runs = {run: str(tmp / "runs" / run) for run in RUNS}
     python = side_python()
     out = tmp / "read"
     out.mkdir()
@@ -166,14 +174,15 @@ def runs_read(tmp: Path) -> tuple[dict[str, str], Path, dict]:
             spec["history"].append({"path": table, "out": str(out / f"{run}.{name}.history.json")})
         spec["parquet_counts"].append({"path": T.table_path(tables_dir, "log"), "out": str(out / f"{run}.log.count")})
     (out / "spec.json").write_text(json.dumps(spec))
-    env = {k: v for k, v in BASE_ENV.items() if k not in _INHERITED_SPARK_STATE
-           and k not in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "PYTHONPATH")}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(python))
-    result = _run([str(python), str(READER), str(out / "spec.json")], env=env, timeout=1800)
+    result = _run([str(python), str(READER), str(out / "spec.json")], env=side_env(python), timeout=1800)
     assert result.returncode == 0, result.stderr[-5000:]
     timings = json.loads(result.stdout.strip().splitlines()[-1])
     assert timings["pyspark"] == PYSPARK
     return runs, out, timings
+
+
+#: the tests that read runs_read's result
+READ = pytest.mark.offload(work=runs_read, lane="setup")
 
 
 @pytest.fixture
@@ -211,9 +220,9 @@ def assert_rows(got: pd.DataFrame, want: pd.DataFrame, what: str) -> None:
 # ------------------------------------------------------------------ the tests
 
 
-@pytest.mark.offload(work=runs_read, lane="setup")
+@READ
 @pytest.mark.slow
-@pytest.mark.parametrize("run", ["finished", "continued", "thinned"])
+@pytest.mark.parametrize("run", RUNS)
 def test_every_table_read_by_delta_spark_is_the_python_apis(spark, runs, read_by_delta_spark, run):
     """The current snapshot of each table, read by spark.read.format("delta"), has the rows of the Python
     API's DataFrame of it (Cluster's views read it with deltalake's file list) and of deltalake's own."""
@@ -227,9 +236,9 @@ def test_every_table_read_by_delta_spark_is_the_python_apis(spark, runs, read_by
     assert len(_read(out, f"{run}.log")) > 0 and len(_read(out, f"{run}.produce_results")) > 0  # rows, not empty tables
 
 
-@pytest.mark.offload(work=runs_read, lane="setup")
+@READ
 @pytest.mark.slow
-@pytest.mark.parametrize("run", ["finished", "continued", "thinned"])
+@pytest.mark.parametrize("run", RUNS)
 def test_time_travel_and_history_by_delta_spark_are_deltalakes(runs, read_by_delta_spark, run):
     """versionAsOf gives deltalake's rows of that version; DESCRIBE HISTORY lists the versions whose commit
     is still in the log. A thinned log's older checkpoints (kept for deltalake's time travel) are refused by
@@ -253,7 +262,7 @@ def test_time_travel_and_history_by_delta_spark_are_deltalakes(runs, read_by_del
         assert {op for _, op in history} >= {"WRITE"}
 
 
-@pytest.mark.offload(work=runs_read, lane="setup")
+@READ
 @pytest.mark.slow
 def test_spark_read_parquet_on_a_table_folder_counts_removed_files_too(runs, read_by_delta_spark):
     """The wrong way (docs/tables.md): `spark.read.parquet` on a table's folder also reads the files an older

@@ -21,9 +21,9 @@ import pyarrow as pa
 import pytest
 import yaml
 from deltalake import DeltaTable
-from sparkutil import _INHERITED_SPARK_STATE, BASE_ENV, _run
+from sparkutil import _run
 from test_delta_spark import CACHE as READER_CACHE
-from test_delta_spark import PYSPARK, side_python
+from test_delta_spark import PYSPARK, side_env, side_python
 from test_determinism import assert_same, tables
 
 from sparkkafka import Cluster
@@ -106,14 +106,16 @@ def writer_runs(tmp: Path) -> dict:
     runs = [{"scenario": quickstart(), "writer": w, "out": str(tmp / w)} for w in ("delta-spark", "deltalake")]
     spec = {"ivy": str(READER_CACHE / "ivy"), "runs": runs, "recommit": str(tmp / "delta-spark")}
     (tmp / "spec.json").write_text(json.dumps(spec))
-    env = {k: v for k, v in BASE_ENV.items() if k not in _INHERITED_SPARK_STATE
-           and k not in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(python), PYTHONPATH=str(ROOT))
-    result = _run([str(python), str(SCRIPT), str(tmp / "spec.json")], env=env, timeout=2400, cwd=str(tmp))
+    result = _run([str(python), str(SCRIPT), str(tmp / "spec.json")], env=side_env(python, PYTHONPATH=str(ROOT)),
+                  timeout=2400, cwd=str(tmp))
     assert result.returncode == 0, result.stderr[-5000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
     assert got["pyspark"] == PYSPARK
     return {"dirs": {r["writer"]: r["out"] for r in runs}, **got}
+
+
+#: the tests that read writer_runs' result
+WRITTEN = pytest.mark.offload(work=writer_runs, lane="setup")
 
 
 @pytest.fixture
@@ -122,7 +124,7 @@ def runs(offloaded) -> dict:
     return offloaded
 
 
-@pytest.mark.offload(work=writer_runs, lane="setup")
+@WRITTEN
 @pytest.mark.slow
 def test_both_writers_give_the_same_tables_and_summary(runs):
     ds, dl = runs["dirs"]["delta-spark"], runs["dirs"]["deltalake"]
@@ -132,7 +134,7 @@ def test_both_writers_give_the_same_tables_and_summary(runs):
     assert json.loads(Path(ds, "summary.json").read_text()) == json.loads(Path(dl, "summary.json").read_text())
 
 
-@pytest.mark.offload(work=writer_runs, lane="setup")
+@WRITTEN
 @pytest.mark.slow
 def test_delta_spark_commits_are_deltas_own_with_the_round_and_the_app_transaction(runs):
     """Every round's commit is Delta's WRITE tagged with its round, a compaction (the end-of-run one folds the
@@ -162,7 +164,7 @@ def test_delta_spark_commits_are_deltas_own_with_the_round_and_the_app_transacti
     assert log_version_before(tables_dir, 40) == log_version_before(os.path.join(dl, "tables"), 40)
 
 
-@pytest.mark.offload(work=writer_runs, lane="setup")
+@WRITTEN
 @pytest.mark.slow
 def test_a_round_committed_again_through_delta_spark_is_refused(runs):
     """Delta's txnVersion check in the commit's own transaction refuses the run's last round: no version."""
@@ -170,7 +172,7 @@ def test_a_round_committed_again_through_delta_spark_is_refused(runs):
     assert again["round"] > 0 and again["accepted"] is False and again["after"] == again["before"]
 
 
-@pytest.mark.offload(work=writer_runs, lane="setup")
+@WRITTEN
 @pytest.mark.slow
 def test_a_rollback_drops_the_checksums_delta_left_beside_the_commits(runs):
     """Delta's JVM writer leaves a `.crc` beside a commit: the versions a rollback drops lose theirs too (a

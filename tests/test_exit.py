@@ -51,9 +51,9 @@ def test_usage_errors_keep_argparse_exit_code_and_output():
 RUNS = int(os.environ.get("SPARKKAFKA_EXIT_RUNS", "5"))
 
 
-def tools_in_a_row(tmp: Path) -> tuple[list[str], float]:
+def tools_in_a_row(tmp: Path) -> tuple[list[str], int, float]:
     """TINY on the in-process engine (no Spark) for 300 emulated ms, made by a child process, then RUNS runs
-    in a row of each read-only verb on it: what went wrong, and the seconds they took."""
+    in a row of each read-only verb on it: what went wrong, how many verbs, and the seconds they took."""
     out = tmp / "run"
     make = ("import json, sys\nfrom sparkkafka import Cluster\nfrom sparkkafka.scenario import parse_scenario\n"
             "Cluster.from_scenario(parse_scenario(json.loads(sys.argv[1]), name='exit'), out=sys.argv[2]).run()\n")
@@ -78,13 +78,13 @@ def tools_in_a_row(tmp: Path) -> tuple[list[str], float]:
             p = _sparkkafka(*args)
             if p.returncode != 0 or "terminate called" in p.stderr:
                 failures.append(f"{name} run {i + 1}: exit {p.returncode}: {p.stderr[-300:]}")
-    return failures, time.perf_counter() - started
+    return failures, len(tools), time.perf_counter() - started
 
 
 @pytest.mark.slow
 @pytest.mark.offload(work=tools_in_a_row)
 def test_runs_in_a_row_of_every_read_only_tool_exit_0(offloaded):
     """RUNS runs in a row of each read-only verb exit 0 with no abort message."""
-    failures, took = offloaded
-    print(f"7 tools x {RUNS} runs in {took:.0f} s")
+    failures, tools, took = offloaded
+    print(f"{tools} tools x {RUNS} runs in {took:.0f} s")
     assert failures == []
