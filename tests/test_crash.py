@@ -86,22 +86,19 @@ def test_broker_files_are_read_as_of_a_round_and_rolled_back_and_settled(tmp_pat
     assert broker_disk.rollback(d, 7) == 1
     assert broker_disk.read_epoch_checkpoint(d, 1, "d0", "t", 0) == [(0, 0), (1, 5)]
     before = seen(None)
-    broker_disk.settle(d, 7)  # Kafka's files only, the same content
+    broker_disk.settle(d, 7)  # the files without versions only, the same content
     base = broker_disk.dir_path(d, 1, "d0")
-    assert sorted(os.listdir(base)) == ["partitions", "replication-offset-checkpoint", "t-0"]
-    assert os.listdir(os.path.join(base, "t-0")) == ["leader-epoch-checkpoint"]
+    assert sorted(os.listdir(base)) == ["leader-epoch-checkpoints", "partitions", "replication-offset-checkpoint"]
     assert seen(None) == before and seen(3) == before
 
-    # a tombstone settles into no folder at all
+    # a tombstone settles into no entry (and the dir's last one into no file)
     broker_disk.remove_log_files(d, 1, "d0", "t", 0, round_no=9)
     broker_disk.settle(d, 10)
     assert sorted(os.listdir(base)) == ["partitions", "replication-offset-checkpoint"]
 
 
-@pytest.mark.parametrize("fold_files", [50_000, 1])  # settle's files synced all together, or one by one
-def test_a_rounds_epoch_checkpoints_are_one_file_per_dir_read_as_of_a_round_and_settled_into_kafkas(
-        tmp_path, monkeypatch, fold_files):
-    monkeypatch.setattr(broker_disk, "FOLD_FILES", fold_files)
+def test_a_rounds_epoch_checkpoints_are_one_file_per_dir_read_as_of_a_round_and_settled_into_one_per_dir(
+        tmp_path):
     d = str(tmp_path)
     base = broker_disk.dir_path(d, 1, "d0")
     first = [(1, "d0", "t", p, False, [(0, 0)]) for p in range(50)] + [(1, "d1", "t", 50, False, [(0, 0)])]
@@ -128,13 +125,39 @@ def test_a_rounds_epoch_checkpoints_are_one_file_per_dir_read_as_of_a_round_and_
     assert not os.path.exists(os.path.join(base, "leader-epoch-checkpoints.r0000000003"))
     assert [cache(p) for p in range(4)] == [[(0, 0), (2, 9)], [], [(0, 0)], [(0, 0), (1, 5)]]
     broker_disk.settle(d, 6)
-    names = sorted(os.listdir(base))
-    assert "t-1" not in names and "t-2-future" in names and not any(".r" in n for n in names)
-    assert len([n for n in names if n.startswith("t-")]) == 50  # t-0, t-2..t-49 and t-2-future
-    with open(os.path.join(base, "t-3", "leader-epoch-checkpoint")) as f:
-        assert f.read() == "0\n2\n0 0\n1 5\n"  # Kafka's LeaderEpochCheckpointFile text
+    assert sorted(os.listdir(base)) == ["leader-epoch-checkpoints", "partitions"]  # no folder per log
+    with open(os.path.join(base, "leader-epoch-checkpoints")) as f:
+        lines = f.read().splitlines()
+    assert len(lines) == 50 and not [x for x in lines if x.startswith("+ 0 1 ")]  # t-0, t-2..t-49 and t-2's future log; t-1 gone
+    assert lines[:4] == ["+ 0 0 0:0,2:9 t", "+ 0 2 0:0 t", "+ 1 2 . t", "+ 0 3 0:0,1:5 t"]
     assert [cache(p) for p in range(4)] == [[(0, 0), (2, 9)], [], [(0, 0)], [(0, 0), (1, 5)]]
     assert broker_disk.rollback(d, 0) == 0  # nothing versioned is left
+
+
+def test_the_older_layouts_per_log_epoch_files_are_read_and_folded_into_the_dirs_file(tmp_path):
+    """A run saved by an earlier version keeps a folder per log with Kafka's leader-epoch-checkpoint: it is read
+    as before, and the next save that folds the dir's journal folds those files in and removes them."""
+    d = str(tmp_path)
+    base = broker_disk.dir_path(d, 1, "d0")
+    for name, text in (("t-0", "0\n1\n0 0\n"), ("t-1", "0\n2\n0 0\n3 7\n"), ("t-2", "0\n1\n0 0\n"),
+                       ("my-topic-5-future", "0\n0\n")):
+        os.makedirs(os.path.join(base, name))
+        with open(os.path.join(base, name, "leader-epoch-checkpoint"), "w") as f:
+            f.write(text)
+
+    def caches():
+        return [broker_disk.read_epoch_checkpoint(d, 1, "d0", t, p, fut) for t, p, fut in
+                (("t", 0, False), ("t", 1, False), ("t", 2, False), ("my-topic", 5, True))]
+
+    assert caches() == [[(0, 0)], [(0, 0), (3, 7)], [(0, 0)], []]
+    broker_disk.write_epoch_checkpoints(d, 4, [(1, "d0", "t", 0, False, [(0, 0), (1, 9)]),
+                                               (1, "d0", "t", 2, False, None)])  # t-2 removed in round 4
+    expected = [[(0, 0), (1, 9)], [(0, 0), (3, 7)], [], []]
+    assert caches() == expected
+    broker_disk.settle(d, 5)
+    assert os.listdir(base) == ["leader-epoch-checkpoints"] and caches() == expected
+    with open(os.path.join(base, "leader-epoch-checkpoints")) as f:
+        assert f.read() == "+ 1 5 . my-topic\n+ 0 0 0:0,1:9 t\n+ 0 1 0:0,3:7 t\n"
 
 
 def test_a_retried_round_task_writes_the_same_files_and_rows(spark, tmp_path):

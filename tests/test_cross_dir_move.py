@@ -16,6 +16,7 @@ import pytest
 from operator_util import cli, copy_run
 
 from sparkkafka import Cluster, parse_scenario
+from sparkkafka.storage import broker_disk
 from sparkkafka.tools import reassign_partitions as R
 
 SEED_PLAN = ('{"version":1,"partitions":[{"topic":"topic1","partition":0,"replicas":[0],"log_dirs":["k0"]},'
@@ -92,8 +93,9 @@ def check_moved(spark, capsys, run, base_logs):
     for d in ("k0", "k1"):
         fp = os.path.join(disk, d, "future-partitions")
         assert not os.path.exists(fp) or open(fp).read() == ""
-    assert sorted(n for n in os.listdir(os.path.join(disk, "k0")) if n.startswith("topic")) == ["topic0-0", "topic1-0"]
-    assert sorted(n for n in os.listdir(os.path.join(disk, "k1")) if n.startswith("topic")) == ["topic2-0"]
+    epochs = {d: broker_disk.epoch_checkpoints(os.path.join(run, "brokers"), 0, d) for d in ("k0", "k1")}
+    assert sorted(epochs["k0"]) == [("topic0", 0, False), ("topic1", 0, False)]
+    assert sorted(epochs["k1"]) == [("topic2", 0, False)]
 
     c = Cluster.for_path(spark, run)
     for topic, new_dir in (("topic1", "k0"), ("topic2", "k1")):

@@ -79,8 +79,7 @@ def test_absolute_log_dir_names_end_to_end(spark, tmp_path, capsys):
     for b in (0, 1, 2):
         assert sorted(os.listdir(os.path.join(out, "brokers", str(b)))) == sorted(map(path_component, (d0, d1)))
     for b, t, p in now:
-        assert os.path.exists(os.path.join(broker_disk.log_path(c.brokers_dir, b, now[(b, t, p)], t, p),
-                                           "leader-epoch-checkpoint"))
+        assert (t, p, False) in broker_disk.epoch_checkpoints(c.brokers_dir, b, now[(b, t, p)])
     assert sorted(os.listdir(os.path.join(out, "tables", "log", "broker=0"))) == \
         sorted(f"log_dir={path_component(d)}" for d in (d0, d1))
 

@@ -2,8 +2,8 @@
 
 A run of an imported cluster begins as a restart of every broker with data on disk: the ``log`` table
 holds each replica's records, and each log dir holds what LogManager loads at startup (the dir's
-``partitions``/``future-partitions`` listings, ``replication-offset-checkpoint``, each log's
-``leader-epoch-checkpoint``, the flushed offsets). The brokers then recover them as after any restart
+``partitions``/``future-partitions`` listings, ``replication-offset-checkpoint``, the logs'
+leader-epoch checkpoints, the flushed offsets). The brokers then recover them as after any restart
 (engine/broker_round._recover) and the controller, failing over onto the imported ZooKeeper state,
 sends them LeaderAndIsr.
 
@@ -24,7 +24,6 @@ checkpointed HW is the partition's HW (the ISR's end offset) clamped to its own 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -32,7 +31,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..protocol import leader_epoch
 from ..storage import api as storage
 from .model import PartitionStateSpec, TopicSpec
 
@@ -154,8 +152,5 @@ def _write_dir_files(brokers_dir: str, ranges: list[LogRange], log_dirs: list[st
                                      future=True)
             storage.write_hw_checkpoint(brokers_dir, b, d, [(r.topic, r.partition, r.hw) for r in here])
             storage.write_flushed(brokers_dir, b, d, [(r.topic, r.partition, r.end) for r in here])
-            for r in here:  # written once before any broker runs: no temporary file and rename needed
-                folder = storage.log_path(brokers_dir, b, d, r.topic, r.partition, r.is_future)
-                os.makedirs(folder, exist_ok=True)
-                with open(os.path.join(folder, storage.EPOCH_CHECKPOINT), "w") as f:
-                    f.write(leader_epoch.format_checkpoint([(0, r.start)] if r.end > r.start else []))
+            storage.write_epoch_checkpoints(brokers_dir, None, [
+                (b, d, r.topic, r.partition, r.is_future, [(0, r.start)] if r.end > r.start else []) for r in here])

@@ -9,10 +9,13 @@ Under OUT/brokers/<id>/<log_dir>/ (the log dir's name escaped into one folder na
   rewritten whenever a log is created, so an empty log is found again after a restart.
 - `future-partitions`: the future logs (KIP-113 moves in progress) in the dir (Kafka's
   `<topic>-<p>.<uuid>-future` directories), rewritten whenever one is created, swapped in or dropped.
-- `<topic>-<p>/leader-epoch-checkpoint`: the replica's leader-epoch cache, rewritten on every change
-  (LeaderEpochCheckpointFile, fsynced as Kafka's CheckpointFile is); a future log's is under
-  `<topic>-<p>-future/`. Inside a run a round writes the dir's changed ones as one file,
-  `leader-epoch-checkpoints.r<round>` (below).
+- `leader-epoch-checkpoints` (the emulator's layout of Kafka's per-log `<topic>-<p>/leader-epoch-checkpoint`):
+  the leader-epoch cache of every log in the dir (LeaderEpochFileCache), a line per log, `+ <future> <p>
+  <epoch:start,...> <topic>` (`.` for an empty cache; future 1 for a future log of a KIP-113 move). Kafka
+  writes one file in each log's folder; one file per dir keeps a run's end from creating a folder and a file
+  per replica. No Kafka tool reads the file. Per-log files a run of the older layout left are still read,
+  and folded into it at the next save. Inside a run a
+  round writes the dir's changed entries as one version, `leader-epoch-checkpoints.r<round>` (below).
 - `flushed-offsets` (the emulator's, not Kafka's): per log, the offset below which its records were
   flushed (fsync) by Kafka's flush rules or a clean shutdown; a power loss keeps those records and
   the ones the operating system wrote back, and nothing else (protocol/flush.py).
@@ -26,8 +29,8 @@ one version, the dir's `leader-epoch-checkpoints.r<round>` journal: a new cluste
 every replica's, and a file each (a folder each) was ~40% of a 60,000-replica task's first window. A task Spark re-runs (executor
 lost) so reads what the round read the first time and rewrites the same versions; a run continued
 from its last saved driver state (round S) drops the versions of rounds >= S (`rollback`). After the
-driver saved its state, `settle` folds the versions before S into the files under Kafka's names, so a
-run at rest holds Kafka's layout only. Every file is written to a temporary name, fsynced and renamed.
+driver saved its state, `settle` folds the versions before S into the files without a round suffix, so a
+run at rest holds no versions. Every file is written to a temporary name, fsynced and renamed.
 """
 
 from __future__ import annotations
@@ -143,11 +146,10 @@ def rollback(brokers_dir: str, round_no: int) -> int:
 
 
 def settle(brokers_dir: str, round_no: int) -> None:
-    """Fold each file's versions of rounds before `round_no` into the file under its Kafka name (a
-    tombstone removes the log's folder). Every step leaves what `_read` returns unchanged, so a kill
-    anywhere in it is harmless, and running it again finishes the job: the Kafka-named files are written
-    first, synced together (a 1M-replica run folds ~1M checkpoints: one fsync each took minutes), and
-    only then are the versions they replace removed."""
+    """Fold each file's versions of rounds before `round_no` into the file without a round suffix (a
+    tombstone removes it). Every step leaves what `_read` returns unchanged, so a kill anywhere in it is
+    harmless, and running it again finishes the job: the new files are written first, synced together,
+    and only then are the versions they replace removed."""
     folded, journals = [], []
     with durable_batch():
         for path, versions in sorted(_versioned(brokers_dir).items()):
@@ -155,7 +157,7 @@ def settle(brokers_dir: str, round_no: int) -> None:
             if not done:
                 continue
             if os.path.basename(path) == EPOCH_JOURNAL:
-                journals.append((os.path.dirname(path), [f for _, f in done]))
+                journals.append((path, [f for _, f in done]))
                 continue
             for _, f in done[:-1]:
                 os.unlink(f)
@@ -178,41 +180,62 @@ def settle(brokers_dir: str, round_no: int) -> None:
 
 
 def _fold_journals(journals: list[tuple[str, list[str]]]) -> None:
-    """Settle's part for the epoch journals (per dir: its journals to fold, oldest first): each log's newest
-    entry written under Kafka's name (the files first, synced together in runs of FOLD_FILES), then the
-    removed logs' folders dropped, then the journals; a kill anywhere leaves what `_read_epochs` returns
-    unchanged. One dir's entries are held at a time: a 1M-replica run's, all at once, were ~400 MB on a
-    driver that must stay under 2 GiB."""
-    gone: list[str] = []
-    left = iter(journals)
-    more = True
-    while more:
-        more = False
-        with durable_batch():
-            written = 0
-            for base, files in left:
-                for (topic, partition, future), cache in _journal_entries(files).items():
-                    path = _epoch_file(base, topic, partition, future)
-                    if cache is None:
-                        gone.append(path)
-                    else:
-                        write_durably(path, leader_epoch.format_checkpoint(cache), make_dirs=True)
-                        written += 1
-                if written >= FOLD_FILES:
-                    more = True
-                    break
-    for path in gone:
-        if os.path.exists(path):
-            os.unlink(path)
-        folder = os.path.dirname(path)
-        if os.path.isdir(folder) and not os.listdir(folder):
-            os.rmdir(folder)
+    """Settle's part for the epoch journals (per dir: the journal's at-rest path and its versions to fold,
+    oldest first): each dir's entries, the at-rest file's and the versions', written as its new at-rest file
+    (removed logs dropped; all synced together), then the versions removed. Per-log files a run of the older
+    layout left (`<topic>-<p>/leader-epoch-checkpoint`) are folded in too: a removed log's first (its
+    tombstone is still in a version, so a kill then changes nothing a reader sees), the others once the new
+    file shadows them. One dir's entries are held at a time (a 1M-replica run's, all at once, were ~400 MB on
+    a driver that must stay under 2 GiB)."""
+    shadowed: list[str] = []
+    with durable_batch():
+        for path, files in journals:
+            entries = _journal_entries(_at_rest(path) + files)
+            for key, folder in _legacy_logs(os.path.dirname(path)).items():
+                if key not in entries:
+                    entries[key] = _legacy_cache(folder)
+                elif entries[key] is None:
+                    _remove_legacy(folder)
+                    continue
+                shadowed.append(folder)
+            _write_at_rest(path, entries)
+    for folder in shadowed:
+        _remove_legacy(folder)
     for _, files in journals:
         for f in files:
             os.unlink(f)
 
 
-FOLD_FILES = 50_000  # files per sync when settle folds the journals: the batch's names are held until it ends
+def _at_rest(path: str) -> list[str]:
+    """The journal's at-rest file (`path` without a round suffix), if there is one: read before its versions."""
+    return [path] if os.path.exists(path) else []
+
+
+def _legacy_logs(base: str) -> dict[tuple[str, int, bool], str]:
+    """The per-log folders of a dir a run of the older layout left, keyed as journal entries are."""
+    out = {}
+    with os.scandir(base) as it:
+        for e in it:
+            if not e.is_dir():
+                continue
+            name, future = (e.name[:-len("-future")], True) if e.name.endswith("-future") else (e.name, False)
+            topic, _, p = name.rpartition("-")
+            if topic and p.isdigit():
+                out[(topic, int(p), future)] = e.path
+    return out
+
+
+def _legacy_cache(folder: str) -> list[tuple[int, int]]:
+    path = os.path.join(folder, EPOCH_CHECKPOINT)
+    return leader_epoch.parse_checkpoint(open(path).read()) if os.path.exists(path) else []
+
+
+def _remove_legacy(folder: str) -> None:
+    path = os.path.join(folder, EPOCH_CHECKPOINT)
+    if os.path.exists(path):
+        os.unlink(path)
+    if not os.listdir(folder):
+        os.rmdir(folder)
 
 
 def format_checkpoint(entries: Iterable[tuple[str, int, int]]) -> str:
@@ -245,39 +268,48 @@ def write_partitions(brokers_dir: str, broker: int, log_dir: str, parts: Iterabl
            "".join(f"{t} {p}\n" for t, p in sorted(parts)), round_no)
 
 
-def log_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int, future: bool = False) -> str:
-    """The folder of one log's files (a future log's carries `-future`)."""
-    return os.path.join(dir_path(brokers_dir, broker, log_dir), _log_folder(topic, partition, future))
-
-
-def _log_folder(topic: str, partition: int, future: bool) -> str:
-    return f"{topic}-{int(partition)}" + ("-future" if future else "")
-
-
 def _epoch_path(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int, future: bool = False) -> str:
-    return os.path.join(log_path(brokers_dir, broker, log_dir, topic, partition, future), EPOCH_CHECKPOINT)
-
-
-def _epoch_file(base: str, topic: str, partition: int, future: bool) -> str:
-    return os.path.join(base, _log_folder(topic, partition, future), EPOCH_CHECKPOINT)
+    """The older layout's per-log leader-epoch-checkpoint (`<topic>-<p>[-future]/` in the dir): read when the
+    dir's journal has no entry for the log."""
+    name = f"{topic}-{int(partition)}" + ("-future" if future else "")
+    return os.path.join(dir_path(brokers_dir, broker, log_dir), name, EPOCH_CHECKPOINT)
 
 
 EPOCH_JOURNAL = "leader-epoch-checkpoints"  # the emulator's: a round's leader-epoch checkpoints of a dir's logs
 EpochWrite = tuple[int, str, str, int, bool, "Iterable[tuple[int, int]] | None"]  # broker, dir, topic, p, future, cache
 
 
-def write_epoch_checkpoints(brokers_dir: str, round_no: int, writes: Iterable[EpochWrite]) -> None:
-    """A round's leader-epoch checkpoint writes (a cache, or None: the log's folder removed), as one version per
-    dir: its `leader-epoch-checkpoints.r<round>` journal, merged into what the round already wrote there (a
-    re-run task writes the same entries again). In order: a log written twice keeps the later."""
+def write_epoch_checkpoints(brokers_dir: str, round_no: int | None, writes: Iterable[EpochWrite]) -> None:
+    """Leader-epoch checkpoint writes (a cache, or None: the log removed), one file per dir: round `round_no`'s
+    version of the dir's journal, `leader-epoch-checkpoints.r<round>`, merged into what the round already
+    wrote there (a re-run task writes the same entries again); with no round (a cluster imported before its
+    first round, a tool's change at rest) the at-rest file itself. In order: a log written twice keeps the
+    later."""
     by_dir: dict[tuple[int, str], dict[tuple[str, int, bool], list[tuple[int, int]] | None]] = {}
     for broker, log_dir, topic, partition, future, cache in writes:
         by_dir.setdefault((int(broker), log_dir), {})[(topic, int(partition), bool(future))] = (
             None if cache is None else list(cache))
     for (broker, log_dir), entries in sorted(by_dir.items()):
-        path = _version(os.path.join(dir_path(brokers_dir, broker, log_dir), EPOCH_JOURNAL), round_no)
+        path = os.path.join(dir_path(brokers_dir, broker, log_dir), EPOCH_JOURNAL)
+        if round_no is None:
+            legacy = _legacy_logs(os.path.dirname(path)) if os.path.isdir(os.path.dirname(path)) else {}
+            for key in entries:
+                if key in legacy:
+                    _remove_legacy(legacy[key])
+            _write_at_rest(path, {**_journal_entries(_at_rest(path)), **entries})
+            continue
+        path = _version(path, round_no)
         merged = {**_journal_entries([path]), **entries} if os.path.exists(path) else entries
         write_durably(path, "".join(_journal_line(k, v) for k, v in merged.items()), make_dirs=True)
+
+
+def _write_at_rest(path: str, entries: dict[tuple[str, int, bool], list[tuple[int, int]] | None]) -> None:
+    """The dir's at-rest epoch file: the live logs' entries in (topic, partition, future) order; none, no file."""
+    text = "".join(_journal_line(k, v) for k, v in sorted(entries.items()) if v is not None)
+    if text:
+        write_durably(path, text, make_dirs=True)
+    elif os.path.exists(path):
+        os.unlink(path)
 
 
 def _journal_line(key: tuple[str, int, bool], cache: list[tuple[int, int]] | None) -> str:
@@ -303,28 +335,27 @@ def _dir_journal(brokers_dir: str, broker: int, log_dir: str, before: int | None
                  ) -> dict[tuple[str, int, bool], list[tuple[int, int]] | None]:
     """The epoch entries the dir's journals hold for a task of round `before` (None: all)."""
     path = os.path.join(dir_path(brokers_dir, broker, log_dir), EPOCH_JOURNAL)
-    return _journal_entries([f for r, f in _versions(path) if before is None or r < before])
+    return _journal_entries(_at_rest(path) + [f for r, f in _versions(path) if before is None or r < before])
 
 
 def write_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
                            entries: Iterable[tuple[int, int]], future: bool = False, round_no: int | None = None) -> None:
-    """One log's leader-epoch-checkpoint (in a round: an entry of the dir's journal of that round)."""
-    if round_no is None:
-        _write(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future),
-               leader_epoch.format_checkpoint(entries), None)
-    else:
-        write_epoch_checkpoints(brokers_dir, round_no, [(broker, log_dir, topic, partition, future, entries)])
+    """One log's leader-epoch-checkpoint: an entry of the dir's journal of round `round_no`, or of its
+    at-rest file."""
+    write_epoch_checkpoints(brokers_dir, round_no, [(broker, log_dir, topic, partition, future, entries)])
 
 
 def remove_log_files(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
                      future: bool = False, round_no: int | None = None) -> None:
-    """Delete one log's folder (its leader-epoch-checkpoint): the old log after a move's swap, a dropped
-    or swapped-in future log (in a round: a tombstone in the dir's journal, the folder goes when `settle`
-    folds it)."""
-    if round_no is None:
-        _write(_epoch_path(brokers_dir, broker, log_dir, topic, partition, future), None, None)
-    else:
-        write_epoch_checkpoints(brokers_dir, round_no, [(broker, log_dir, topic, partition, future, None)])
+    """Drop one log's leader-epoch-checkpoint: the old log after a move's swap, a dropped or swapped-in
+    future log (in a round: a tombstone in the dir's journal, the entry goes when `settle` folds it)."""
+    write_epoch_checkpoints(brokers_dir, round_no, [(broker, log_dir, topic, partition, future, None)])
+
+
+def epoch_checkpoints(brokers_dir: str, broker: int, log_dir: str) -> dict[tuple[str, int, bool], list[tuple[int, int]]]:
+    """The leader-epoch checkpoints the dir's journal holds now ((topic, partition, future) -> cache; the older
+    layout's per-log files not included)."""
+    return {k: v for k, v in _dir_journal(brokers_dir, broker, log_dir, None).items() if v is not None}
 
 
 def read_epoch_checkpoint(brokers_dir: str, broker: int, log_dir: str, topic: str, partition: int,
