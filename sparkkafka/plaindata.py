@@ -221,6 +221,21 @@ class Plain:
         self.make = make
 
 
+class Text:
+    """A value's plain form already written as JSON text (`dumps`), which dump_fields writes as it is: a large
+    value that does not change between writes (a run's scenario) is made plain once."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def dumps(v: Any) -> str:
+    """`json.dumps(to_plain(v))`, made as dump_fields makes it."""
+    return "".join(_chunks(v))
+
+
 class Fields:
     """An object's plain form as an untagged dict of its `items()` (a plain_fields method), made as written."""
 
@@ -254,7 +269,9 @@ def _walked(cls: type) -> bool:
 
 
 def _chunks(v: Any) -> Iterator[str]:
-    if isinstance(v, Plain):
+    if isinstance(v, Text):
+        yield v.text
+    elif isinstance(v, Plain):
         yield json.dumps(v.make())
     elif isinstance(v, list):
         form = _rows_of(v)
@@ -327,7 +344,7 @@ def _large(v: Any) -> bool:
     """Whether dump_fields walks `v` on its own rather than making it plain in a batch of list items: a Plain, a
     container of more than _SMALL members or holding a large one, a walked class with plain_fields or with a
     large field."""
-    if isinstance(v, Plain | Fields):
+    if isinstance(v, Plain | Fields | Text):
         return True
     if isinstance(v, _Pair):
         return _large(v.value)

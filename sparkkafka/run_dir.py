@@ -35,7 +35,7 @@ import pandas as pd
 
 from .controller.control_plane import ControlPlane
 from .errors import DamagedRunError, ScenarioError
-from .plaindata import dump_fields, from_plain, to_plain
+from .plaindata import Text, dump_fields, dumps, from_plain, to_plain
 from .scenario.loader import MAX_TIME_MS
 from .scenario.model import Event, Scenario
 from .scenario.workload import Workload
@@ -191,6 +191,7 @@ class RunDir:
         self.path = os.path.abspath(path)
         self.tables_dir = os.path.join(self.path, "tables")
         self.brokers_dir = os.path.join(self.path, "brokers")
+        self._scenario: tuple[Scenario, Text] | None = None  # the last scenario saved, and its JSON text
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -286,8 +287,19 @@ class RunDir:
         tables' Delta log history older than emulator delta.log.retention.commits before the versions
         it records, thinned (tables.trim_logs)."""
         self._write_json(MANIFEST, {"format_version": RUN_FORMAT_VERSION, "round": d.round})
-        self._write(DRIVER_STATE, lambda f: dump_fields(d.plain_fields(), f))  # d.to_dict()'s text, as it goes
+        self._write(DRIVER_STATE, lambda f: dump_fields(self._fields(d), f))  # d.to_dict()'s text, as it goes
         self._tidy(d)
+
+    def _fields(self, d: DriverState) -> Iterator[tuple[str, Any]]:
+        """d's fields to write, its scenario as the text written last time when it is the same object (a
+        Scenario is frozen): made plain once per run, not at every save (at 30,000 imported replicas, 7 of
+        the driver state's 12 MB, most of a save's JSON time)."""
+        for name, v in d.plain_fields():
+            if name == "scenario":
+                if self._scenario is None or self._scenario[0] is not v:
+                    self._scenario = (v, Text(dumps(v)))
+                v = self._scenario[1]
+            yield name, v
 
     def _tidy(self, d: DriverState) -> None:
         root = self._file(STATE_DIR)

@@ -15,6 +15,7 @@ import pytest
 from test_controller_handle import _drive
 
 from sparkkafka import plaindata
+from sparkkafka import run_dir as run_dir_mod
 from sparkkafka.controller.control_plane import ControlPlane
 from sparkkafka.controller.events import AlterIsrReceived, ApiPartitionReassignment
 from sparkkafka.errors import ScenarioError
@@ -182,6 +183,23 @@ def test_the_driver_state_file_is_written_as_it_goes_and_holds_to_dicts_text(tmp
     d.tool_state["big"] = [(i, {"k": [i] * 3}) for i in range(5)] + [list(range(100))]
     RunDir(tmp_path).save_driver(d)
     assert (tmp_path / DRIVER_STATE).read_text() == json.dumps(d.to_dict())
+
+
+def test_the_scenario_made_plain_once_is_still_the_saved_text_and_a_new_scenario_is_saved_anew(tmp_path, monkeypatch):
+    """RunDir keeps the JSON text of the scenario it saved last (a frozen object): a later save of the same one
+    reuses it, and one with another scenario (the engine changed on the command line) writes that one."""
+    d = _state()
+    rd = RunDir(tmp_path)
+    rd.save_driver(d)
+    made = []
+    monkeypatch.setattr(run_dir_mod, "dumps", lambda v: made.append(v) or plaindata.dumps(v))
+    d.round += 1
+    rd.save_driver(d)
+    assert made == [] and (tmp_path / DRIVER_STATE).read_text() == json.dumps(d.to_dict())
+    d.scenario = d.scenario.on_engine("local")
+    rd.save_driver(d)
+    assert made == [d.scenario] and (tmp_path / DRIVER_STATE).read_text() == json.dumps(d.to_dict())
+    assert RunDir(tmp_path).load().scenario.emulator["engine"] == "local"
 
 
 @pytest.mark.parametrize("version", [1, 2])
