@@ -6,13 +6,16 @@ KIP-279). Pure Python, no Spark.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from sparkkafka.protocol.leader_epoch import (
     OUT_OF_RANGE,
     UNDEFINED,
     assign,
+    decode,
     diverging_epoch,
+    diverging_epochs,
     end_offset_for,
     end_offset_for_v0,
     epoch_for_offset,
@@ -365,3 +368,23 @@ def test_latest_epochs_read_alike_for_few_and_many_caches():
     rows = np.array([3, 0, 3, 311, 2])
     for _ in range(2):
         assert L.latest_epochs(column, rows).tolist() == many[rows].tolist()
+
+
+def test_diverging_epochs_over_arrays_answer_as_diverging_epoch_row_by_row():
+    """The fetch path's vectorised check (memoised per (cache, epoch)) gives diverging_epoch's answer on every
+    row: the DivergingEpoch, OFFSET_OUT_OF_RANGE (an epoch the cache cannot place, a fetch below the log
+    start) or nothing, the LEO used only when the fetch's epoch is the cache's latest."""
+    rng = np.random.default_rng(7)
+    caches = ["", "0:0", "0:0,2:5", "1:3,4:9", "0:0,1:4,3:10,7:12"]
+    rows = 4000
+    cache = np.array([caches[i] for i in rng.integers(0, len(caches), rows)], dtype=object)
+    leo = rng.integers(0, 20, rows)
+    lfe = rng.integers(-1, 9, rows)
+    off = rng.integers(0, 22, rows)
+    lls = rng.integers(-1, 6, rows)
+    de, do, oor = diverging_epochs(cache, leo, lfe, off, lls)
+    want = [diverging_epoch(decode(c), int(a), int(e), int(f), log_start_offset=int(s))
+            for c, a, e, f, s in zip(cache, leo, lfe, off, lls, strict=True)]
+    assert [OUT_OF_RANGE if x else (None if d < 0 else (d, o)) for d, o, x in zip(de, do, oor, strict=True)] == want
+    assert {type(w) for w in want} == {tuple, type(None)} and OUT_OF_RANGE in want  # every kind of answer met
+    assert sum(w not in (None, OUT_OF_RANGE) for w in want) > 100

@@ -169,13 +169,10 @@ def _diverging(m: pd.DataFrame) -> None:
     if len(check) == 0:
         return
     de, do, err = array(m, "_de").copy(), array(m, "_do").copy(), array(m, "_err").copy()
-    for i in check:
-        d = leader_epoch.diverging_epoch(leader_epoch.decode(m["_cache"].iat[i]), int(m["leo"].iat[i]), int(lfe[i]),
-                                         int(m["fetch_offset"].iat[i]), log_start_offset=int(m["_lls"].iat[i]))
-        if d == leader_epoch.OUT_OF_RANGE:
-            err[i] = errors.OFFSET_OUT_OF_RANGE
-        elif d is not None:
-            de[i], do[i] = d
+    de[check], do[check], oor = leader_epoch.diverging_epochs(
+        array(m, "_cache")[check], array(m, "leo")[check].astype(np.int64), lfe[check].astype(np.int64),
+        array(m, "fetch_offset")[check].astype(np.int64), array(m, "_lls")[check].astype(np.int64))
+    err[check[oor]] = errors.OFFSET_OUT_OF_RANGE
     m["_de"], m["_do"], m["_err"] = de, do, err
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 import numpy as np
 
@@ -224,6 +225,32 @@ def diverging_epoch(leader_entries: Iterable[Entry], leader_leo: int, last_fetch
     if e < last_fetched_epoch or o < fetch_offset:
         return (e, o)
     return None
+
+
+_AT_LEO = -2  # _cached_end_offset's offset for "the LEO" (the requested epoch is the cache's latest)
+
+
+@lru_cache(maxsize=1 << 16)
+def _cached_end_offset(cache: str, epoch: int) -> Entry:
+    """end_offset_for over an encoded cache, with _AT_LEO for the LEO: a catching-up follower asks the same
+    (cache, epoch) every round until it reaches the next epoch, so each pair is parsed once."""
+    return end_offset_for(decode(cache), epoch, _AT_LEO)
+
+
+def diverging_epochs(caches: np.ndarray, leo: np.ndarray, last_fetched_epoch: np.ndarray, fetch_offset: np.ndarray,
+                     log_start_offset: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """diverging_epoch of each row (encoded leader caches, the leader's LEO and log start, the fetch's last
+    fetched epoch and offset), as (epoch, end offset, out of range): the DivergingEpoch where one is sent
+    (-1, -1 elsewhere), and True where the answer is OFFSET_OUT_OF_RANGE."""
+    n = len(caches)
+    eo = np.array([_cached_end_offset(c, int(e)) for c, e in zip(caches, last_fetched_epoch, strict=True)],
+                  dtype=np.int64).reshape(n, 2)
+    e, o = eo[:, 0], np.where(eo[:, 1] == _AT_LEO, leo, eo[:, 1])
+    asked = last_fetched_epoch != UNDEFINED_EPOCH
+    oor = asked & ((e == UNDEFINED_EPOCH) | (o == UNDEFINED_EPOCH_OFFSET)
+                   | ((log_start_offset >= 0) & (fetch_offset < log_start_offset)))
+    div = asked & ~oor & ((e < last_fetched_epoch) | (o < fetch_offset))
+    return np.where(div, e, -1), np.where(div, o, -1), oor
 
 
 # ---------------------------------------------------------------------------------------------------------
