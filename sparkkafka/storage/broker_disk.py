@@ -14,8 +14,8 @@ Under OUT/brokers/<id>/<log_dir>/ (the log dir's name escaped into one folder na
   <epoch:start,...> <topic>` (`.` for an empty cache; future 1 for a future log of a KIP-113 move). Kafka
   writes one file in each log's folder; one file per dir keeps a run's end from creating a folder and a file
   per replica. No Kafka tool reads the file. Per-log files a run of the older layout left are still read,
-  and folded into it at the next save. Inside a run a
-  round writes the dir's changed entries as one version, `leader-epoch-checkpoints.r<round>` (below).
+  and folded into it at the next save. Inside a run a round writes the dir's changed entries as one
+  version, `leader-epoch-checkpoints.r<round>` (below).
 - `flushed-offsets` (the emulator's, not Kafka's): per log, the offset below which its records were
   flushed (fsync) by Kafka's flush rules or a clean shutdown; a power loss keeps those records and
   the ones the operating system wrote back, and nothing else (protocol/flush.py).
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections import OrderedDict
 from collections.abc import Iterable
 from urllib.parse import unquote
@@ -74,16 +73,14 @@ _VERSION = re.compile(r"^(?P<base>.+)\.r(?P<round>\d{10})$")
 _DATA, _GONE = "+\n", "-\n"  # a version's first line: the file's text follows / the log was removed
 
 
-def _write(path: str, text: str | None, round_no: int | None) -> None:
-    """Write `path`'s text (None: the log is removed) as round `round_no`'s version of it; with no round
-    (a cluster imported before its first round) the file itself."""
+def _write(path: str, text: str, round_no: int | None) -> None:
+    """Write `path`'s text as round `round_no`'s version of it; with no round (a cluster imported before its
+    first round) the file itself. (A version starting with _GONE, an older layout's removed log, is still
+    read and settled.)"""
     if round_no is None:
-        if text is None:
-            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-        else:
-            write_durably(path, text, make_dirs=True)
-        return
-    write_durably(_version(path, round_no), _GONE if text is None else _DATA + text, make_dirs=True)
+        write_durably(path, text, make_dirs=True)
+    else:
+        write_durably(_version(path, round_no), _DATA + text, make_dirs=True)
 
 
 def _version(path: str, round_no: int) -> str:
