@@ -276,7 +276,7 @@ class Cluster:
         t1 = time.perf_counter()
         self.wall_s["loop"] += t1 - t0
         self.loop.flush()
-        self.loop.compact()
+        self.loop.compact(end=True)
         t2 = time.perf_counter()
         # the summary and the violations, from one read of the tables (of replica_state, the rows the checker's
         # state kept with the driver's makes it read: scenario/checker.reduced_replica_state)

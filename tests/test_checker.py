@@ -135,6 +135,19 @@ def test_nothing_is_lost_when_the_committed_log_holds_every_acked_record(tmp_pat
     assert len(found(out)) == 0
 
 
+def test_an_acked_record_found_only_in_another_partition_or_topic_is_lost(tmp_path):
+    """The committed logs are matched on (topic, partition, record id): record 0, acked in t-0, sits in t-1's
+    log and record 1 in topic u's partition 0; both are lost from t-0; record 2 is where it was acked."""
+    out = make_run(
+        str(tmp_path),
+        log=[rec(0, 0, 0, partition=1), rec(0, 0, 1, topic="u"), rec(0, 0, 2)],
+        replica_state=[rs(9, 0, 1, 1), rs(9, 0, 1, 1, partition=1), rs(9, 0, 1, 1, topic="u")],
+        partition_state=[ps(-100, 0, [0, 1]), ps(-100, 0, [0, 1], partition=1), ps(-100, 0, [0, 1], topic="u")],
+        produce_results=[res(0, 0), res(1, 0), res(2, 0)],
+    )
+    assert sorted(found(out, "lost")["record_id"].tolist()) == [0, 1]
+
+
 def test_a_leader_that_serves_no_log_leaves_its_partition_unjudged(tmp_path):
     """Broker 0 crashed and restarted inside its old ZooKeeper session: the controller still names it
     leader of t-0 (and it is live), but it holds the partition with no role until the controller sees

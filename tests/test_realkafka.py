@@ -259,3 +259,13 @@ def test_only_a_log_dir_the_tool_could_not_yet_alter_makes_replay_run_it_again()
     assert storage_race(failed)
     assert not storage_race(failed.replace("KafkaStorageException", "LogDirNotFoundException"))
     assert not storage_race("Error: There is an existing assignment running.\n")
+
+
+def test_only_a_topic_listing_without_the_topic_makes_replay_delete_it_again():
+    from sparkkafka.realkafka.tools import metadata_race
+
+    failed = ("kafka.admin.TopicCommand --bootstrap-server 127.0.0.1:1 --delete --topic gone exited 1:\n"
+              "Error while executing topic command : Topic 'gone' does not exist as expected\n")
+    assert metadata_race(failed, "gone")
+    assert not metadata_race(failed, "other")
+    assert not metadata_race("Error while executing topic command : Topic deletion is disabled.\n", "gone")

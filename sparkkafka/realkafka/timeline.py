@@ -32,7 +32,7 @@ from pathlib import Path
 from ..errors import NotYetSupportedError
 from . import netns
 from .cluster import RealCluster
-from .tools import SteadyProducer, alter_config, create_topic, reassign, run_tool
+from .tools import SteadyProducer, alter_config, create_topic, delete_topic, reassign, run_tool
 
 SUPPORTED = ("produce", "crash", "restart", "shutdown", "pause", "isolate", "heal", "reassign", "elect_leaders",
              "delete_topic", "create_topic", "set_config", "fail_log_dir", "controller_failover")
@@ -215,8 +215,7 @@ class Timeline:
         elif e.type == "elect_leaders":
             out = self._elect(a)
         elif e.type == "delete_topic":
-            out = run_tool(c, "kafka.admin.TopicCommand", "--bootstrap-server", c.bootstrap, "--delete",
-                           "--topic", a if isinstance(a, str) else a["topic"])
+            out = delete_topic(c, a if isinstance(a, str) else a["topic"])
         elif e.type == "create_topic":
             out = self._create(a["topic"])
         elif e.type == "set_config":

@@ -341,11 +341,11 @@ def _lost(acked: pd.DataFrame, log: pd.DataFrame, reps: pd.DataFrame, parts: pd.
     none of its own: its partitions are then all unjudged)."""
     if not (len(reps) if judged is None else judged) or not len(acked):
         return _empty(), _empty(), 0
-    committed = visible_records(log, reps)[[*TP, "record_id"]].drop_duplicates().assign(_in=True)
-    a = acked[[*TP, "record_id", "acks", "offset"]].merge(committed, how="left", on=[*TP, "record_id"])
+    a = acked[[*TP, "record_id", "acks", "offset"]].reset_index(drop=True)
+    committed = _found(a, visible_records(log, reps))
     off = (a.merge(offline[TP].assign(_off=True), how="left", on=TP)["_off"].notna().to_numpy()
            if len(offline) else np.zeros(len(a), bool))
-    missing = a[~off & a["_in"].isna().to_numpy()]
+    missing = a[~off & ~committed]
     if not len(missing):
         return _empty(), _empty(), int(off.sum())
     # the controller's leader of a judged partition holds a leader replica (_unjudged): its whole log
@@ -371,6 +371,21 @@ def _lost(acked: pd.DataFrame, log: pd.DataFrame, reps: pd.DataFrame, parts: pd.
     })
     return (out[~pending].reset_index(drop=True) if (~pending).any() else _empty(),
             out[pending].reset_index(drop=True) if pending.any() else _empty(), int(off.sum()))
+
+
+def _found(rows: pd.DataFrame, among: pd.DataFrame) -> np.ndarray:
+    """Whether each row of `rows` has a row of `among` with its topic, partition and record id: a join on the
+    record id alone (an integer: one produce's id matches a row per replica that holds it, not millions of
+    string keys hashed), then its topic and partition compared (a record found in another partition than the
+    one it was acked in is not found)."""
+    m = pd.DataFrame({"_row": np.arange(len(rows)), "record_id": rows["record_id"].to_numpy()}).merge(
+        among[[*TP, "record_id"]], on="record_id")
+    at = m["_row"].to_numpy()
+    same = ((m["partition"].to_numpy() == rows["partition"].to_numpy()[at])
+            & (m["topic"].to_numpy() == rows["topic"].to_numpy()[at]))
+    out = np.zeros(len(rows), bool)
+    out[at[same]] = True
+    return out
 
 
 def _divergent(log: pd.DataFrame, reps: pd.DataFrame, now: int) -> tuple[pd.DataFrame, int]:
