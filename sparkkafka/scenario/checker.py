@@ -388,16 +388,34 @@ def _found(rows: pd.DataFrame, among: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _replica_codes(log: pd.DataFrame, reps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Integer codes, the same key the same code in both frames: of each log row's (topic, partition), of its
+    (topic, partition, broker), and of each replica row's (topic, partition, broker)."""
+    n = len(log)
+    topic = pd.factorize(np.concatenate([log["topic"].to_numpy(object), reps["topic"].to_numpy(object)]))[0]
+    part = np.concatenate([log["partition"].to_numpy(np.int64), reps["partition"].to_numpy(np.int64)])
+    tp = pd.factorize((topic.astype(np.int64) << 32) | part)[0].astype(np.int64)  # partitions and broker ids < 2^31
+    broker = np.concatenate([log["broker"].to_numpy(np.int64), reps["broker"].to_numpy(np.int64)])
+    replica = pd.factorize((tp << 32) | broker)[0]
+    return tp[:n], replica[:n], replica[n:]
+
+
 def _divergent(log: pd.DataFrame, reps: pd.DataFrame, now: int) -> tuple[pd.DataFrame, int]:
     """Replica pairs holding different records at an offset below both HWs, and how many
     (topic, partition, offset) are affected."""
     if not len(reps) or not len(log):
         return _empty(), 0
-    hw = reps[[*TP, "broker", "hw"]]
-    lg = log.merge(hw, on=[*TP, "broker"])
-    lg = lg.loc[lg["offset"] < lg["hw"], [*TP, "broker", "offset", "record_id"]]
-    ids = lg.groupby([*TP, "offset"], sort=False)["record_id"]
-    lg = lg[(ids.transform("min") != ids.transform("max")).to_numpy()]  # only offsets whose replicas differ pair up
+    # the log's rows below their replica's HW, then only offsets whose replicas differ pair up; keyed by integer
+    # codes of (topic, partition[, broker]), not by the topic strings of every record
+    tp, replica, rep_code = _replica_codes(log, reps)
+    m = pd.DataFrame({"_k": replica, "_row": np.arange(len(log))}).merge(
+        pd.DataFrame({"_k": rep_code, "hw": reps["hw"].to_numpy()}), on="_k")
+    rows = m["_row"].to_numpy()
+    offsets = log["offset"].to_numpy()
+    rows = rows[offsets[rows] < m["hw"].to_numpy()]
+    ids = pd.DataFrame({"tp": tp[rows], "offset": offsets[rows], "record_id": log["record_id"].to_numpy()[rows]}
+                       ).groupby(["tp", "offset"], sort=False)["record_id"]
+    lg = log.iloc[rows[(ids.transform("min") != ids.transform("max")).to_numpy()]][[*TP, "broker", "offset", "record_id"]]
     pair = lg.merge(lg, on=[*TP, "offset"], suffixes=("", "_o"))
     pair = pair[(pair["broker"] < pair["broker_o"]) & (pair["record_id"] != pair["record_id_o"])]
     if not len(pair):
